@@ -1,0 +1,84 @@
+"""Command line of the instrument package.
+
+  mpiexec -n N python -m instrument trace -o DIR [--force] app.py [args...]
+  mpiexec -n N python -m instrument trace -o DIR -m module [args...]
+  python -m instrument show DIR
+  python -m instrument merge DIR      (salvage a run that crashed or was killed)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _split_target(argv: list[str]):
+    """Split ``[opts] (app.py | -m mod | -c cmd) [app args]`` like python does."""
+    opts, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-m", "-c"):
+            if i + 1 >= len(argv):
+                raise SystemExit(f"instrument: {a} needs an argument")
+            return opts, ("module" if a == "-m" else "command"), argv[i + 1:]
+        if a in ("-o", "--output"):
+            opts += argv[i:i + 2]
+            i += 2
+            continue
+        if a.startswith("-"):
+            opts.append(a)
+            i += 1
+            continue
+        return opts, "path", argv[i:]
+    return opts, None, []
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m instrument",
+        description="Trace mpi4py applications (communication sequence and computation "
+                    "vector of every rank) and inspect traces.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("trace", help="run an application under the tracer (inside mpiexec)",
+                       usage="mpiexec -n N python -m instrument trace -o DIR [--force] "
+                             "[--keep-raw] (app.py | -m module | -c command) [args ...]")
+    p.add_argument("-o", "--output", required=True, help="trace directory to create")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing trace directory")
+    p.add_argument("--keep-raw", action="store_true",
+                   help="keep the per-rank raw files after merging")
+    p = sub.add_parser("show", help="print a summary of a trace")
+    p.add_argument("trace")
+    p.add_argument("--max-ranks", type=int, default=32,
+                   help="list at most this many ranks (default 32)")
+    p = sub.add_parser("merge", help="merge the raw files of a crashed or killed run")
+    p.add_argument("trace")
+    p.add_argument("--keep-raw", action="store_true")
+
+    if argv and argv[0] == "trace":
+        opts, mode, target = _split_target(argv[1:])
+        args = parser.parse_args(["trace"] + opts)
+        if mode is None:
+            parser.error("trace: give the application: app.py, -m module or -c command")
+        from .run import trace_main
+        return trace_main(args.output, target, mode, force=args.force,
+                          keep_raw=True if args.keep_raw else None)
+    args = parser.parse_args(argv)
+    from .merge import TraceError
+    try:
+        if args.cmd == "show":
+            from .show import show
+            print(show(args.trace, args.max_ranks))
+        elif args.cmd == "merge":
+            from .merge import merge
+            meta = merge(args.trace, keep_raw=True if args.keep_raw else None)
+            print(f"merged {meta['events']} events of {meta['size']} ranks; incomplete ranks: "
+                  f"{meta['incomplete_ranks'] or 'none'}")
+    except TraceError as e:
+        print(f"instrument {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,950 @@
+"""Interception of mpi4py: traced subclasses of every communicator, request
+and message class, installed before the application imports anything.
+
+How it works, and why this way:
+
+* mpi4py's classes are extension types whose methods cannot be patched, so
+  the tracer defines subclasses (``TracedIntracomm`` ...) whose methods time
+  the real call and record one event.  ``MPI.COMM_WORLD``/``COMM_SELF`` and
+  the class names in the ``mpi4py.MPI`` module are replaced by them, so
+  ``MPI.Request.Waitall(...)`` and ``isinstance(c, MPI.Intracomm)`` keep
+  working (a metaclass answers ``isinstance`` for the real class too).
+* Every method returning a communicator, request or message wraps the result
+  in the traced subclass.  mpi4py's copy constructor shares the handle and,
+  for requests and messages, the buffer kept alive for pickled data, so the
+  wrapper behaves exactly like the original object.
+* Lower-case (pickle) methods get their byte counts from a counting
+  ``MPI.pickle`` (same functions, same protocol: identical bytes on the wire).
+* One-sided windows and files are wrapped too; their calls are recorded under
+  ``win_*``/``file_*`` op names that later stages report as unmodelled.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+
+from mpi4py import MPI
+
+from . import ops
+from .bufsize import PickleCounter, nbytes, per_peer
+from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_FAILED, Recorder
+
+R: Recorder = None            # set by install()
+PK = PickleCounter()
+ANY_SOURCE, ANY_TAG, PROC_NULL, ROOT = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.PROC_NULL, MPI.ROOT
+IN_PLACE = MPI.IN_PLACE
+REAL = {}                     # name -> the real mpi4py class
+_STATUS = MPI.Status()        # used when the application passes no status
+_world_group = None
+_comm_keys: dict = {}         # communicator key -> count of comms seen with it
+
+
+class _Meta(type):
+    """``isinstance``/``issubclass`` against a traced class ask the real one."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._real)
+
+    def __subclasscheck__(cls, sub):
+        return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._real)
+
+
+def code(name: str) -> int:
+    c = ops.CODE.get(name)
+    if c is None:
+        c = ops.code(name)
+        if R is not None:
+            R.note("o", c, name)
+    return c
+
+
+# --------------------------------------------------------------------------
+# Communicators: registration (members as world ranks) and peer translation
+# --------------------------------------------------------------------------
+
+def _world_ranks(group) -> list[int]:
+    return MPI.Group.Translate_ranks(group, None, _world_group)
+
+
+def _register(comm, parent_key: str, how: str, parent_idx: int = -1):
+    """Give a communicator its trace id and world-rank tables; note it."""
+    real = REAL
+    g = real["Comm"].Get_group(comm)
+    members = _world_ranks(g)
+    g.Free()
+    remote = None
+    if real["Comm"].Is_inter(comm):
+        rg = real["Intercomm"].Get_remote_group(comm)
+        remote = _world_ranks(rg)
+        rg.Free()
+    # The key is the same on every member: the parent's key, how many comms
+    # this rank already derived from that parent (creation is collective over
+    # the parent, so members agree), and the members themselves (which tell
+    # apart the comms one Split call makes).
+    base = (parent_key, how, tuple(members), tuple(remote or ()))
+    nth = _comm_keys.get(base, 0)
+    _comm_keys[base] = nth + 1
+    key = hashlib.blake2b(repr(base + (nth,)).encode(), digest_size=8).hexdigest()
+    idx = len(_comm_keys_by_idx)
+    _comm_keys_by_idx.append(key)
+    comm._tidx = idx
+    comm._tkey = key
+    comm._w = members
+    comm._p = remote if remote is not None else members
+    comm._me = members[real["Comm"].Get_rank(comm)]
+    topo = _topology(comm, members, remote)
+    R.note("c", idx, key, type(comm).__name__.replace("Traced", ""), members, remote,
+           parent_idx, how, topo)
+    return comm
+
+
+_comm_keys_by_idx: list[str] = []
+
+
+def _topology(comm, members, remote):
+    """Neighbour lists (world ranks) of a topology communicator, or None."""
+    real = REAL
+    if not isinstance(comm, real["Topocomm"]):
+        return None
+    ins, outs = comm.inoutedges
+    w = lambda r: members[r] if r >= 0 else -1
+    topo = {"sources": [w(r) for r in ins], "destinations": [w(r) for r in outs]}
+    if isinstance(comm, real["Cartcomm"]):
+        dims, periods, coords = real["Cartcomm"].Get_topo(comm)
+        topo.update(dims=list(dims), periods=[bool(p) for p in periods], coords=list(coords))
+    return topo
+
+
+def _wrap_comm(c, parent, how):
+    """Wrap a communicator returned by a creation call and register it."""
+    if c is None or c == MPI.COMM_NULL:
+        return c
+    cls = _TRACED_BY_REAL.get(type(c))
+    if cls is None:                      # already a traced (or user) subclass
+        cls = type(c)
+    if type(c) is not cls:
+        c = cls(c)
+    pkey = parent._tkey if parent is not None else "group"
+    pidx = parent._tidx if parent is not None else -1
+    return _register(c, pkey, how, pidx)
+
+
+def _peer(comm, r):
+    return comm._p[r] if r >= 0 else -1
+
+
+def _root(comm, root):
+    """World rank of a collective's root; intercomm roots are remote ranks."""
+    if root == ROOT:
+        return comm._me
+    if root < 0:
+        return -1
+    return comm._p[root]
+
+
+def _wrap_req(req, rx=None, pinfo=None):
+    r = TracedRequest(req) if type(req) is REAL["Request"] else \
+        TracedPrequest(req) if type(req) is REAL["Prequest"] else req
+    r._tid = R.new_req()
+    r._rx = rx
+    if pinfo is not None:
+        r._pinfo = pinfo
+        r._tid = -1          # a persistent request is inactive until started
+    return r
+
+
+# --------------------------------------------------------------------------
+# Point-to-point
+# --------------------------------------------------------------------------
+
+def _send(name):
+    op = code(name.lower())
+    base = getattr(REAL["Comm"], name)
+    if name.islower():
+        def f(self, obj, dest, tag=0):
+            t0, c0 = R.enter()
+            PK.dumped = 0
+            base(self, obj, dest, tag)
+            R.leave(op, self._tidx, _peer(self, dest), tag, PK.dumped, 0, -1, t0, c0)
+    else:
+        def f(self, buf, dest, tag=0):
+            t0, c0 = R.enter()
+            base(self, buf, dest, tag)
+            R.leave(op, self._tidx, _peer(self, dest), tag, nbytes(buf), 0, -1, t0, c0)
+    f.__name__ = name
+    return f
+
+
+def _isend(name):
+    op = code(name.lower())
+    base = getattr(REAL["Comm"], name)
+    lower = name.islower()
+
+    def f(self, buf, dest, tag=0):
+        t0, c0 = R.enter()
+        PK.dumped = 0
+        r = _wrap_req(base(self, buf, dest, tag))
+        sb = PK.dumped if lower else nbytes(buf)
+        R.leave(op, self._tidx, _peer(self, dest), tag, sb, 0, r._tid, t0, c0)
+        return r
+    f.__name__ = name
+    return f
+
+
+def _matched(comm, st, source, tag):
+    """(world source, tag, bytes, flags) of a completed receive or probe."""
+    s = st.Get_source()
+    flags = (FLAG_ANY_SOURCE if source == ANY_SOURCE else 0) | \
+            (FLAG_ANY_TAG if tag == ANY_TAG else 0)
+    return (comm._p[s] if s >= 0 else -1), st.Get_tag(), st.Get_count(), flags
+
+
+def _recv(name):
+    op = code(name.lower())
+    base = getattr(REAL["Comm"], name)
+
+    def f(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        t0, c0 = R.enter()
+        st = _STATUS if status is None else status
+        res = base(self, buf, source, tag, st)
+        p, tg, n, fl = _matched(self, st, source, tag)
+        R.leave(op, self._tidx, p, tg, 0, n, -1, t0, c0, flags=fl)
+        return res
+    f.__name__ = name
+    return f
+
+
+def _irecv(name):
+    op = code(name.lower())
+    base = getattr(REAL["Comm"], name)
+
+    def f(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
+        t0, c0 = R.enter()
+        r = _wrap_req(base(self, buf, source, tag), rx=self._p)
+        fl = (FLAG_ANY_SOURCE if source == ANY_SOURCE else 0) | \
+             (FLAG_ANY_TAG if tag == ANY_TAG else 0)
+        # Posted size; the completion fix-up replaces peer, tag and bytes by
+        # what actually matched.
+        R.leave(op, self._tidx, _peer(self, source), tag, 0,
+                nbytes(buf) if buf is not None else 0, r._tid, t0, c0, flags=fl)
+        return r
+    f.__name__ = name
+    return f
+
+
+def _sendrecv(name):
+    op = code(name.lower())
+    base = getattr(REAL["Comm"], name)
+    lower = name.islower()
+
+    def f(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
+          recvtag=ANY_TAG, status=None):
+        t0, c0 = R.enter()
+        st = _STATUS if status is None else status
+        PK.dumped = 0
+        res = base(self, sendbuf, dest, sendtag, recvbuf, source, recvtag, st)
+        p, tg, n, fl = _matched(self, st, source, recvtag)
+        sb = PK.dumped if lower else nbytes(sendbuf)
+        R.leave(op, self._tidx, _peer(self, dest), sendtag, sb, n, -1, t0, c0,
+                rpeer=p, rtag=tg, flags=fl)
+        return res
+    f.__name__ = name
+    return f
+
+
+def _sendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG,
+                      status=None):
+    t0, c0 = R.enter()
+    st = _STATUS if status is None else status
+    REAL["Comm"].Sendrecv_replace(self, buf, dest, sendtag, source, recvtag, st)
+    p, tg, n, fl = _matched(self, st, source, recvtag)
+    R.leave(_OP_SRR, self._tidx, _peer(self, dest), sendtag, nbytes(buf), n, -1, t0, c0,
+            rpeer=p, rtag=tg, flags=fl)
+
+
+def _isendrecv(name):
+    op = code(name.lower())
+    base = getattr(REAL["Comm"], name)
+    replace = name.endswith("replace")
+
+    if replace:
+        def f(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
+            t0, c0 = R.enter()
+            r = _wrap_req(base(self, buf, dest, sendtag, source, recvtag), rx=self._p)
+            R.leave(op, self._tidx, _peer(self, dest), sendtag, nbytes(buf), nbytes(buf),
+                    r._tid, t0, c0, rpeer=_peer(self, source), rtag=recvtag)
+            return r
+    else:
+        def f(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
+              recvtag=ANY_TAG):
+            t0, c0 = R.enter()
+            r = _wrap_req(base(self, sendbuf, dest, sendtag, recvbuf, source, recvtag),
+                          rx=self._p)
+            R.leave(op, self._tidx, _peer(self, dest), sendtag, nbytes(sendbuf),
+                    nbytes(recvbuf), r._tid, t0, c0, rpeer=_peer(self, source), rtag=recvtag)
+            return r
+    f.__name__ = name
+    return f
+
+
+def _probe(name):
+    """Probe/Iprobe/Mprobe/Improbe and lower-case: record what matched."""
+    op = code(name.lower())
+    base = getattr(REAL["Comm"], name)
+    returns_message = "mprobe" in name.lower()
+    nonblocking = name.lower().startswith("i")
+
+    def f(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        t0, c0 = R.enter()
+        st = _STATUS if status is None else status
+        res = base(self, source, tag, st)
+        found = (res is not None) if returns_message else bool(res)
+        if found or not nonblocking:
+            p, tg, n, fl = _matched(self, st, source, tag)
+            if returns_message:
+                res = TracedMessage(res)
+                res._rx = (self._tidx, p, tg, n, fl)
+        else:
+            p, tg, n = _peer(self, source), tag, 0
+            fl = 8   # nothing matched (ops: FLAG_NONE in docs/TRACE.md)
+        R.leave(op, self._tidx, p, tg, 0, n, -1, t0, c0, flags=fl)
+        return res
+    f.__name__ = name
+    return f
+
+
+# what a started persistent request does, as a nonblocking op
+_INIT_KIND = {"send_init": "isend", "bsend_init": "ibsend", "ssend_init": "issend",
+              "rsend_init": "irsend", "recv_init": "irecv", "psend_init": "isend",
+              "precv_init": "irecv"}
+
+
+def _p2p_init(name):
+    """Send_init/Recv_init family: a persistent request remembering its op."""
+    lname = name.lower()
+    op = code(lname)
+    base = getattr(REAL["Comm"], name)
+    recv = lname in ("recv_init", "precv_init")
+    kind = code(_INIT_KIND[lname])
+
+    def f(self, buf, *args, **kw):
+        t0, c0 = R.enter()
+        req = base(self, buf, *args, **kw)
+        names = ["partitions"] if name.startswith("P") else []
+        a = dict(zip(names + (["source", "tag"] if recv else ["dest", "tag"]), args), **kw)
+        who = a.get("source", ANY_SOURCE) if recv else a.get("dest")
+        tag = a.get("tag", ANY_TAG if recv else 0)
+        n = nbytes(buf)
+        peer = _peer(self, who)
+        pinfo = (kind, self._tidx, peer, tag, 0 if recv else n, n if recv else 0, -1, -1, None)
+        r = _wrap_req(req, rx=self._p if recv else None, pinfo=pinfo)
+        R.leave(op, self._tidx, peer, tag, pinfo[4], pinfo[5], -1, t0, c0)
+        return r
+    f.__name__ = name
+    return f
+
+
+# --------------------------------------------------------------------------
+# Collectives
+# --------------------------------------------------------------------------
+# (parameter names of the mpi4py method, index of sendbuf, of recvbuf, of root)
+_COLL_SIG = {
+    "Barrier": ([], None, None, None),
+    "Bcast": (["buf", "root"], 0, 0, 1),
+    "Gather": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
+    "Gatherv": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
+    "Scatter": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
+    "Scatterv": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
+    "Allgather": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Allgatherv": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Alltoall": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Alltoallv": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Alltoallw": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Reduce": (["sendbuf", "recvbuf", "op", "root"], 0, 1, 3),
+    "Allreduce": (["sendbuf", "recvbuf", "op"], 0, 1, None),
+    "Reduce_scatter_block": (["sendbuf", "recvbuf", "op"], 0, 1, None),
+    "Reduce_scatter": (["sendbuf", "recvbuf", "recvcounts", "op"], 0, 1, None),
+    "Scan": (["sendbuf", "recvbuf", "op"], 0, 1, None),
+    "Exscan": (["sendbuf", "recvbuf", "op"], 0, 1, None),
+    "Neighbor_allgather": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Neighbor_allgatherv": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Neighbor_alltoall": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Neighbor_alltoallv": (["sendbuf", "recvbuf"], 0, 1, None),
+    "Neighbor_alltoallw": (["sendbuf", "recvbuf"], 0, 1, None),
+}
+# lower-case (pickle) collectives: parameter names and index of root
+_OBJ_COLL_SIG = {
+    "barrier": ([], None), "bcast": (["obj", "root"], 1), "gather": (["sendobj", "root"], 1),
+    "scatter": (["sendobj", "root"], 1), "allgather": (["sendobj"], None),
+    "alltoall": (["sendobj"], None), "reduce": (["sendobj", "op", "root"], 2),
+    "allreduce": (["sendobj", "op"], None), "scan": (["sendobj", "op"], None),
+    "exscan": (["sendobj", "op"], None),
+    "neighbor_allgather": (["sendobj"], None), "neighbor_alltoall": (["sendobj"], None),
+}
+_PLAIN = {k.lower(): k for k in _COLL_SIG}       # "bcast" -> "Bcast" (for Ibcast)
+_GATHERS = ("gather", "allgather", "gatherv", "allgatherv")
+
+
+def _coll(cls_name, name):
+    """Wrap a buffer collective: blocking, nonblocking (I*) or persistent (*_init)."""
+    base = getattr(REAL[cls_name], name)
+    plain = _PLAIN.get(name[1:], name) if name.startswith("I") else name
+    persistent = plain.endswith("_init")
+    if persistent:
+        plain = plain[:-5]
+    params, si, ri, rooti = _COLL_SIG[plain]
+    lname = name.lower()
+    op = code(lname)
+    kind = code("i" + plain.lower())
+    stem = plain.lower()
+    variable = stem.endswith("v") or stem.endswith("w")
+
+    def f(self, *args, **kw):
+        t0, c0 = R.enter()
+        res = base(self, *args, **kw)
+        if kw:
+            args = list(args) + [None] * (len(params) - len(args))
+            for i, p in enumerate(params):
+                if p in kw:
+                    args[i] = kw[p]
+        sbuf = args[si] if si is not None and si < len(args) else None
+        rbuf = args[ri] if ri is not None and ri < len(args) else None
+        root = args[rooti] if rooti is not None and rooti < len(args) and \
+            args[rooti] is not None else (0 if rooti is not None else None)
+        peer = _root(self, root) if root is not None else -1
+        if si is not None and si == ri:           # Bcast: one buffer
+            n = nbytes(sbuf)
+            sb, rb = (n, 0) if peer == self._me else (0, n)
+        else:
+            rb = nbytes(rbuf)
+            if sbuf is IN_PLACE:
+                size = len(self._w)
+                sb = rb // size if stem in _GATHERS else rb
+                if stem in ("scatter", "scatterv"):
+                    sb, rb = nbytes(rbuf), 0
+            else:
+                sb = nbytes(sbuf)
+        extra = None
+        if variable:
+            extra = ("c", per_peer(sbuf), per_peer(rbuf))
+        req = -1
+        if persistent:
+            res = _wrap_req(res, pinfo=(kind, self._tidx, peer, -1, sb, rb, -1, -1, extra))
+        elif res is not None and name.startswith("I"):
+            res = _wrap_req(res)
+            req = res._tid
+        R.leave(op, self._tidx, peer, -1, sb, rb, req, t0, c0, extra=extra)
+        return res
+    f.__name__ = name
+    return f
+
+
+def _obj_coll(cls_name, name):
+    base = getattr(REAL[cls_name], name)
+    params, rooti = _OBJ_COLL_SIG[name]
+    op = code(name)
+
+    def f(self, *args, **kw):
+        t0, c0 = R.enter()
+        PK.dumped = PK.loaded = 0
+        res = base(self, *args, **kw)
+        root = None
+        if rooti is not None:
+            root = args[rooti] if rooti < len(args) else kw.get("root", 0)
+        peer = _root(self, root) if root is not None else -1
+        R.leave(op, self._tidx, peer, -1, PK.dumped, PK.loaded, -1, t0, c0)
+        return res
+    f.__name__ = name
+    return f
+
+
+# --------------------------------------------------------------------------
+# Communicator creation
+# --------------------------------------------------------------------------
+_CREATION = {
+    # method: (class that defines it, op name)
+    "Dup": ("Comm", "comm_dup"), "Clone": ("Comm", "comm_dup"),
+    "Dup_with_info": ("Comm", "comm_dup"), "Create": ("Comm", "comm_create"),
+    "Split": ("Comm", "comm_split"), "Split_type": ("Comm", "comm_split_type"),
+    "Shrink": ("Comm", "comm_shrink"),
+    "Create_group": ("Intracomm", "comm_create_group"),
+    "Create_cart": ("Intracomm", "cart_create"), "Create_graph": ("Intracomm", "graph_create"),
+    "Create_dist_graph": ("Intracomm", "dist_graph_create"),
+    "Create_dist_graph_adjacent": ("Intracomm", "dist_graph_create_adjacent"),
+    "Create_intercomm": ("Intracomm", "intercomm_create"),
+    "Sub": ("Cartcomm", "cart_sub"), "Merge": ("Intercomm", "intercomm_merge"),
+    "Spawn": ("Intracomm", "spawn"), "Spawn_multiple": ("Intracomm", "spawn"),
+    "Accept": ("Intracomm", "comm_accept"), "Connect": ("Intracomm", "comm_connect"),
+}
+
+
+def _creation(name):
+    cls_name, opname = _CREATION[name]
+    base = getattr(REAL[cls_name], name)
+    op = code(opname)
+
+    def f(self, *args, **kw):
+        t0, c0 = R.enter()
+        new = _wrap_comm(base(self, *args, **kw), self, opname)
+        R.leave(op, self._tidx, -1, -1, 0, 0, -1, t0, c0,
+                newcomm=getattr(new, "_tidx", -1))
+        return new
+    f.__name__ = name
+    return f
+
+
+def _idup(name):
+    base = getattr(REAL["Comm"], name)
+    op = code("comm_idup")
+
+    def f(self, *args, **kw):
+        t0, c0 = R.enter()
+        new, req = base(self, *args, **kw)
+        new = _wrap_comm(new, self, "comm_dup")
+        req = _wrap_req(req)
+        R.leave(op, self._tidx, -1, -1, 0, 0, req._tid, t0, c0, newcomm=new._tidx)
+        return new, req
+    f.__name__ = name
+    return f
+
+
+def _from_group(cls_name, name, opname):
+    base = getattr(REAL[cls_name], name)
+    op = code(opname)
+
+    def f(cls, *args, **kw):
+        t0, c0 = R.enter()
+        new = _wrap_comm(base(*args, **kw), None, opname + repr(kw.get("stringtag", args[-1]
+                                                                   if args else "")))
+        R.leave(op, -1, -1, -1, 0, 0, -1, t0, c0, newcomm=getattr(new, "_tidx", -1))
+        return new
+    f.__name__ = name
+    return classmethod(f)
+
+
+def _free(name, opname):
+    base = getattr(REAL["Comm"], name)
+    op = code(opname)
+
+    def f(self):
+        t0, c0 = R.enter()
+        idx = self._tidx
+        base(self)
+        R.leave(op, idx, -1, -1, 0, 0, -1, t0, c0)
+    f.__name__ = name
+    return f
+
+
+# --------------------------------------------------------------------------
+# Requests and messages
+# --------------------------------------------------------------------------
+
+def _completed(r, st):
+    """Note a completed request; receives get their matched source/tag/size."""
+    tid = r._tid
+    if tid >= 0:
+        r._tid = -1
+        rx = r._rx
+        if rx is not None and st is not None:
+            s = st.Get_source()
+            R.fixup(tid, rx[s] if s >= 0 else -1, st.Get_tag(), st.Get_count())
+    return tid
+
+
+class RequestMethods:
+    """Traced completion calls (the mixin of TracedRequest/TracedPrequest)."""
+    _tid = -1       # id of the pending operation; -1 when none is pending
+    _rx = None      # peer table of the communicator, for receive requests
+
+    def Wait(self, status=None):
+        t0, c0 = R.enter()
+        st = _STATUS if status is None and self._rx is not None else status
+        _R.Wait(self, st)
+        R.leave(_OP["wait"], -1, -1, -1, 0, 0, _completed(self, st), t0, c0)
+        return True
+
+    def wait(self, status=None):
+        t0, c0 = R.enter()
+        st = _STATUS if status is None and self._rx is not None else status
+        res = _R.wait(self, st)
+        R.leave(_OP["wait"], -1, -1, -1, 0, 0, _completed(self, st), t0, c0)
+        return res
+
+    def Test(self, status=None):
+        t0, c0 = R.enter()
+        st = _STATUS if status is None and self._rx is not None else status
+        flag = _R.Test(self, st)
+        tid = _completed(self, st) if flag else -1
+        R.leave(_OP["test"], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if flag else 8)
+        return flag
+
+    def test(self, status=None):
+        t0, c0 = R.enter()
+        st = _STATUS if status is None and self._rx is not None else status
+        flag, obj = _R.test(self, st)
+        tid = _completed(self, st) if flag else -1
+        R.leave(_OP["test"], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if flag else 8)
+        return flag, obj
+
+    def Cancel(self):
+        t0, c0 = R.enter()
+        _R.Cancel(self)
+        R.leave(_OP["cancel"], -1, -1, -1, 0, 0, self._tid, t0, c0)
+
+    cancel = Cancel
+
+    def Free(self):
+        t0, c0 = R.enter()
+        tid = self._tid
+        _R.Free(self)
+        R.leave(_OP["request_free"], -1, -1, -1, 0, 0, tid, t0, c0)
+
+    # -- many requests at once: statuses are needed to fix up receives --
+    @staticmethod
+    def _statuses(requests, statuses):
+        if statuses is None and any(getattr(r, "_rx", None) is not None for r in requests):
+            return [MPI.Status() for _ in requests]
+        return statuses
+
+    @classmethod
+    def Waitall(cls, requests, statuses=None):
+        return _many("waitall", _R.Waitall, requests, statuses, True)
+
+    @classmethod
+    def waitall(cls, requests, statuses=None):
+        return _many("waitall", _R.waitall, requests, statuses, True)
+
+    @classmethod
+    def Testall(cls, requests, statuses=None):
+        return _many("testall", _R.Testall, requests, statuses, "flag")
+
+    @classmethod
+    def testall(cls, requests, statuses=None):
+        return _many("testall", _R.testall, requests, statuses, "flag0")
+
+    @classmethod
+    def Waitsome(cls, requests, statuses=None):
+        return _many("waitsome", _R.Waitsome, requests, statuses, "indices")
+
+    @classmethod
+    def waitsome(cls, requests, statuses=None):
+        return _many("waitsome", _R.waitsome, requests, statuses, "indices0")
+
+    @classmethod
+    def Testsome(cls, requests, statuses=None):
+        return _many("testsome", _R.Testsome, requests, statuses, "indices")
+
+    @classmethod
+    def testsome(cls, requests, statuses=None):
+        return _many("testsome", _R.testsome, requests, statuses, "indices0")
+
+    @classmethod
+    def Waitany(cls, requests, status=None):
+        return _any("waitany", _R.Waitany, requests, status, "index")
+
+    @classmethod
+    def waitany(cls, requests, status=None):
+        return _any("waitany", _R.waitany, requests, status, "index0")
+
+    @classmethod
+    def Testany(cls, requests, status=None):
+        return _any("testany", _R.Testany, requests, status, "index0")
+
+    @classmethod
+    def testany(cls, requests, status=None):
+        return _any("testany", _R.testany, requests, status, "index0")
+
+
+def _many(opname, base, requests, statuses, result):
+    """Waitall/Testall/Waitsome/Testsome (both cases): record completed ids."""
+    t0, c0 = R.enter()
+    requests = list(requests)
+    sts = RequestMethods._statuses(requests, statuses)
+    res = base(requests, sts)
+    if result is True:
+        done = range(len(requests))
+    elif result in ("flag", "flag0"):
+        flag = res if result == "flag" else res[0]
+        done = range(len(requests)) if flag else ()
+    else:
+        idx = res if result == "indices" else res[0]
+        done = idx or ()
+    tids = [_completed(requests[i], sts[i] if sts else None) for i in done]
+    tids = [t for t in tids if t >= 0]
+    R.leave(_OP[opname], -1, -1, -1, 0, 0, -1, t0, c0, extra=("r", tids),
+            flags=0 if tids else 8, depth=3)
+    return res
+
+
+def _any(opname, base, requests, status, result):
+    t0, c0 = R.enter()
+    requests = list(requests)
+    st = status
+    if st is None and any(getattr(r, "_rx", None) is not None for r in requests):
+        st = _STATUS
+    res = base(requests, st)
+    idx = res if result == "index" else res[0]
+    if opname == "testany":
+        flag = res[1]
+    else:
+        flag = True
+    tid = -1
+    if flag and idx is not None and idx >= 0:
+        tid = _completed(requests[idx], st)
+    R.leave(_OP[opname], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if tid >= 0 else 8,
+            depth=3)
+    return res
+
+
+def _start(self):
+    t0, c0 = R.enter()
+    _P.Start(self)
+    _record_start(self, t0, c0, 3)
+
+
+def _record_start(r, t0, c0, depth):
+    kind, comm, peer, tag, sb, rb, _, _, extra = r._pinfo
+    r._tid = R.new_req()
+    R.leave(_OP["start"], comm, peer, tag, sb, rb, r._tid, t0, c0,
+            extra=("p", kind, extra), depth=depth)
+
+
+def _startall(cls, requests):
+    t0, c0 = R.enter()
+    requests = list(requests)
+    _P.Startall(requests)
+    # one start event per request, all timed by the single Startall call
+    for r in requests:
+        if getattr(r, "_pinfo", None) is not None:
+            _record_start(r, t0, c0, 3)
+            t0, c0 = R.enter()
+
+
+class MessageMethods:
+    """Traced receives of a matched message (from Mprobe/Improbe)."""
+    _rx = None
+
+    def Recv(self, buf, status=None):
+        t0, c0 = R.enter()
+        comm, p, tg, n, fl = self._rx
+        _M.Recv(self, buf, status)
+        R.leave(_OP["mrecv"], comm, p, tg, 0, n, -1, t0, c0, flags=fl)
+
+    def recv(self, status=None):
+        t0, c0 = R.enter()
+        comm, p, tg, n, fl = self._rx
+        res = _M.recv(self, status)
+        R.leave(_OP["mrecv"], comm, p, tg, 0, n, -1, t0, c0, flags=fl)
+        return res
+
+    def Irecv(self, buf):
+        t0, c0 = R.enter()
+        comm, p, tg, n, fl = self._rx
+        r = _wrap_req(_M.Irecv(self, buf))
+        R.leave(_OP["imrecv"], comm, p, tg, 0, n, r._tid, t0, c0, flags=fl)
+        return r
+
+    def irecv(self):
+        t0, c0 = R.enter()
+        comm, p, tg, n, fl = self._rx
+        r = _wrap_req(_M.irecv(self))
+        R.leave(_OP["imrecv"], comm, p, tg, 0, n, r._tid, t0, c0, flags=fl)
+        return r
+
+    @classmethod
+    def Probe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        return comm.Mprobe(source, tag, status)
+
+    @classmethod
+    def Iprobe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        return comm.Improbe(source, tag, status)
+
+    @classmethod
+    def probe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        return comm.mprobe(source, tag, status)
+
+    @classmethod
+    def iprobe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        return comm.improbe(source, tag, status)
+
+
+# --------------------------------------------------------------------------
+# One-sided windows and files: counted, recorded, reported as unmodelled
+# --------------------------------------------------------------------------
+_QUIET = ("Get_", "Set_", "tomemory", "toint", "py2f", "f2py", "fromhandle", "free",
+          "fromint", "Create_keyval", "Free_keyval", "Delete_attr", "Call_errhandler")
+
+
+def _counted(cls_name, prefix):
+    """A subclass of Win/File whose calls are recorded as unmodelled events."""
+    real = REAL[cls_name]
+    ns = {}
+    holder = {}
+
+    def counter(name, attr):
+        op = code(prefix + name.lower())
+        is_class = isinstance(inspect.getattr_static(real, name), classmethod) or \
+            type(inspect.getattr_static(real, name)).__name__ == "classmethod_descriptor"
+
+        def f(*args, **kw):
+            t0, c0 = R.enter()
+            if is_class:
+                res = getattr(real, name)(*args[1:], **kw)
+            else:
+                res = attr(*args, **kw)
+            if type(res) is real:
+                res = holder["cls"](res)
+            R.unmodelled[prefix + name.lower()] = R.unmodelled.get(prefix + name.lower(), 0) + 1
+            R.leave(op, -1, -1, -1, 0, 0, -1, t0, c0)
+            return res
+        f.__name__ = name
+        return classmethod(f) if is_class else f
+
+    for name in dir(real):
+        if name.startswith("_") or name.startswith(_QUIET):
+            continue
+        attr = inspect.getattr_static(real, name)
+        if type(attr).__name__ in ("method_descriptor", "classmethod_descriptor") or \
+                isinstance(attr, classmethod):
+            ns[name] = counter(name, getattr(real, name))
+    cls = _Meta("Traced" + cls_name, (real,), dict(ns, _real=real))
+    holder["cls"] = cls
+    return cls
+
+
+# --------------------------------------------------------------------------
+# Assembly
+# --------------------------------------------------------------------------
+_P2P = {
+    "Send": _send, "Bsend": _send, "Ssend": _send, "Rsend": _send,
+    "send": _send, "bsend": _send, "ssend": _send,
+    "Isend": _isend, "Ibsend": _isend, "Issend": _isend, "Irsend": _isend,
+    "isend": _isend, "ibsend": _isend, "issend": _isend,
+    "Recv": _recv, "recv": _recv, "Irecv": _irecv, "irecv": _irecv,
+    "Sendrecv": _sendrecv, "sendrecv": _sendrecv,
+    "Isendrecv": _isendrecv, "Isendrecv_replace": _isendrecv,
+    "Probe": _probe, "Iprobe": _probe, "Mprobe": _probe, "Improbe": _probe,
+    "probe": _probe, "iprobe": _probe, "mprobe": _probe, "improbe": _probe,
+    "Send_init": _p2p_init, "Bsend_init": _p2p_init, "Ssend_init": _p2p_init,
+    "Rsend_init": _p2p_init, "Recv_init": _p2p_init,
+    "Psend_init": _p2p_init, "Precv_init": _p2p_init,
+}
+
+_OP = {}
+_OP_SRR = None
+_R = _P = _M = None
+_TRACED_BY_REAL: dict = {}
+TracedRequest = TracedPrequest = TracedMessage = None
+
+
+def _methods_for(cls_name):
+    """Traced methods a mixin for the mpi4py class ``cls_name`` defines."""
+    real = REAL[cls_name]
+    own = set(vars(real))
+    ns = {}
+    for name, factory in _P2P.items():
+        if name in own:
+            ns[name] = factory(name)
+    if "Sendrecv_replace" in own:
+        ns["Sendrecv_replace"] = _sendrecv_replace
+    for plain in _COLL_SIG:
+        for name in (plain, "I" + plain.lower(), plain + "_init"):
+            if name in own:
+                ns[name] = _coll(cls_name, name)
+    for name in _OBJ_COLL_SIG:
+        if name in own:
+            ns[name] = _obj_coll(cls_name, name)
+    for name in _CREATION:
+        if name in own:
+            ns[name] = _creation(name)
+    for name in ("Idup", "Idup_with_info"):
+        if name in own:
+            ns[name] = _idup(name)
+    if cls_name == "Intracomm":
+        ns["Create_from_group"] = _from_group("Intracomm", "Create_from_group",
+                                              "comm_create_from_group")
+    if cls_name == "Intercomm":
+        ns["Create_from_groups"] = _from_group("Intercomm", "Create_from_groups",
+                                               "intercomm_create_from_groups")
+    if cls_name == "Comm":
+        ns["Free"] = _free("Free", "comm_free")
+        ns["Disconnect"] = _free("Disconnect", "comm_disconnect")
+    return ns
+
+
+def _build_classes():
+    global _R, _P, _M, _OP_SRR, TracedRequest, TracedPrequest, TracedMessage
+    for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm",
+                 "Distgraphcomm", "Intercomm", "Request", "Prequest", "Grequest",
+                 "Message", "Win", "File"):
+        REAL[name] = getattr(MPI, name)
+    _R, _P, _M = REAL["Request"], REAL["Prequest"], REAL["Message"]
+    for name in ops.NAMES[:]:
+        _OP[name] = code(name)
+    _OP_SRR = code("sendrecv_replace")
+    # Mixins mirror mpi4py's hierarchy so each traced class gets its own
+    # and its ancestors' traced methods.
+    parents = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
+               "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
+               "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
+    mixins = {}
+    for name, ps in parents.items():
+        mixins[name] = type(name + "Methods", tuple(mixins[p] for p in ps) or (object,),
+                            _methods_for(name))
+    for name in parents:
+        cls = _Meta("Traced" + name, (mixins[name], REAL[name]), {"_real": REAL[name]})
+        _TRACED_BY_REAL[REAL[name]] = cls
+        globals()["Traced" + name] = cls
+    TracedRequest = _Meta("TracedRequest", (RequestMethods, _R), {"_real": _R})
+    TracedPrequest = _Meta("TracedPrequest", (RequestMethods, _P),
+                           {"_real": _P, "Start": _start,
+                            "Startall": classmethod(_startall), "_pinfo": None})
+    TracedMessage = _Meta("TracedMessage", (MessageMethods, _M), {"_real": _M})
+    _TRACED_BY_REAL[_R] = TracedRequest
+    _TRACED_BY_REAL[_P] = TracedPrequest
+    _TRACED_BY_REAL[_M] = TracedMessage
+    for name in ("Win", "File"):
+        _TRACED_BY_REAL[REAL[name]] = _counted(name, name.lower() + "_")
+
+
+def install(trace_dir: str) -> Recorder:
+    """Start tracing this process: replace mpi4py's classes and world comms.
+
+    Must run before the application imports anything that captures
+    ``MPI.COMM_WORLD``.  Returns the recorder (``finish()`` closes it).
+    """
+    global R, _world_group
+    import time
+    world = MPI.COMM_WORLD
+    _build_classes()
+    rank, size = world.Get_rank(), world.Get_size()
+    world.Barrier()                      # a common time origin for all ranks
+    origin = time.perf_counter()
+    R = Recorder(trace_dir, rank, size, origin)
+    for name in ops.NAMES:
+        R.note("o", ops.CODE[name], name)
+    _world_group = world.Get_group()
+    PK.install()
+    tw = _TRACED_BY_REAL[REAL["Intracomm"]](world)
+    _register(tw, "world", "world")
+    ts = _TRACED_BY_REAL[REAL["Intracomm"]](MPI.COMM_SELF)
+    _register(ts, "self%d" % rank, "self")
+    MPI.COMM_WORLD = tw
+    MPI.COMM_SELF = ts
+    for real, traced in _TRACED_BY_REAL.items():
+        setattr(MPI, real.__name__, traced)
+    MPI.REQUEST_NULL = TracedRequest(MPI.REQUEST_NULL)
+    MPI.MESSAGE_NULL = TracedMessage(MPI.MESSAGE_NULL)
+    MPI.MESSAGE_NO_PROC = TracedMessage(MPI.MESSAGE_NO_PROC)
+    t0, c0 = R.enter()
+    R.leave(_OP["init"], 0, -1, -1, 0, 0, -1, t0, c0, depth=1)
+    return R
+
+
+def finish(status: str = "complete"):
+    """Record finalize and close this rank's trace."""
+    if R is None or R.closed:
+        return
+    t0, c0 = R.enter()
+    R.leave(_OP["finalize"], 0, -1, -1, 0, 0, -1, t0, c0, depth=1)
+    R.close(status)

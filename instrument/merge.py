@@ -1,0 +1,300 @@
+"""Merge the per-rank raw files of a trace into the contract's tables.
+
+Works on complete and on crashed runs alike: a rank whose raw files are
+truncated (killed, crashed) contributes every whole event it flushed, and
+``meta.json`` marks it incomplete.  Ranks are processed one at a time and
+written as row groups, so memory stays bounded by one rank's events.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pickle
+import shutil
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import ops
+from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path
+
+RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:12]] + [(f, "<f8") for f in FIELDS[12:]])
+assert RAW_DTYPE.itemsize == RECORD.size
+
+_I64_LIST = pa.list_(pa.int64())
+EVENT_SCHEMA = pa.schema([
+    ("rank", pa.int32()), ("seq", pa.int64()), ("op", pa.string()),
+    ("comm", pa.int32()), ("peer", pa.int32()), ("wildcard", pa.bool_()),
+    ("tag", pa.int32()), ("sbytes", pa.int64()), ("rbytes", pa.int64()),
+    ("req", pa.int64()), ("reqs", _I64_LIST),
+    ("comp", pa.float64()), ("cpu", pa.float64()),
+    ("t_start", pa.float64()), ("t_end", pa.float64()), ("site", pa.int32()),
+    ("rpeer", pa.int32()), ("rtag", pa.int32()), ("newcomm", pa.int32()),
+    ("flags", pa.int16()), ("started", pa.string()),
+    ("scounts", _I64_LIST), ("rcounts", _I64_LIST),
+])
+
+COMPLETIONS_ONE = {"wait", "test", "waitany", "testany", "cancel", "request_free"}
+RECV_REQUEST_OPS = {"irecv", "isendrecv", "isendrecv_replace", "start"}
+
+
+class TraceError(Exception):
+    """A trace directory that cannot be read; the message names file and rank."""
+
+
+def read_side(path: str):
+    """All side records of one rank (a truncated last chunk is dropped)."""
+    records = []
+    if not os.path.exists(path):
+        return records, False
+    truncated = False
+    with open(path, "rb") as f:
+        while True:
+            try:
+                records.extend(pickle.load(f))
+            except EOFError:
+                break
+            except Exception:
+                truncated = True
+                break
+    return records, truncated
+
+
+def read_events(path: str) -> np.ndarray:
+    if not os.path.exists(path):
+        return np.zeros(0, RAW_DTYPE)
+    size = os.path.getsize(path)
+    n = size // RAW_DTYPE.itemsize      # a partially written last record is dropped
+    return np.fromfile(path, dtype=RAW_DTYPE, count=n)
+
+
+def rank_info(trace_dir: str, rank: int) -> dict:
+    path = rank_path(trace_dir, rank, "json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"rank": rank, "complete": False, "status": "missing"}
+
+
+class _Globals:
+    """Global ids of communicators and call sites, assigned in rank order."""
+
+    def __init__(self):
+        self.comm_ids: dict[str, int] = {}
+        self.comm_rows: list[dict] = []
+        self.topo_rows: list[dict] = []
+        self.site_ids: dict[tuple, int] = {}
+        self.site_rows: list[dict] = []
+
+    def comm(self, rank, rec):
+        _, idx, key, kind, members, remote, parent_idx, how, topo = rec
+        gid = self.comm_ids.get(key)
+        if gid is None:
+            gid = self.comm_ids[key] = len(self.comm_ids)
+            self.comm_rows.append({"comm": gid, "key": key, "kind": kind, "how": how,
+                                   "members": list(members), "remote": list(remote or []),
+                                   "size": len(members), "parent_local": parent_idx,
+                                   "created_by_rank": rank})
+        if topo:
+            row = {"comm": gid, "rank": rank, "sources": topo["sources"],
+                   "destinations": topo["destinations"],
+                   "dims": topo.get("dims", []), "periods": topo.get("periods", []),
+                   "coords": topo.get("coords", [])}
+            self.topo_rows.append(row)
+        return gid
+
+    def site(self, rec):
+        key = rec[2:5]
+        sid = self.site_ids.get(key)
+        if sid is None:
+            sid = self.site_ids[key] = len(self.site_ids)
+            self.site_rows.append({"site": sid, "file": key[0], "line": key[1],
+                                   "function": key[2]})
+        return sid
+
+
+def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
+    """One rank's events as a DataFrame in the contract's columns."""
+    ev = read_events(rank_path(trace_dir, rank, "ev"))
+    side, _ = read_side(rank_path(trace_dir, rank, "side"))
+    names = dict()
+    comm_map, site_map = {}, {}
+    extras, fixups = {}, {}
+    parent_of = {}
+    for rec in side:
+        kind = rec[0]
+        if kind == "x":
+            extras.setdefault(rec[1], []).append(rec[2])
+        elif kind == "f":
+            fixups[rec[1]] = rec[2:]
+        elif kind == "s":
+            site_map[rec[1]] = g.site(rec)
+        elif kind == "c":
+            comm_map[rec[1]] = g.comm(rank, rec)
+            parent_of[rec[1]] = rec[6]
+        elif kind == "o":
+            names[rec[1]] = rec[2]
+    n = len(ev)
+    op_codes = ev["op"]
+    op = np.array([names.get(c) or (ops.NAMES[c] if c < len(ops.NAMES) else "unknown%d" % c)
+                   for c in range(int(op_codes.max()) + 1)] if n else [], dtype=object)
+    op = op[op_codes] if n else np.array([], dtype=object)
+
+    def remap(values, mapping):
+        if not mapping:
+            return np.where(values >= 0, -1, values)
+        keys = np.array(sorted(mapping))
+        lut = np.full(int(max(keys.max(), 0)) + 1, -1, dtype=np.int64)
+        lut[keys] = [mapping[k] for k in keys]
+        ok = (values >= 0) & (values < len(lut))
+        out = np.full(len(values), -1, dtype=np.int64)
+        out[ok] = lut[values[ok]]
+        return out
+
+    t_start, t_end = ev["t_start"], ev["t_end"]
+    prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
+    prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
+        if n else ev["cpu_end"]
+    df = pd.DataFrame({
+        "rank": np.full(n, rank, dtype=np.int32),
+        "seq": np.arange(n, dtype=np.int64),
+        "op": op,
+        "comm": remap(ev["comm"], comm_map),
+        "peer": ev["peer"], "wildcard": (ev["flags"] & (FLAG_ANY_SOURCE | FLAG_ANY_TAG)) != 0,
+        "tag": ev["tag"], "sbytes": ev["sbytes"], "rbytes": ev["rbytes"],
+        "req": ev["req"],
+        "comp": np.maximum(t_start - prev_end, 0.0),
+        "cpu": np.maximum(ev["cpu_start"] - prev_cpu, 0.0),
+        "t_start": t_start, "t_end": t_end,
+        "site": remap(ev["site"], site_map),
+        "rpeer": ev["rpeer"], "rtag": ev["rtag"],
+        "newcomm": remap(ev["newcomm"], comm_map),
+        "flags": ev["flags"].astype(np.int16),
+    })
+    reqs = [[] for _ in range(n)]
+    scounts = [None] * n
+    rcounts = [None] * n
+    started = [None] * n
+    # single-request completions keep their id in `req` while tracing
+    one = np.isin(op, list(COMPLETIONS_ONE)) if n else np.zeros(0, bool)
+    for i in np.nonzero(one & (ev["req"] >= 0))[0]:
+        reqs[i] = [int(ev["req"][i])]
+    df.loc[one, "req"] = -1
+    for i, items in extras.items():
+        if i >= n:
+            continue
+        for x in items:
+            if x[0] == "r":
+                reqs[i] = list(x[1])
+            elif x[0] == "c":
+                scounts[i], rcounts[i] = x[1], x[2]
+            elif x[0] == "p":
+                started[i] = names.get(x[1]) or ops.NAMES[x[1]]
+                if x[2] is not None and x[2][0] == "c":
+                    scounts[i], rcounts[i] = x[2][1], x[2][2]
+    df["reqs"] = reqs
+    df["scounts"] = scounts
+    df["rcounts"] = rcounts
+    df["started"] = started
+    # receive requests: what matched is only known at completion
+    if fixups and n:
+        is_rx = np.isin(op, list(RECV_REQUEST_OPS)) & (ev["req"] >= 0)
+        rows = np.nonzero(is_rx)[0]
+        req_col = ev["req"]
+        for i in rows:
+            fx = fixups.get(int(req_col[i]))
+            if fx is None:
+                continue
+            source, tag, nb = fx
+            if op[i] in ("isendrecv", "isendrecv_replace"):
+                df.at[i, "rpeer"], df.at[i, "rtag"] = source, tag
+            elif op[i] == "start" and started[i] != "irecv":
+                continue
+            else:
+                df.at[i, "peer"], df.at[i, "tag"] = source, tag
+            df.at[i, "rbytes"] = nb
+    return df
+
+
+def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> dict:
+    """Build events/comms/sites/topology parquet files and update meta.json.
+
+    Returns the updated meta dictionary.  Raw files are removed after a merge
+    in which every rank is complete (unless ``keep_raw``), kept otherwise.
+    """
+    meta_path = os.path.join(trace_dir, "meta.json")
+    if not os.path.exists(meta_path):
+        raise TraceError(f"{meta_path}: no meta.json; is {trace_dir} a trace directory?")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    size = int(meta["size"])
+    g = _Globals()
+    out = os.path.join(trace_dir, "events.parquet")
+    tmp = out + ".tmp"
+    writer = pq.ParquetWriter(tmp, EVENT_SCHEMA, compression="zstd")
+    ranks = []
+    unmodelled: dict[str, int] = {}
+    total = 0
+    try:
+        for rank in range(size):
+            info = rank_info(trace_dir, rank)
+            df = rank_frame(trace_dir, rank, g)
+            complete = bool(info.get("complete"))
+            if complete and info.get("events") not in (None, len(df)):
+                complete = False
+                info["status"] = "lost events: %s recorded, %d readable" % (
+                    info.get("events"), len(df))
+            for k, v in (info.get("unmodelled") or {}).items():
+                unmodelled[k] = unmodelled.get(k, 0) + v
+            ranks.append({"rank": rank, "host": info.get("host"), "pid": info.get("pid"),
+                          "complete": complete, "status": info.get("status"),
+                          "events": len(df)})
+            total += len(df)
+            if len(df):
+                writer.write_table(pa.Table.from_pandas(df, schema=EVENT_SCHEMA,
+                                                        preserve_index=False))
+            if not quiet and size >= 64 and rank % max(1, size // 10) == 0:
+                print(f"instrument: merged rank {rank}/{size}", file=sys.stderr)
+    finally:
+        writer.close()
+    os.replace(tmp, out)
+    comms = pd.DataFrame(g.comm_rows, columns=["comm", "key", "kind", "how", "members",
+                                               "remote", "size", "parent_local",
+                                               "created_by_rank"])
+    comms.to_parquet(os.path.join(trace_dir, "comms.parquet"), index=False)
+    pd.DataFrame(g.site_rows, columns=["site", "file", "line", "function"]).to_parquet(
+        os.path.join(trace_dir, "sites.parquet"), index=False)
+    topo = pd.DataFrame(g.topo_rows, columns=["comm", "rank", "sources", "destinations",
+                                              "dims", "periods", "coords"])
+    topo.to_parquet(os.path.join(trace_dir, "topology.parquet"), index=False)
+    meta["ranks"] = ranks
+    meta["complete"] = all(r["complete"] for r in ranks)
+    meta["incomplete_ranks"] = [r["rank"] for r in ranks if not r["complete"]]
+    meta["hosts"] = sorted({r["host"] for r in ranks if r["host"]})
+    meta["events"] = total
+    meta["unmodelled"] = unmodelled
+    meta["merged"] = True
+    write_json(meta_path, meta)
+    if keep_raw is None:
+        keep_raw = not meta["complete"]
+    if not keep_raw:
+        shutil.rmtree(os.path.join(trace_dir, "raw"), ignore_errors=True)
+    return meta
+
+
+def write_json(path: str, obj) -> None:
+    """Write JSON atomically (a crash never leaves half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def needs_merge(trace_dir: str) -> bool:
+    return not os.path.exists(os.path.join(trace_dir, "events.parquet")) and \
+        bool(glob.glob(os.path.join(trace_dir, "raw", "r*.ev")))

@@ -1,0 +1,138 @@
+"""Run an unmodified mpi4py application under the tracer (``instrument trace``).
+
+Every rank: initialise MPI, install the interception, run the application as
+``__main__`` (a script path, ``-m module`` or ``-c command``), then close its
+trace.  Rank 0 prepares the trace directory first and merges it at the end.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+
+from .merge import merge, write_json
+
+TRACER_VERSION = "1.0"
+
+
+def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | None:
+    """Rank 0: check the output directory and write the initial meta.json.
+
+    Returns an error message, or None.  An existing trace is never overwritten
+    unless ``force``: a user's earlier full-scale run may have taken hours.
+    """
+    if os.path.exists(trace_dir) and os.listdir(trace_dir):
+        if not force:
+            return (f"{trace_dir}: already exists and is not empty; choose another "
+                    f"directory or pass --force to replace it")
+        if not os.path.exists(os.path.join(trace_dir, "meta.json")):
+            return f"{trace_dir}: not a trace directory; refusing to clear it even with --force"
+        import shutil
+        shutil.rmtree(trace_dir)
+    os.makedirs(os.path.join(trace_dir, "raw"), exist_ok=True)
+    from mpi4py import MPI
+    import mpi4py
+    meta = {
+        "kind": "trace", "tracer_version": TRACER_VERSION,
+        "argv": argv, "size": size, "cwd": os.getcwd(),
+        "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+        "mpi_version": "%d.%d" % MPI.Get_version(), "mpi4py_version": mpi4py.__version__,
+        "python": sys.version.split()[0],
+        "start": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "end": None, "complete": False, "merged": False,
+    }
+    write_json(os.path.join(trace_dir, "meta.json"), meta)
+    return None
+
+
+def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False,
+               keep_raw: bool | None = None) -> int:
+    """Entry point run by every rank; returns the process exit code."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    err = None
+    if rank == 0:
+        try:
+            err = _prepare(trace_dir, force, [mode] + target if mode != "path" else target, size)
+        except OSError as e:
+            err = f"{trace_dir}: {e}"
+    err = world.bcast(err, root=0)
+    if err:
+        if rank == 0:
+            print(f"instrument trace: error: {err}", file=sys.stderr)
+        return 2
+
+    from . import intercept
+    rec = intercept.install(trace_dir)
+
+    def on_term(signum, frame):
+        # killed by the launcher or the batch system: keep what we have
+        intercept.finish("killed by signal %d" % signum)
+        os._exit(128 + signum)
+    signal.signal(signal.SIGTERM, on_term)
+
+    status, code = "complete", 0
+    sys.argv = list(target)
+    try:
+        if mode == "module":
+            runpy.run_module(target[0], run_name="__main__", alter_sys=True)
+        elif mode == "command":
+            sys.argv = ["-c"] + target[1:]
+            exec(compile(target[0], "<string>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
+            runpy.run_path(target[0], run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            code = e.code if isinstance(e.code, int) else 1
+            status = "exited with %s" % e.code
+    except BaseException:
+        traceback.print_exc()
+        status, code = "failed: %s" % sys.exc_info()[0].__name__, 1
+    intercept.finish(status)
+    if code != 0:
+        # like `python -m mpi4py`: one failing rank must not leave the others
+        # blocked; what every rank wrote stays readable (merge it later).
+        sys.stderr.flush()
+        REAL = intercept.REAL
+        if not MPI.Is_finalized():
+            REAL["Comm"].Abort(world, code)
+        return code
+
+    if not MPI.Is_finalized():
+        REAL = intercept.REAL
+        REAL["Comm"].Barrier(world)          # untraced: every rank has closed
+    else:
+        _wait_for_ranks(trace_dir, size) if rank == 0 else None
+    if rank == 0:
+        meta_path = os.path.join(trace_dir, "meta.json")
+        with open(meta_path) as f:
+            meta = json.load(f)
+        meta["end"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        write_json(meta_path, meta)
+        meta = merge(trace_dir, keep_raw=keep_raw)
+        state = "complete" if meta["complete"] else \
+            "INCOMPLETE ranks %s" % meta["incomplete_ranks"]
+        print(f"instrument: trace of {size} ranks, {meta['events']} events -> {trace_dir} "
+              f"({state})", file=sys.stderr)
+        if meta.get("unmodelled"):
+            print("instrument: warning: calls no later stage models: %s" % ", ".join(
+                f"{k} x{v}" for k, v in sorted(meta["unmodelled"].items())), file=sys.stderr)
+    return 0
+
+
+def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
+    """After an application's own MPI.Finalize, wait for every rank's close."""
+    from .merge import rank_info
+    deadline = time.time() + timeout
+    pending = set(range(size))
+    while pending and time.time() < deadline:
+        pending = {r for r in pending if rank_info(trace_dir, r).get("status") == "running"}
+        if pending:
+            time.sleep(0.05)
