@@ -81,7 +81,9 @@ def _register(comm, parent_key: str, how: str, parent_idx: int = -1):
     # this rank already derived from that parent (creation is collective over
     # the parent, so members agree), and the members themselves (which tell
     # apart the comms one Split call makes).
-    base = (parent_key, how, tuple(members), tuple(remote or ()))
+    groups = (tuple(members),) if remote is None else \
+        tuple(sorted([tuple(members), tuple(remote)]))   # both sides of an intercomm agree
+    base = (parent_key, how, groups)
     nth = _comm_keys.get(base, 0)
     _comm_keys[base] = nth + 1
     key = hashlib.blake2b(repr(base + (nth,)).encode(), digest_size=8).hexdigest()
@@ -115,8 +117,12 @@ def _topology(comm, members, remote):
     return topo
 
 
-def _wrap_comm(c, parent, how):
-    """Wrap a communicator returned by a creation call and register it."""
+def _wrap_comm(c, parent, how, parent_key=None):
+    """Wrap a communicator returned by a creation call and register it.
+
+    ``parent_key`` overrides the parent's key where members of the new comm
+    call from different parents (intercomm creation, creation from groups).
+    """
     if c is None or c == MPI.COMM_NULL:
         return c
     cls = _TRACED_BY_REAL.get(type(c))
@@ -124,7 +130,7 @@ def _wrap_comm(c, parent, how):
         cls = type(c)
     if type(c) is not cls:
         c = cls(c)
-    pkey = parent._tkey if parent is not None else "group"
+    pkey = parent_key or (parent._tkey if parent is not None else "group")
     pidx = parent._tidx if parent is not None else -1
     return _register(c, pkey, how, pidx)
 
@@ -270,7 +276,7 @@ def _isendrecv(name):
     if replace:
         def f(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
             t0, c0 = R.enter()
-            r = _wrap_req(base(self, buf, dest, sendtag, source, recvtag), rx=self._p)
+            r = _wrap_req(base(self, buf, dest, sendtag, source, recvtag))
             R.leave(op, self._tidx, _peer(self, dest), sendtag, nbytes(buf), nbytes(buf),
                     r._tid, t0, c0, rpeer=_peer(self, source), rtag=recvtag)
             return r
@@ -278,8 +284,9 @@ def _isendrecv(name):
         def f(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
               recvtag=ANY_TAG):
             t0, c0 = R.enter()
-            r = _wrap_req(base(self, sendbuf, dest, sendtag, recvbuf, source, recvtag),
-                          rx=self._p)
+            # no completion fix-up: MPICH 5.0 fills an Isendrecv status with
+            # garbage tags; the posted source/tag/size are recorded instead
+            r = _wrap_req(base(self, sendbuf, dest, sendtag, recvbuf, source, recvtag))
             R.leave(op, self._tidx, _peer(self, dest), sendtag, nbytes(sendbuf),
                     nbytes(recvbuf), r._tid, t0, c0, rpeer=_peer(self, source), rtag=recvtag)
             return r
@@ -485,7 +492,13 @@ def _creation(name):
 
     def f(self, *args, **kw):
         t0, c0 = R.enter()
-        new = _wrap_comm(base(self, *args, **kw), self, opname)
+        pkey = None
+        if name == "Create_intercomm":
+            # the two groups call from different local comms: key on the peer
+            # comm and tag, which both sides share
+            a = dict(zip(["local_leader", "peer_comm", "remote_leader", "tag"], args), **kw)
+            pkey = "%s/ic%d" % (getattr(a["peer_comm"], "_tkey", "?"), a.get("tag", 0))
+        new = _wrap_comm(base(self, *args, **kw), self, opname, pkey)
         R.leave(op, self._tidx, -1, -1, 0, 0, -1, t0, c0,
                 newcomm=getattr(new, "_tidx", -1))
         return new
@@ -514,8 +527,9 @@ def _from_group(cls_name, name, opname):
 
     def f(cls, *args, **kw):
         t0, c0 = R.enter()
-        new = _wrap_comm(base(*args, **kw), None, opname + repr(kw.get("stringtag", args[-1]
-                                                                   if args else "")))
+        tag_at = 1 if name == "Create_from_group" else 4
+        tag = args[tag_at] if len(args) > tag_at else kw.get("stringtag", "org.mpi4py")
+        new = _wrap_comm(base(*args, **kw), None, opname, "group:" + str(tag))
         R.leave(op, -1, -1, -1, 0, 0, -1, t0, c0, newcomm=getattr(new, "_tidx", -1))
         return new
     f.__name__ = name
@@ -539,6 +553,9 @@ def _free(name, opname):
 # Requests and messages
 # --------------------------------------------------------------------------
 
+_UNSET = -32766    # marks a status the MPI library did not fill in
+
+
 def _completed(r, st):
     """Note a completed request; receives get their matched source/tag/size."""
     tid = r._tid
@@ -547,8 +564,18 @@ def _completed(r, st):
         rx = r._rx
         if rx is not None and st is not None:
             s = st.Get_source()
-            R.fixup(tid, rx[s] if s >= 0 else -1, st.Get_tag(), st.Get_count())
+            if s != _UNSET:
+                R.fixup(tid, rx[s] if s >= 0 else -1, st.Get_tag(), st.Get_count())
     return tid
+
+
+def _fresh(status, rx):
+    """The status to pass down: the caller's, or ours for receive requests."""
+    if status is None and rx is not None:
+        status = _STATUS
+    if status is not None:
+        status.Set_source(_UNSET)
+    return status
 
 
 class RequestMethods:
@@ -558,21 +585,21 @@ class RequestMethods:
 
     def Wait(self, status=None):
         t0, c0 = R.enter()
-        st = _STATUS if status is None and self._rx is not None else status
+        st = _fresh(status, self._rx)
         _R.Wait(self, st)
         R.leave(_OP["wait"], -1, -1, -1, 0, 0, _completed(self, st), t0, c0)
         return True
 
     def wait(self, status=None):
         t0, c0 = R.enter()
-        st = _STATUS if status is None and self._rx is not None else status
+        st = _fresh(status, self._rx)
         res = _R.wait(self, st)
         R.leave(_OP["wait"], -1, -1, -1, 0, 0, _completed(self, st), t0, c0)
         return res
 
     def Test(self, status=None):
         t0, c0 = R.enter()
-        st = _STATUS if status is None and self._rx is not None else status
+        st = _fresh(status, self._rx)
         flag = _R.Test(self, st)
         tid = _completed(self, st) if flag else -1
         R.leave(_OP["test"], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if flag else 8)
@@ -580,7 +607,7 @@ class RequestMethods:
 
     def test(self, status=None):
         t0, c0 = R.enter()
-        st = _STATUS if status is None and self._rx is not None else status
+        st = _fresh(status, self._rx)
         flag, obj = _R.test(self, st)
         tid = _completed(self, st) if flag else -1
         R.leave(_OP["test"], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if flag else 8)
@@ -603,7 +630,9 @@ class RequestMethods:
     @staticmethod
     def _statuses(requests, statuses):
         if statuses is None and any(getattr(r, "_rx", None) is not None for r in requests):
-            return [MPI.Status() for _ in requests]
+            statuses = [MPI.Status() for _ in requests]
+        for st in statuses or ():
+            st.Set_source(_UNSET)
         return statuses
 
     @classmethod
@@ -679,9 +708,8 @@ def _many(opname, base, requests, statuses, result):
 def _any(opname, base, requests, status, result):
     t0, c0 = R.enter()
     requests = list(requests)
-    st = status
-    if st is None and any(getattr(r, "_rx", None) is not None for r in requests):
-        st = _STATUS
+    st = _fresh(status, True if any(getattr(r, "_rx", None) is not None
+                                    for r in requests) else None)
     res = base(requests, st)
     idx = res if result == "index" else res[0]
     if opname == "testany":
@@ -783,8 +811,7 @@ def _counted(cls_name, prefix):
 
     def counter(name, attr):
         op = code(prefix + name.lower())
-        is_class = isinstance(inspect.getattr_static(real, name), classmethod) or \
-            type(inspect.getattr_static(real, name)).__name__ == "classmethod_descriptor"
+        is_class = isinstance(inspect.getattr_static(real, name), classmethod)
 
         def f(*args, **kw):
             t0, c0 = R.enter()
@@ -804,8 +831,7 @@ def _counted(cls_name, prefix):
         if name.startswith("_") or name.startswith(_QUIET):
             continue
         attr = inspect.getattr_static(real, name)
-        if type(attr).__name__ in ("method_descriptor", "classmethod_descriptor") or \
-                isinstance(attr, classmethod):
+        if callable(attr) or isinstance(attr, classmethod):
             ns[name] = counter(name, getattr(real, name))
     cls = _Meta("Traced" + cls_name, (real,), dict(ns, _real=real))
     holder["cls"] = cls

@@ -1,0 +1,40 @@
+"""Ranks with deliberately different amounts of work (clustering test case).
+
+    mpiexec -n 8 python examples/uneven.py [--iters 20] [--work 40000] [--classes 3]
+
+Rank r belongs to work class r % classes and does (class + 1) units of work
+per iteration, then joins a ring exchange and an Allreduce.  The clusters
+a clustering of computation vectors must find are exactly the work classes.
+"""
+import argparse
+
+import numpy as np
+from mpi4py import MPI
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--work", type=int, default=40000, help="vector length of one unit")
+    ap.add_argument("--classes", type=int, default=3)
+    a = ap.parse_args()
+    comm = MPI.COMM_WORLD
+    r, s = comm.rank, comm.size
+    units = r % a.classes + 1
+    x = np.linspace(0.0, 1.0, a.work) + r
+    acc = 0.0
+    buf = np.empty(16)
+    for it in range(a.iters):
+        for _ in range(units):
+            for _ in range(10):
+                x = np.sqrt(x * x + 1.0) - 0.5 * x
+            acc += float(x.sum())
+        out = np.full(16, acc)
+        comm.Sendrecv(out, dest=(r + 1) % s, sendtag=it, recvbuf=buf,
+                      source=(r - 1) % s, recvtag=it)
+        total = comm.allreduce(float(buf[0]))
+    print(f"rank {r} class {units - 1} acc {acc:.12e} total {total:.12e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Shared helpers: real mpiexec runs of real programs (no mocked MPI)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+APPS = Path(__file__).resolve().parent / "apps"
+BIN = Path(sys.executable).parent
+MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
+
+
+def mpi_env() -> dict:
+    env = dict(os.environ)
+    # waiting ranks yield their core: runs with more ranks than cores behave
+    env.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run(cmd: list[str], timeout: float = 300, check: bool = True, **kw):
+    """Run a command; on failure show its output in the assertion message."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=kw.pop("env", mpi_env()), cwd=kw.pop("cwd", ROOT), **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} exited {p.returncode}\n"
+                             f"--- stdout\n{p.stdout[-4000:]}\n--- stderr\n{p.stderr[-4000:]}")
+    return p
+
+
+def mpirun(n: int, args: list[str], **kw):
+    return run([MPIEXEC, "-n", str(n), sys.executable] + [str(a) for a in args], **kw)
+
+
+def trace(n: int, out: Path, app: list, **kw):
+    """mpiexec -n N python -m instrument trace -o OUT app..."""
+    return mpirun(n, ["-m", "instrument", "trace", "-o", str(out)] + [str(a) for a in app], **kw)
+
+
+@pytest.fixture(scope="session")
+def coverage_trace(tmp_path_factory):
+    """One traced run of tests/apps/coverage.py at 4 ranks, shared by tests."""
+    out = tmp_path_factory.mktemp("cov") / "trace"
+    p = trace(4, out, [APPS / "coverage.py"])
+    from instrument import load_trace
+    return load_trace(str(out)), p
