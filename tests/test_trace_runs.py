@@ -1,0 +1,140 @@
+"""Tracing real example runs: identical output, summaries, crashes and kills."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import APPS, EXAMPLES, MPIEXEC, ROOT, mpi_env, mpirun, run, trace
+from instrument import TraceError, load_trace
+
+SMALL = {
+    "jacobi.py": ["--n", "64", "--iters", "30", "--check", "5"],
+    "cg.py": ["--n", "20000", "--iters", "30"],
+    "master_worker.py": ["--tasks", "12", "--size", "60"],
+    "uneven.py": ["--iters", "5", "--work", "5000"],
+}
+
+
+def per_rank_output(n, args, tmp_path, name):
+    """Run under mpiexec with each rank's stdout in its own file (the merged
+    stream interleaves partial lines of different ranks)."""
+    pattern = str(tmp_path / (name + ".%r"))
+    run([MPIEXEC, "-outfile-pattern", pattern, "-n", str(n), sys.executable]
+        + [str(a) for a in args])
+    return [(tmp_path / f"{name}.{r}").read_bytes() for r in range(n)]
+
+
+@pytest.mark.parametrize("example", sorted(SMALL))
+def test_tracing_leaves_output_bit_identical(example, tmp_path):
+    args = [EXAMPLES / example] + SMALL[example]
+    plain = per_rank_output(4, args, tmp_path, "plain")
+    traced = per_rank_output(4, ["-m", "instrument", "trace", "-o", tmp_path / "t"] + args,
+                             tmp_path, "traced")
+    assert traced == plain
+    assert all(b"rank" in out for out in plain)
+    t = load_trace(str(tmp_path / "t"))
+    assert t.meta["complete"] and t.size == 4
+    assert set(t.events["rank"]) == {0, 1, 2, 3}
+
+
+def test_show_summarises_jacobi(tmp_path):
+    trace(4, tmp_path / "t", [EXAMPLES / "jacobi.py"] + SMALL["jacobi.py"])
+    out = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")]).stdout
+    assert "ranks       : 4" in out
+    assert "complete    : yes" in out
+    t = load_trace(str(tmp_path / "t"))
+    ev = t.events
+    # 30 iterations: each rank has 2 Cartesian neighbours on a 2x2 grid
+    isends = ev[(ev.op == "isend") & (ev.peer >= 0)]
+    assert len(isends) == 4 * 30 * 2
+    assert (isends.sbytes == 32 * 8).all()
+    lines = {l.split()[0]: l.split() for l in out.splitlines() if l.strip()}
+    assert lines["isend"][1] == str(4 * 30 * 4)   # PROC_NULL sends are calls too
+    assert lines["allreduce"][1] == str(4 * 6)
+    assert "comp share" in out
+    # computation vector: wall and CPU seconds between calls, never negative
+    assert (ev.comp >= 0).all() and (ev.cpu >= 0).all()
+    assert ev.groupby("rank").comp.sum().min() > 0
+
+
+def test_module_and_command_modes(tmp_path):
+    p = trace(2, tmp_path / "m", ["-m", "mpi4py.bench", "helloworld"])
+    assert p.stdout.count("Hello, World!") == 2
+    t = load_trace(str(tmp_path / "m"))
+    assert t.meta["argv"][:2] == ["module", "mpi4py.bench"]
+    p = trace(2, tmp_path / "c", ["-c", "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"])
+    assert "barrier" in set(load_trace(str(tmp_path / "c")).events.op)
+
+
+def test_existing_trace_is_never_overwritten(tmp_path):
+    out = tmp_path / "t"
+    trace(2, out, [EXAMPLES / "uneven.py"] + SMALL["uneven.py"])
+    before = (out / "events.parquet").read_bytes()
+    p = trace(2, out, [EXAMPLES / "uneven.py"] + SMALL["uneven.py"], check=False)
+    assert p.returncode != 0 and "already exists" in p.stderr
+    assert (out / "events.parquet").read_bytes() == before
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "precious.txt").write_text("x")
+    p = trace(2, tmp_path / "other", ["-c", "pass"], check=False)
+    assert p.returncode != 0 and (tmp_path / "other" / "precious.txt").exists()
+    p = mpirun(2, ["-m", "instrument", "trace", "--force", "-o", out, "-c", "pass"])
+    assert load_trace(str(out)).meta["argv"][0] == "command"
+
+
+def test_failing_rank_leaves_readable_incomplete_trace(tmp_path):
+    out = tmp_path / "t"
+    p = trace(3, out, [APPS / "crash.py", "raise"], check=False, timeout=120)
+    assert p.returncode != 0
+    assert "deliberate failure" in p.stderr
+    t = load_trace(str(out))                      # salvages the unmerged run
+    assert not t.meta["complete"]
+    assert 1 in t.incomplete_ranks
+    ranks = {r["rank"]: r for r in t.meta["ranks"]}
+    assert ranks[1]["status"].startswith("failed")
+    ev = t.events
+    # the iterations before the failure are all there on the failing rank
+    assert (ev[(ev["rank"] == 1) & (ev.op == "allreduce")].shape[0]) >= 5
+    show = run([sys.executable, "-m", "instrument", "show", str(out)]).stdout
+    assert "INCOMPLETE" in show
+
+
+def test_killed_run_leaves_readable_partial_trace(tmp_path):
+    out = tmp_path / "t"
+    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "instrument", "trace", "-o", str(out),
+           str(APPS / "crash.py"), "hang"]
+    proc = subprocess.Popen(cmd, env=mpi_env(), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        # the app prints once it has done its communication and is computing
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if "computing" in line:
+                break
+        time.sleep(1.5)                             # past the tracer's 1 s flush
+        os.killpg(proc.pid, signal.SIGKILL)         # no chance to clean up
+    finally:
+        proc.wait(timeout=30)
+    assert not (out / "events.parquet").exists()
+    t = load_trace(str(out))
+    assert not t.meta["complete"] and sorted(t.incomplete_ranks) == [0, 1]
+    ev = t.events
+    assert (ev[ev.op == "allreduce"].groupby("rank").size() >= 20).all()
+
+
+def test_damaged_trace_errors_name_the_file(tmp_path):
+    with pytest.raises(TraceError, match="no such trace directory"):
+        load_trace(str(tmp_path / "nothing"))
+    (tmp_path / "d").mkdir()
+    with pytest.raises(TraceError, match="meta.json"):
+        load_trace(str(tmp_path / "d"))
+    trace(2, tmp_path / "t", ["-c", "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"])
+    (tmp_path / "t" / "events.parquet").write_bytes(b"garbage")
+    with pytest.raises(TraceError, match="cannot read"):
+        load_trace(str(tmp_path / "t"))
+    p = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")], check=False)
+    assert p.returncode == 2 and "cannot read" in p.stderr
