@@ -10,11 +10,12 @@ import json
 import os
 from dataclasses import dataclass
 
-import pandas as pd
+from .errors import TraceError
 
-from .merge import TraceError, merge, needs_merge
+# pandas/pyarrow are imported where tables are read, not here: every traced
+# rank imports this package before the application starts
 
-__all__ = ["Trace", "load_trace", "TraceError", "merge"]
+__all__ = ["Trace", "load_trace", "TraceError"]
 
 
 @dataclass
@@ -22,10 +23,10 @@ class Trace:
     """A loaded trace: ``meta`` dict and the contract's tables."""
     path: str
     meta: dict
-    events: pd.DataFrame
-    comms: pd.DataFrame
-    sites: pd.DataFrame
-    topology: pd.DataFrame
+    events: "pd.DataFrame"
+    comms: "pd.DataFrame"
+    sites: "pd.DataFrame"
+    topology: "pd.DataFrame"
 
     @property
     def size(self) -> int:
@@ -39,6 +40,8 @@ class Trace:
 def load_trace(path: str, columns: list[str] | None = None, salvage: bool = True) -> Trace:
     """Read a trace directory.  A run that crashed before merging is merged
     first (``salvage``), with its incomplete ranks marked in ``meta``."""
+    import pandas as pd
+    from .merge import merge, needs_merge
     if not os.path.isdir(path):
         raise TraceError(f"{path}: no such trace directory")
     meta_path = os.path.join(path, "meta.json")

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 
 from mpi4py import MPI
 
 from . import ops
 from .bufsize import PickleCounter, nbytes, per_peer
-from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_FAILED, Recorder
+from ._hotpath import enter, leave, leave_ex
+from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, Recorder
 
 R: Recorder = None            # set by install()
 PK = PickleCounter()
@@ -148,10 +150,14 @@ def _root(comm, root):
     return comm._p[root]
 
 
+_next_req = itertools.count().__next__     # request ids of this rank
+_side = None                                # R.side.append, set by install()
+
+
 def _wrap_req(req, rx=None, pinfo=None):
     r = TracedRequest(req) if type(req) is REAL["Request"] else \
         TracedPrequest(req) if type(req) is REAL["Prequest"] else req
-    r._tid = R.new_req()
+    r._tid = _next_req()
     r._rx = rx
     if pinfo is not None:
         r._pinfo = pinfo
@@ -168,15 +174,15 @@ def _send(name):
     base = getattr(REAL["Comm"], name)
     if name.islower():
         def f(self, obj, dest, tag=0):
-            t0, c0 = R.enter()
+            s = enter()
             PK.dumped = 0
             base(self, obj, dest, tag)
-            R.leave(op, self._tidx, _peer(self, dest), tag, PK.dumped, 0, -1, t0, c0)
+            leave(s, op, self._tidx, self._p[dest] if dest >= 0 else -1, tag, PK.dumped, 0, -1)
     else:
         def f(self, buf, dest, tag=0):
-            t0, c0 = R.enter()
+            s = enter()
             base(self, buf, dest, tag)
-            R.leave(op, self._tidx, _peer(self, dest), tag, nbytes(buf), 0, -1, t0, c0)
+            leave(s, op, self._tidx, self._p[dest] if dest >= 0 else -1, tag, nbytes(buf), 0, -1)
     f.__name__ = name
     return f
 
@@ -187,11 +193,11 @@ def _isend(name):
     lower = name.islower()
 
     def f(self, buf, dest, tag=0):
-        t0, c0 = R.enter()
+        s = enter()
         PK.dumped = 0
         r = _wrap_req(base(self, buf, dest, tag))
         sb = PK.dumped if lower else nbytes(buf)
-        R.leave(op, self._tidx, _peer(self, dest), tag, sb, 0, r._tid, t0, c0)
+        leave(s, op, self._tidx, _peer(self, dest), tag, sb, 0, r._tid)
         return r
     f.__name__ = name
     return f
@@ -210,11 +216,11 @@ def _recv(name):
     base = getattr(REAL["Comm"], name)
 
     def f(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
-        t0, c0 = R.enter()
+        s = enter()
         st = _STATUS if status is None else status
         res = base(self, buf, source, tag, st)
         p, tg, n, fl = _matched(self, st, source, tag)
-        R.leave(op, self._tidx, p, tg, 0, n, -1, t0, c0, flags=fl)
+        leave_ex(s, op, self._tidx, p, tg, 0, n, -1, -1, -1, -1, fl, None, 1)
         return res
     f.__name__ = name
     return f
@@ -225,14 +231,13 @@ def _irecv(name):
     base = getattr(REAL["Comm"], name)
 
     def f(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
-        t0, c0 = R.enter()
+        s = enter()
         r = _wrap_req(base(self, buf, source, tag), rx=self._p)
         fl = (FLAG_ANY_SOURCE if source == ANY_SOURCE else 0) | \
              (FLAG_ANY_TAG if tag == ANY_TAG else 0)
         # Posted size; the completion fix-up replaces peer, tag and bytes by
         # what actually matched.
-        R.leave(op, self._tidx, _peer(self, source), tag, 0,
-                nbytes(buf) if buf is not None else 0, r._tid, t0, c0, flags=fl)
+        leave_ex(s, op, self._tidx, _peer(self, source), tag, 0, nbytes(buf) if buf is not None else 0, r._tid, -1, -1, -1, fl, None, 1)
         return r
     f.__name__ = name
     return f
@@ -245,14 +250,13 @@ def _sendrecv(name):
 
     def f(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
           recvtag=ANY_TAG, status=None):
-        t0, c0 = R.enter()
+        s = enter()
         st = _STATUS if status is None else status
         PK.dumped = 0
         res = base(self, sendbuf, dest, sendtag, recvbuf, source, recvtag, st)
         p, tg, n, fl = _matched(self, st, source, recvtag)
         sb = PK.dumped if lower else nbytes(sendbuf)
-        R.leave(op, self._tidx, _peer(self, dest), sendtag, sb, n, -1, t0, c0,
-                rpeer=p, rtag=tg, flags=fl)
+        leave_ex(s, op, self._tidx, _peer(self, dest), sendtag, sb, n, -1, p, tg, -1, fl, None, 1)
         return res
     f.__name__ = name
     return f
@@ -260,12 +264,11 @@ def _sendrecv(name):
 
 def _sendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG,
                       status=None):
-    t0, c0 = R.enter()
+    s = enter()
     st = _STATUS if status is None else status
     REAL["Comm"].Sendrecv_replace(self, buf, dest, sendtag, source, recvtag, st)
     p, tg, n, fl = _matched(self, st, source, recvtag)
-    R.leave(_OP_SRR, self._tidx, _peer(self, dest), sendtag, nbytes(buf), n, -1, t0, c0,
-            rpeer=p, rtag=tg, flags=fl)
+    leave_ex(s, _OP_SRR, self._tidx, _peer(self, dest), sendtag, nbytes(buf), n, -1, p, tg, -1, fl, None, 1)
 
 
 def _isendrecv(name):
@@ -275,20 +278,18 @@ def _isendrecv(name):
 
     if replace:
         def f(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
-            t0, c0 = R.enter()
+            s = enter()
             r = _wrap_req(base(self, buf, dest, sendtag, source, recvtag))
-            R.leave(op, self._tidx, _peer(self, dest), sendtag, nbytes(buf), nbytes(buf),
-                    r._tid, t0, c0, rpeer=_peer(self, source), rtag=recvtag)
+            leave_ex(s, op, self._tidx, _peer(self, dest), sendtag, nbytes(buf), nbytes(buf), r._tid, _peer(self, source), recvtag, -1, 0, None, 1)
             return r
     else:
         def f(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
               recvtag=ANY_TAG):
-            t0, c0 = R.enter()
+            s = enter()
             # no completion fix-up: MPICH 5.0 fills an Isendrecv status with
             # garbage tags; the posted source/tag/size are recorded instead
             r = _wrap_req(base(self, sendbuf, dest, sendtag, recvbuf, source, recvtag))
-            R.leave(op, self._tidx, _peer(self, dest), sendtag, nbytes(sendbuf),
-                    nbytes(recvbuf), r._tid, t0, c0, rpeer=_peer(self, source), rtag=recvtag)
+            leave_ex(s, op, self._tidx, _peer(self, dest), sendtag, nbytes(sendbuf), nbytes(recvbuf), r._tid, _peer(self, source), recvtag, -1, 0, None, 1)
             return r
     f.__name__ = name
     return f
@@ -302,7 +303,7 @@ def _probe(name):
     nonblocking = name.lower().startswith("i")
 
     def f(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
-        t0, c0 = R.enter()
+        s = enter()
         st = _STATUS if status is None else status
         res = base(self, source, tag, st)
         found = (res is not None) if returns_message else bool(res)
@@ -314,7 +315,7 @@ def _probe(name):
         else:
             p, tg, n = _peer(self, source), tag, 0
             fl = 8   # nothing matched (ops: FLAG_NONE in docs/TRACE.md)
-        R.leave(op, self._tidx, p, tg, 0, n, -1, t0, c0, flags=fl)
+        leave_ex(s, op, self._tidx, p, tg, 0, n, -1, -1, -1, -1, fl, None, 1)
         return res
     f.__name__ = name
     return f
@@ -335,7 +336,7 @@ def _p2p_init(name):
     kind = code(_INIT_KIND[lname])
 
     def f(self, buf, *args, **kw):
-        t0, c0 = R.enter()
+        s = enter()
         req = base(self, buf, *args, **kw)
         names = ["partitions"] if name.startswith("P") else []
         a = dict(zip(names + (["source", "tag"] if recv else ["dest", "tag"]), args), **kw)
@@ -345,7 +346,7 @@ def _p2p_init(name):
         peer = _peer(self, who)
         pinfo = (kind, self._tidx, peer, tag, 0 if recv else n, n if recv else 0, -1, -1, None)
         r = _wrap_req(req, rx=self._p if recv else None, pinfo=pinfo)
-        R.leave(op, self._tidx, peer, tag, pinfo[4], pinfo[5], -1, t0, c0)
+        leave(s, op, self._tidx, peer, tag, pinfo[4], pinfo[5], -1)
         return r
     f.__name__ = name
     return f
@@ -354,113 +355,158 @@ def _p2p_init(name):
 # --------------------------------------------------------------------------
 # Collectives
 # --------------------------------------------------------------------------
-# (parameter names of the mpi4py method, index of sendbuf, of recvbuf, of root)
-_COLL_SIG = {
-    "Barrier": ([], None, None, None),
-    "Bcast": (["buf", "root"], 0, 0, 1),
-    "Gather": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
-    "Gatherv": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
-    "Scatter": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
-    "Scatterv": (["sendbuf", "recvbuf", "root"], 0, 1, 2),
-    "Allgather": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Allgatherv": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Alltoall": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Alltoallv": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Alltoallw": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Reduce": (["sendbuf", "recvbuf", "op", "root"], 0, 1, 3),
-    "Allreduce": (["sendbuf", "recvbuf", "op"], 0, 1, None),
-    "Reduce_scatter_block": (["sendbuf", "recvbuf", "op"], 0, 1, None),
-    "Reduce_scatter": (["sendbuf", "recvbuf", "recvcounts", "op"], 0, 1, None),
-    "Scan": (["sendbuf", "recvbuf", "op"], 0, 1, None),
-    "Exscan": (["sendbuf", "recvbuf", "op"], 0, 1, None),
-    "Neighbor_allgather": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Neighbor_allgatherv": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Neighbor_alltoall": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Neighbor_alltoallv": (["sendbuf", "recvbuf"], 0, 1, None),
-    "Neighbor_alltoallw": (["sendbuf", "recvbuf"], 0, 1, None),
+# Each collective has one of a few signatures ("shapes"); the wrapper of a
+# shape has that exact signature, because generic *args/**kwargs handling
+# alone would cost the tracer's whole per-call budget.
+_SHAPE = {
+    "Barrier": "none", "Bcast": "bcast",
+    "Gather": "rooted", "Gatherv": "rooted", "Scatter": "rooted", "Scatterv": "rooted",
+    "Reduce": "reduce",
+    "Allgather": "pair", "Allgatherv": "pair", "Alltoall": "pair", "Alltoallv": "pair",
+    "Alltoallw": "pair", "Neighbor_allgather": "pair", "Neighbor_allgatherv": "pair",
+    "Neighbor_alltoall": "pair", "Neighbor_alltoallv": "pair", "Neighbor_alltoallw": "pair",
+    "Allreduce": "op", "Reduce_scatter_block": "op", "Scan": "op", "Exscan": "op",
+    "Reduce_scatter": "counts",
 }
-# lower-case (pickle) collectives: parameter names and index of root
-_OBJ_COLL_SIG = {
-    "barrier": ([], None), "bcast": (["obj", "root"], 1), "gather": (["sendobj", "root"], 1),
-    "scatter": (["sendobj", "root"], 1), "allgather": (["sendobj"], None),
-    "alltoall": (["sendobj"], None), "reduce": (["sendobj", "op", "root"], 2),
-    "allreduce": (["sendobj", "op"], None), "scan": (["sendobj", "op"], None),
-    "exscan": (["sendobj", "op"], None),
-    "neighbor_allgather": (["sendobj"], None), "neighbor_alltoall": (["sendobj"], None),
-}
-_PLAIN = {k.lower(): k for k in _COLL_SIG}       # "bcast" -> "Bcast" (for Ibcast)
+_PLAIN = {k.lower(): k for k in _SHAPE}       # "bcast" -> "Bcast" (for Ibcast)
 _GATHERS = ("gather", "allgather", "gatherv", "allgatherv")
+_SUM = MPI.SUM
+_OBJ_COLLECTIVES = ("barrier", "bcast", "gather", "scatter", "allgather", "alltoall",
+                    "reduce", "allreduce", "scan", "exscan", "neighbor_allgather",
+                    "neighbor_alltoall")
+
+
+def _coll_done(s, self, sbuf, rbuf, root, res, spec):
+    """Record a buffer collective (shared tail of every shape's wrapper)."""
+    op, kind, stem, variable, mode = spec
+    peer = _root(self, root) if root is not None else -1
+    if stem == "bcast":
+        n = nbytes(sbuf)
+        sb, rb = (n, 0) if peer == self._me else (0, n)
+    else:
+        rb = nbytes(rbuf)
+        if sbuf is IN_PLACE:
+            sb = rb // len(self._w) if stem in _GATHERS else rb
+            if stem in ("scatter", "scatterv"):
+                sb, rb = rb, 0
+        else:
+            sb = nbytes(sbuf)
+    extra = ("c", per_peer(sbuf), per_peer(rbuf)) if variable else None
+    req = -1
+    if mode == "persistent":
+        res = _wrap_req(res, pinfo=(kind, self._tidx, peer, -1, sb, rb, -1, -1, extra))
+    elif mode == "nonblocking":
+        res = _wrap_req(res)
+        req = res._tid
+    leave_ex(s, op, self._tidx, peer, -1, sb, rb, req, -1, -1, -1, 0, extra, 2)
+    return res
+
+
+_PARAMS = {"none": [], "bcast": ["buf", "root"], "rooted": ["sendbuf", "recvbuf", "root"],
+           "reduce": ["sendbuf", "recvbuf", "op", "root"], "pair": ["sendbuf", "recvbuf"],
+           "op": ["sendbuf", "recvbuf", "op"],
+           "counts": ["sendbuf", "recvbuf", "recvcounts", "op"]}
 
 
 def _coll(cls_name, name):
     """Wrap a buffer collective: blocking, nonblocking (I*) or persistent (*_init)."""
     base = getattr(REAL[cls_name], name)
     plain = _PLAIN.get(name[1:], name) if name.startswith("I") else name
-    persistent = plain.endswith("_init")
-    if persistent:
-        plain = plain[:-5]
-    params, si, ri, rooti = _COLL_SIG[plain]
-    lname = name.lower()
-    op = code(lname)
-    kind = code("i" + plain.lower())
+    mode = "nonblocking" if plain != name else "blocking"
+    if plain.endswith("_init"):
+        plain, mode = plain[:-5], "persistent"
     stem = plain.lower()
-    variable = stem.endswith("v") or stem.endswith("w")
+    spec = (code(name.lower()), code("i" + stem), stem, stem.endswith(("v", "w")), mode)
+    shape = _SHAPE[plain]
 
-    def f(self, *args, **kw):
-        t0, c0 = R.enter()
-        res = base(self, *args, **kw)
-        if kw:
-            args = list(args) + [None] * (len(params) - len(args))
-            for i, p in enumerate(params):
-                if p in kw:
-                    args[i] = kw[p]
-        sbuf = args[si] if si is not None and si < len(args) else None
-        rbuf = args[ri] if ri is not None and ri < len(args) else None
-        root = args[rooti] if rooti is not None and rooti < len(args) and \
-            args[rooti] is not None else (0 if rooti is not None else None)
-        peer = _root(self, root) if root is not None else -1
-        if si is not None and si == ri:           # Bcast: one buffer
-            n = nbytes(sbuf)
-            sb, rb = (n, 0) if peer == self._me else (0, n)
-        else:
-            rb = nbytes(rbuf)
-            if sbuf is IN_PLACE:
-                size = len(self._w)
-                sb = rb // size if stem in _GATHERS else rb
-                if stem in ("scatter", "scatterv"):
-                    sb, rb = nbytes(rbuf), 0
-            else:
-                sb = nbytes(sbuf)
-        extra = None
-        if variable:
-            extra = ("c", per_peer(sbuf), per_peer(rbuf))
-        req = -1
-        if persistent:
-            res = _wrap_req(res, pinfo=(kind, self._tidx, peer, -1, sb, rb, -1, -1, extra))
-        elif res is not None and name.startswith("I"):
-            res = _wrap_req(res)
-            req = res._tid
-        R.leave(op, self._tidx, peer, -1, sb, rb, req, t0, c0, extra=extra)
-        return res
+    if mode == "persistent":          # rare: generic argument binding is fine
+        params = _PARAMS[shape]
+
+        def f(self, *args, **kw):
+            s = enter()
+            res = base(self, *args, **kw)
+            a = dict(zip(params, args), **kw)
+            sbuf = a.get("buf", a.get("sendbuf"))
+            rbuf = a.get("buf", a.get("recvbuf"))
+            root = a.get("root", 0) if "root" in params else None
+            return _coll_done(s, self, sbuf, rbuf, root, res, spec)
+    elif shape == "none":
+        def f(self):
+            s = enter()
+            return _coll_done(s, self, None, None, None, base(self), spec)
+    elif shape == "bcast":
+        def f(self, buf, root=0):
+            s = enter()
+            return _coll_done(s, self, buf, buf, root, base(self, buf, root), spec)
+    elif shape == "rooted":
+        def f(self, sendbuf, recvbuf, root=0):
+            s = enter()
+            res = base(self, sendbuf, recvbuf, root)
+            return _coll_done(s, self, sendbuf, recvbuf, root, res, spec)
+    elif shape == "reduce":
+        def f(self, sendbuf, recvbuf, op=_SUM, root=0):
+            s = enter()
+            res = base(self, sendbuf, recvbuf, op, root)
+            return _coll_done(s, self, sendbuf, recvbuf, root, res, spec)
+    elif shape == "pair":
+        def f(self, sendbuf, recvbuf):
+            s = enter()
+            res = base(self, sendbuf, recvbuf)
+            return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
+    elif shape == "op":
+        def f(self, sendbuf, recvbuf, op=_SUM):
+            s = enter()
+            res = base(self, sendbuf, recvbuf, op)
+            return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
+    else:  # counts
+        def f(self, sendbuf, recvbuf, recvcounts=None, op=_SUM):
+            s = enter()
+            res = base(self, sendbuf, recvbuf, recvcounts, op)
+            return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
     f.__name__ = name
     return f
 
 
-def _obj_coll(cls_name, name):
-    base = getattr(REAL[cls_name], name)
-    params, rooti = _OBJ_COLL_SIG[name]
-    op = code(name)
+def _obj_done(s, self, root, res, op):
+    peer = _root(self, root) if root is not None else -1
+    leave_ex(s, op, self._tidx, peer, -1, PK.dumped, PK.loaded, -1, -1, -1, -1, 0, None, 2)
+    return res
 
-    def f(self, *args, **kw):
-        t0, c0 = R.enter()
-        PK.dumped = PK.loaded = 0
-        res = base(self, *args, **kw)
-        root = None
-        if rooti is not None:
-            root = args[rooti] if rooti < len(args) else kw.get("root", 0)
-        peer = _root(self, root) if root is not None else -1
-        R.leave(op, self._tidx, peer, -1, PK.dumped, PK.loaded, -1, t0, c0)
-        return res
+
+def _obj_coll(cls_name, name):
+    """Wrap a lower-case (pickle) collective; bytes are the pickled sizes."""
+    base = getattr(REAL[cls_name], name)
+    opc = code(name)
+    if name == "barrier":
+        def f(self):
+            s = enter()
+            PK.dumped = PK.loaded = 0
+            return _obj_done(s, self, None, base(self), opc)
+    elif name == "bcast":
+        def f(self, obj, root=0):
+            s = enter()
+            PK.dumped = PK.loaded = 0
+            return _obj_done(s, self, root, base(self, obj, root), opc)
+    elif name in ("gather", "scatter"):
+        def f(self, sendobj, root=0):
+            s = enter()
+            PK.dumped = PK.loaded = 0
+            return _obj_done(s, self, root, base(self, sendobj, root), opc)
+    elif name == "reduce":
+        def f(self, sendobj, op=_SUM, root=0):
+            s = enter()
+            PK.dumped = PK.loaded = 0
+            return _obj_done(s, self, root, base(self, sendobj, op, root), opc)
+    elif name in ("allreduce", "scan", "exscan"):
+        def f(self, sendobj, op=_SUM):
+            s = enter()
+            PK.dumped = PK.loaded = 0
+            return _obj_done(s, self, None, base(self, sendobj, op), opc)
+    else:  # allgather, alltoall, neighbor_*
+        def f(self, sendobj):
+            s = enter()
+            PK.dumped = PK.loaded = 0
+            return _obj_done(s, self, None, base(self, sendobj), opc)
     f.__name__ = name
     return f
 
@@ -491,7 +537,7 @@ def _creation(name):
     op = code(opname)
 
     def f(self, *args, **kw):
-        t0, c0 = R.enter()
+        s = enter()
         pkey = None
         if name == "Create_intercomm":
             # the two groups call from different local comms: key on the peer
@@ -499,8 +545,7 @@ def _creation(name):
             a = dict(zip(["local_leader", "peer_comm", "remote_leader", "tag"], args), **kw)
             pkey = "%s/ic%d" % (getattr(a["peer_comm"], "_tkey", "?"), a.get("tag", 0))
         new = _wrap_comm(base(self, *args, **kw), self, opname, pkey)
-        R.leave(op, self._tidx, -1, -1, 0, 0, -1, t0, c0,
-                newcomm=getattr(new, "_tidx", -1))
+        leave_ex(s, op, self._tidx, -1, -1, 0, 0, -1, -1, -1, getattr(new, "_tidx", -1), 0, None, 1)
         return new
     f.__name__ = name
     return f
@@ -511,11 +556,11 @@ def _idup(name):
     op = code("comm_idup")
 
     def f(self, *args, **kw):
-        t0, c0 = R.enter()
+        s = enter()
         new, req = base(self, *args, **kw)
         new = _wrap_comm(new, self, "comm_dup")
         req = _wrap_req(req)
-        R.leave(op, self._tidx, -1, -1, 0, 0, req._tid, t0, c0, newcomm=new._tidx)
+        leave_ex(s, op, self._tidx, -1, -1, 0, 0, req._tid, -1, -1, new._tidx, 0, None, 1)
         return new, req
     f.__name__ = name
     return f
@@ -526,11 +571,11 @@ def _from_group(cls_name, name, opname):
     op = code(opname)
 
     def f(cls, *args, **kw):
-        t0, c0 = R.enter()
+        s = enter()
         tag_at = 1 if name == "Create_from_group" else 4
         tag = args[tag_at] if len(args) > tag_at else kw.get("stringtag", "org.mpi4py")
         new = _wrap_comm(base(*args, **kw), None, opname, "group:" + str(tag))
-        R.leave(op, -1, -1, -1, 0, 0, -1, t0, c0, newcomm=getattr(new, "_tidx", -1))
+        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, getattr(new, "_tidx", -1), 0, None, 1)
         return new
     f.__name__ = name
     return classmethod(f)
@@ -541,10 +586,10 @@ def _free(name, opname):
     op = code(opname)
 
     def f(self):
-        t0, c0 = R.enter()
+        s = enter()
         idx = self._tidx
         base(self)
-        R.leave(op, idx, -1, -1, 0, 0, -1, t0, c0)
+        leave(s, op, idx, -1, -1, 0, 0, -1)
     f.__name__ = name
     return f
 
@@ -553,9 +598,6 @@ def _free(name, opname):
 # Requests and messages
 # --------------------------------------------------------------------------
 
-_UNSET = -32766    # marks a status the MPI library did not fill in
-
-
 def _completed(r, st):
     """Note a completed request; receives get their matched source/tag/size."""
     tid = r._tid
@@ -563,19 +605,30 @@ def _completed(r, st):
         r._tid = -1
         rx = r._rx
         if rx is not None and st is not None:
-            s = st.Get_source()
-            if s != _UNSET:
-                R.fixup(tid, rx[s] if s >= 0 else -1, st.Get_tag(), st.Get_count())
+            src = st.source
+            _side(("f", tid, rx[src] if src >= 0 else -1, st.tag, st.count))
     return tid
 
 
-def _fresh(status, rx):
+def _status_for(status, rx):
     """The status to pass down: the caller's, or ours for receive requests."""
-    if status is None and rx is not None:
-        status = _STATUS
-    if status is not None:
-        status.Set_source(_UNSET)
-    return status
+    return _STATUS if status is None and rx is not None else status
+
+
+_POOL: list = []     # reusable statuses for multi-request completions
+
+
+def _statuses(requests, statuses):
+    """Statuses for a multi-request completion (only if a receive is among them)."""
+    if statuses is not None:
+        return statuses
+    for r in requests:
+        if getattr(r, "_rx", None) is not None:
+            n = len(requests)
+            while len(_POOL) < n:
+                _POOL.append(MPI.Status())
+            return _POOL[:n]
+    return None
 
 
 class RequestMethods:
@@ -584,56 +637,47 @@ class RequestMethods:
     _rx = None      # peer table of the communicator, for receive requests
 
     def Wait(self, status=None):
-        t0, c0 = R.enter()
-        st = _fresh(status, self._rx)
+        s = enter()
+        st = _status_for(status, self._rx)
         _R.Wait(self, st)
-        R.leave(_OP["wait"], -1, -1, -1, 0, 0, _completed(self, st), t0, c0)
+        leave(s, _OP["wait"], -1, -1, -1, 0, 0, _completed(self, st))
         return True
 
     def wait(self, status=None):
-        t0, c0 = R.enter()
-        st = _fresh(status, self._rx)
+        s = enter()
+        st = _status_for(status, self._rx)
         res = _R.wait(self, st)
-        R.leave(_OP["wait"], -1, -1, -1, 0, 0, _completed(self, st), t0, c0)
+        leave(s, _OP["wait"], -1, -1, -1, 0, 0, _completed(self, st))
         return res
 
     def Test(self, status=None):
-        t0, c0 = R.enter()
-        st = _fresh(status, self._rx)
+        s = enter()
+        st = _status_for(status, self._rx)
         flag = _R.Test(self, st)
         tid = _completed(self, st) if flag else -1
-        R.leave(_OP["test"], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if flag else 8)
+        leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else 8, None, 1)
         return flag
 
     def test(self, status=None):
-        t0, c0 = R.enter()
-        st = _fresh(status, self._rx)
+        s = enter()
+        st = _status_for(status, self._rx)
         flag, obj = _R.test(self, st)
         tid = _completed(self, st) if flag else -1
-        R.leave(_OP["test"], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if flag else 8)
+        leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else 8, None, 1)
         return flag, obj
 
     def Cancel(self):
-        t0, c0 = R.enter()
+        s = enter()
         _R.Cancel(self)
-        R.leave(_OP["cancel"], -1, -1, -1, 0, 0, self._tid, t0, c0)
+        leave(s, _OP["cancel"], -1, -1, -1, 0, 0, self._tid)
 
     cancel = Cancel
 
     def Free(self):
-        t0, c0 = R.enter()
+        s = enter()
         tid = self._tid
         _R.Free(self)
-        R.leave(_OP["request_free"], -1, -1, -1, 0, 0, tid, t0, c0)
-
-    # -- many requests at once: statuses are needed to fix up receives --
-    @staticmethod
-    def _statuses(requests, statuses):
-        if statuses is None and any(getattr(r, "_rx", None) is not None for r in requests):
-            statuses = [MPI.Status() for _ in requests]
-        for st in statuses or ():
-            st.Set_source(_UNSET)
-        return statuses
+        leave(s, _OP["request_free"], -1, -1, -1, 0, 0, tid)
 
     @classmethod
     def Waitall(cls, requests, statuses=None):
@@ -686,9 +730,9 @@ class RequestMethods:
 
 def _many(opname, base, requests, statuses, result):
     """Waitall/Testall/Waitsome/Testsome (both cases): record completed ids."""
-    t0, c0 = R.enter()
+    s = enter()
     requests = list(requests)
-    sts = RequestMethods._statuses(requests, statuses)
+    sts = _statuses(requests, statuses)
     res = base(requests, sts)
     if result is True:
         done = range(len(requests))
@@ -698,18 +742,20 @@ def _many(opname, base, requests, statuses, result):
     else:
         idx = res if result == "indices" else res[0]
         done = idx or ()
-    tids = [_completed(requests[i], sts[i] if sts else None) for i in done]
-    tids = [t for t in tids if t >= 0]
-    R.leave(_OP[opname], -1, -1, -1, 0, 0, -1, t0, c0, extra=("r", tids),
-            flags=0 if tids else 8, depth=3)
+    tids = []
+    for i in done:
+        t = _completed(requests[i], sts[i] if sts else None)
+        if t >= 0:
+            tids.append(t)
+    leave_ex(s, _OP[opname], -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else 8, ("r", tids), 2)
     return res
 
 
 def _any(opname, base, requests, status, result):
-    t0, c0 = R.enter()
+    s = enter()
     requests = list(requests)
-    st = _fresh(status, True if any(getattr(r, "_rx", None) is not None
-                                    for r in requests) else None)
+    st = _status_for(status, True if any(getattr(r, "_rx", None) is not None
+                                         for r in requests) else None)
     res = base(requests, st)
     idx = res if result == "index" else res[0]
     if opname == "testany":
@@ -719,33 +765,31 @@ def _any(opname, base, requests, status, result):
     tid = -1
     if flag and idx is not None and idx >= 0:
         tid = _completed(requests[idx], st)
-    R.leave(_OP[opname], -1, -1, -1, 0, 0, tid, t0, c0, flags=0 if tid >= 0 else 8,
-            depth=3)
+    leave_ex(s, _OP[opname], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if tid >= 0 else 8, None, 2)
     return res
 
 
 def _start(self):
-    t0, c0 = R.enter()
+    s = enter()
     _P.Start(self)
-    _record_start(self, t0, c0, 3)
+    _record_start(self, s, 2)
 
 
-def _record_start(r, t0, c0, depth):
+def _record_start(r, s, depth):
     kind, comm, peer, tag, sb, rb, _, _, extra = r._pinfo
-    r._tid = R.new_req()
-    R.leave(_OP["start"], comm, peer, tag, sb, rb, r._tid, t0, c0,
-            extra=("p", kind, extra), depth=depth)
+    r._tid = _next_req()
+    leave_ex(s, _OP["start"], comm, peer, tag, sb, rb, r._tid, -1, -1, -1, 0, ("p", kind, extra), depth)
 
 
 def _startall(cls, requests):
-    t0, c0 = R.enter()
+    s = enter()
     requests = list(requests)
     _P.Startall(requests)
     # one start event per request, all timed by the single Startall call
     for r in requests:
         if getattr(r, "_pinfo", None) is not None:
-            _record_start(r, t0, c0, 3)
-            t0, c0 = R.enter()
+            _record_start(r, s, 2)
+            s = enter()
 
 
 class MessageMethods:
@@ -753,30 +797,30 @@ class MessageMethods:
     _rx = None
 
     def Recv(self, buf, status=None):
-        t0, c0 = R.enter()
+        s = enter()
         comm, p, tg, n, fl = self._rx
         _M.Recv(self, buf, status)
-        R.leave(_OP["mrecv"], comm, p, tg, 0, n, -1, t0, c0, flags=fl)
+        leave_ex(s, _OP["mrecv"], comm, p, tg, 0, n, -1, -1, -1, -1, fl, None, 1)
 
     def recv(self, status=None):
-        t0, c0 = R.enter()
+        s = enter()
         comm, p, tg, n, fl = self._rx
         res = _M.recv(self, status)
-        R.leave(_OP["mrecv"], comm, p, tg, 0, n, -1, t0, c0, flags=fl)
+        leave_ex(s, _OP["mrecv"], comm, p, tg, 0, n, -1, -1, -1, -1, fl, None, 1)
         return res
 
     def Irecv(self, buf):
-        t0, c0 = R.enter()
+        s = enter()
         comm, p, tg, n, fl = self._rx
         r = _wrap_req(_M.Irecv(self, buf))
-        R.leave(_OP["imrecv"], comm, p, tg, 0, n, r._tid, t0, c0, flags=fl)
+        leave_ex(s, _OP["imrecv"], comm, p, tg, 0, n, r._tid, -1, -1, -1, fl, None, 1)
         return r
 
     def irecv(self):
-        t0, c0 = R.enter()
+        s = enter()
         comm, p, tg, n, fl = self._rx
         r = _wrap_req(_M.irecv(self))
-        R.leave(_OP["imrecv"], comm, p, tg, 0, n, r._tid, t0, c0, flags=fl)
+        leave_ex(s, _OP["imrecv"], comm, p, tg, 0, n, r._tid, -1, -1, -1, fl, None, 1)
         return r
 
     @classmethod
@@ -814,7 +858,7 @@ def _counted(cls_name, prefix):
         is_class = isinstance(inspect.getattr_static(real, name), classmethod)
 
         def f(*args, **kw):
-            t0, c0 = R.enter()
+            s = enter()
             if is_class:
                 res = getattr(real, name)(*args[1:], **kw)
             else:
@@ -822,7 +866,7 @@ def _counted(cls_name, prefix):
             if type(res) is real:
                 res = holder["cls"](res)
             R.unmodelled[prefix + name.lower()] = R.unmodelled.get(prefix + name.lower(), 0) + 1
-            R.leave(op, -1, -1, -1, 0, 0, -1, t0, c0)
+            leave(s, op, -1, -1, -1, 0, 0, -1)
             return res
         f.__name__ = name
         return classmethod(f) if is_class else f
@@ -873,11 +917,11 @@ def _methods_for(cls_name):
             ns[name] = factory(name)
     if "Sendrecv_replace" in own:
         ns["Sendrecv_replace"] = _sendrecv_replace
-    for plain in _COLL_SIG:
+    for plain in _SHAPE:
         for name in (plain, "I" + plain.lower(), plain + "_init"):
             if name in own:
                 ns[name] = _coll(cls_name, name)
-    for name in _OBJ_COLL_SIG:
+    for name in _OBJ_COLLECTIVES:
         if name in own:
             ns[name] = _obj_coll(cls_name, name)
     for name in _CREATION:
@@ -939,14 +983,15 @@ def install(trace_dir: str) -> Recorder:
     Must run before the application imports anything that captures
     ``MPI.COMM_WORLD``.  Returns the recorder (``finish()`` closes it).
     """
-    global R, _world_group
-    import time
+    global R, _world_group, _side
     world = MPI.COMM_WORLD
     _build_classes()
     rank, size = world.Get_rank(), world.Get_size()
     world.Barrier()                      # a common time origin for all ranks
-    origin = time.perf_counter()
+    from ._hotpath import now
+    origin = now()
     R = Recorder(trace_dir, rank, size, origin)
+    _side = R.side.append
     for name in ops.NAMES:
         R.note("o", ops.CODE[name], name)
     _world_group = world.Get_group()
@@ -962,8 +1007,8 @@ def install(trace_dir: str) -> Recorder:
     MPI.REQUEST_NULL = TracedRequest(MPI.REQUEST_NULL)
     MPI.MESSAGE_NULL = TracedMessage(MPI.MESSAGE_NULL)
     MPI.MESSAGE_NO_PROC = TracedMessage(MPI.MESSAGE_NO_PROC)
-    t0, c0 = R.enter()
-    R.leave(_OP["init"], 0, -1, -1, 0, 0, -1, t0, c0, depth=1)
+    s = enter()
+    leave_ex(s, _OP["init"], 0, -1, -1, 0, 0, -1, -1, -1, -1, 0, None, 0)
     return R
 
 
@@ -971,6 +1016,6 @@ def finish(status: str = "complete"):
     """Record finalize and close this rank's trace."""
     if R is None or R.closed:
         return
-    t0, c0 = R.enter()
-    R.leave(_OP["finalize"], 0, -1, -1, 0, 0, -1, t0, c0, depth=1)
+    s = enter()
+    leave_ex(s, _OP["finalize"], 0, -1, -1, 0, 0, -1, -1, -1, -1, 0, None, 0)
     R.close(status)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import ops
+from .errors import TraceError
 from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path
 
 RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:12]] + [(f, "<f8") for f in FIELDS[12:]])
@@ -40,10 +41,6 @@ EVENT_SCHEMA = pa.schema([
 
 COMPLETIONS_ONE = {"wait", "test", "waitany", "testany", "cancel", "request_free"}
 RECV_REQUEST_OPS = {"irecv", "isendrecv", "isendrecv_replace", "start"}
-
-
-class TraceError(Exception):
-    """A trace directory that cannot be read; the message names file and rank."""
 
 
 def read_side(path: str):

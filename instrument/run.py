@@ -15,9 +15,16 @@ import sys
 import time
 import traceback
 
-from .merge import merge, write_json
+
+# merge (pandas, pyarrow) is imported only where used: every rank would
+# otherwise pay its import time before the application starts
 
 TRACER_VERSION = "1.0"
+
+
+def write_json(path: str, obj) -> None:
+    from .merge import write_json as _write
+    _write(path, obj)
 
 
 def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | None:
@@ -116,6 +123,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
             meta = json.load(f)
         meta["end"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
         write_json(meta_path, meta)
+        from .merge import merge
         meta = merge(trace_dir, keep_raw=keep_raw)
         state = "complete" if meta["complete"] else \
             "INCOMPLETE ranks %s" % meta["incomplete_ranks"]

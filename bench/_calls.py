@@ -1,0 +1,34 @@
+"""Micro-benchmark application: a ping-pong and a collective loop.
+
+    python bench/_calls.py pingpong|allreduce|isend CALLS
+Prints ``CALLS <n> SECONDS <s>`` on rank 0 (n = MPI calls made by rank 0)."""
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+kind, n = sys.argv[1], int(sys.argv[2])
+w = MPI.COMM_WORLD
+r = w.rank
+buf = np.zeros(1)
+out = np.zeros(1)
+w.Barrier()
+t0 = time.perf_counter()
+if kind == "pingpong":
+    peer = 1 - r
+    for _ in range(n // 2):
+        if r == 0:
+            w.Send(buf, peer, 0); w.Recv(buf, peer, 0)
+        else:
+            w.Recv(buf, peer, 0); w.Send(buf, peer, 0)
+elif kind == "allreduce":
+    for _ in range(n):
+        w.Allreduce(buf, out)
+elif kind == "isend":
+    me = w.rank
+    for _ in range(n // 3):
+        a = w.Irecv(out, me, 0); b = w.Isend(buf, me, 0); MPI.Request.Waitall([a, b])
+t = time.perf_counter() - t0
+if r == 0:
+    print("CALLS %d SECONDS %.6f" % (n, t), flush=True)

@@ -1,0 +1,30 @@
+"""Selecting representative processes (METHODS.md M1, S2).
+
+Python API::
+
+    from cluster import select_representatives
+    reps = select_representatives("trace_dir")     # DataFrame, one row per rank
+
+Command line: ``python -m cluster TRACE_DIR -o reps.csv [options]``.
+"""
+from __future__ import annotations
+
+from .select import DEFAULT_THRESHOLD, LINKAGES, METRICS, cluster_group, select, summary
+from .vectors import PEER_MODES, ClusterError, RankVectors, read_rank_vectors
+
+__all__ = ["select_representatives", "select", "summary", "cluster_group",
+           "read_rank_vectors", "ClusterError", "RankVectors",
+           "METRICS", "LINKAGES", "PEER_MODES", "DEFAULT_THRESHOLD"]
+
+
+def select_representatives(trace_dir: str, metric: str = "manhattan",
+                           linkage: str = "complete", threshold: float = DEFAULT_THRESHOLD,
+                           column: str = "cpu", peer_mode: str = "relative",
+                           allow_incomplete: bool = False):
+    """Rank -> group, cluster, representative (plus totals and error) for a trace.
+
+    ``column`` chooses the computation vector: ``cpu`` (default: CPU seconds,
+    right even when the host ran more ranks than cores) or ``comp`` (wall
+    seconds between calls, right on a dedicated host)."""
+    rv = read_rank_vectors(trace_dir, column, peer_mode, allow_incomplete)
+    return select(rv.table, rv.vectors, metric, linkage, threshold)

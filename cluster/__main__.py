@@ -1,0 +1,78 @@
+"""python -m cluster TRACE_DIR -o REPS.csv: choose representative ranks."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .select import DEFAULT_THRESHOLD, LINKAGES, METRICS, select, summary
+from .vectors import PEER_MODES, ClusterError, read_rank_vectors
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m cluster",
+        description="Group ranks with identical communication sequences, cluster their "
+                    "computation vectors hierarchically and pick one representative per "
+                    "cluster (the member closest to the centroid).")
+    ap.add_argument("trace", help="trace directory (from `python -m instrument trace`)")
+    ap.add_argument("-o", "--output", required=True,
+                    help="CSV: rank, group, cluster, representative, total, rep_total, error")
+    ap.add_argument("--summary", help="per-cluster CSV (default: OUTPUT with _summary)")
+    ap.add_argument("--metric", default="manhattan", choices=sorted(METRICS),
+                    help="distance between computation vectors (default manhattan, as PHANTOM)")
+    ap.add_argument("--linkage", default="complete", choices=LINKAGES,
+                    help="agglomerative linkage (default complete, as PHANTOM)")
+    ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                    help="cut distance as a fraction of the mean total computation time "
+                         "per rank (default %(default)s): with manhattan+complete, members' "
+                         "totals differ from their representative's by at most this much "
+                         "of the mean")
+    ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
+                    help="cpu: CPU seconds between calls (default; right on an "
+                         "oversubscribed host); comp: wall seconds")
+    ap.add_argument("--peers", default="relative", choices=PEER_MODES,
+                    help="how partners enter the communication signature (default "
+                         "relative: rank offsets, for SPMD codes)")
+    ap.add_argument("--plot", help="write a dendrogram PNG here")
+    ap.add_argument("--allow-incomplete", action="store_true",
+                    help="cluster a trace whose ranks did not all finish")
+    a = ap.parse_args(argv)
+    try:
+        if os.path.exists(a.output) and os.path.isdir(a.output):
+            raise ClusterError(f"{a.output}: is a directory")
+        rv = read_rank_vectors(a.trace, a.vector, a.peers, a.allow_incomplete)
+        reps = select(rv.table, rv.vectors, a.metric, a.linkage, a.threshold)
+    except ClusterError as e:
+        print(f"cluster: error: {e}", file=sys.stderr)
+        return 2
+    summ = summary(reps, rv.vectors, a.metric)
+    out_dir = os.path.dirname(os.path.abspath(a.output))
+    os.makedirs(out_dir, exist_ok=True)
+    reps.to_csv(a.output, index=False)
+    spath = a.summary or os.path.splitext(a.output)[0] + "_summary.csv"
+    summ.to_csv(spath, index=False)
+    n, k, groups = len(reps), len(summ), reps["group"].nunique()
+    cut = a.threshold * float(reps["total"].mean())
+    print(f"{n} ranks, {groups} group(s) of identical communication, {k} cluster(s); "
+          f"cut at {cut:.4g} s ({a.threshold:g} of the mean total {reps['total'].mean():.4g} s)")
+    print(f"{'cluster':>7}{'group':>6}{'size':>6}{'rep':>6}{'mean total s':>14}"
+          f"{'spread':>9}{'max error':>11}")
+    for r in summ.itertuples():
+        print(f"{r.cluster:>7}{r.group:>6}{r.size:>6}{r.representative:>6}{r.mean_total:>14.4g}"
+              f"{r.spread:>9.2%}{r.max_error:>11.2%}")
+    worst = reps["error"].max()
+    print(f"clustering error (member total vs its representative's): mean "
+          f"{reps['error'].mean():.2%}, max {worst:.2%} (rank {int(reps.loc[reps['error'].idxmax(), 'rank'])})")
+    if worst > 2 * a.threshold * float(reps['total'].mean()) / max(reps['rep_total'].min(), 1e-300):
+        print("warning: some members differ from their representative by more than the "
+              "threshold implies; lower --threshold", file=sys.stderr)
+    if a.plot:
+        from .plot import dendrogram_png
+        dendrogram_png(a.plot, reps, rv.vectors, a.metric, a.linkage, cut)
+    print(f"wrote {a.output} and {spath}" + (f" and {a.plot}" if a.plot else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Hierarchical clustering of computation vectors and choice of
+representatives (METHODS.md M1, S202-S207).
+
+Inside each group of ranks with identical communication sequences:
+agglomerative clustering (scipy) on the computation vectors, Manhattan
+distance and complete linkage by default, cut at an absolute distance
+``threshold * mean total computation per rank``.
+
+Why that threshold means something: with complete linkage every pair of
+ranks in a cluster is within the cut distance, and the Manhattan distance
+between two vectors is at least the difference of their totals.  So with
+the default 5 % no member's total computation differs from its
+representative's by more than 5 % of the mean rank's total: a bound on the
+error the clustering can add to the prediction, checked in the report.
+
+Scale: identical vectors are merged first (exact for complete and single
+linkage).  Groups with more distinct vectors than ``max_exact`` are first
+covered by "leaders" (every vector within ``r = cut/4`` of its leader),
+then the leaders are clustered with the cut reduced by ``2r``; for complete
+linkage the pairwise bound above still holds.  Small inputs never take
+this path, so they get the exact result.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import cdist, pdist
+
+from .vectors import ClusterError
+
+METRICS = {"manhattan": "cityblock", "cityblock": "cityblock", "euclidean": "euclidean",
+           "chebyshev": "chebyshev", "cosine": "cosine", "correlation": "correlation"}
+LINKAGES = ("complete", "average", "single", "ward")
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_MAX_EXACT = 2000
+
+
+def _metric(name: str) -> str:
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise ClusterError(f"unknown metric {name!r}; choose from {sorted(METRICS)}") from None
+
+
+def _leaders(X: np.ndarray, radius: float, metric: str, chunk: int = 4096):
+    """Greedy leader cover: every row within ``radius`` of its leader.
+
+    Returns (leader row indices, leader index of every row)."""
+    leaders: list[int] = []
+    assign = np.full(len(X), -1, dtype=np.int64)
+    for lo in range(0, len(X), chunk):
+        idx = np.arange(lo, min(lo + chunk, len(X)))
+        if leaders:
+            d = cdist(X[idx], X[leaders], metric)
+            best = d.argmin(axis=1)
+            ok = d[np.arange(len(idx)), best] <= radius
+            assign[idx[ok]] = best[ok]
+            idx = idx[~ok]
+        while len(idx):
+            lead = idx[0]
+            leaders.append(int(lead))
+            d = cdist(X[idx], X[lead:lead + 1], metric)[:, 0]
+            near = d <= radius
+            assign[idx[near]] = len(leaders) - 1
+            idx = idx[~near]
+    return np.array(leaders, dtype=np.int64), assign
+
+
+def cluster_group(X: np.ndarray, cut: float, metric: str = "manhattan",
+                  method: str = "complete", max_exact: int = DEFAULT_MAX_EXACT) -> np.ndarray:
+    """Cluster labels (0..k-1) of the rows of X, cut at distance ``cut``."""
+    metric = _metric(metric)
+    if method not in LINKAGES:
+        raise ClusterError(f"unknown linkage {method!r}; choose from {LINKAGES}")
+    if method == "ward" and metric != "euclidean":
+        raise ClusterError("ward linkage needs --metric euclidean")
+    n = len(X)
+    if n == 1:
+        return np.zeros(1, dtype=np.int64)
+    # identical vectors: cluster the distinct ones (exact for complete/single;
+    # for average/ward duplicates carry weight, so keep them unless too many)
+    dedupe = method in ("complete", "single") or n > max_exact
+    if dedupe:
+        U, inverse = np.unique(X, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        U, inverse = X, np.arange(n)
+    if len(U) == 1:
+        return np.zeros(n, dtype=np.int64)
+    if len(U) <= max_exact:
+        Z = linkage(pdist(U, metric), method=method)
+        labels = fcluster(Z, t=cut, criterion="distance") - 1
+    else:
+        radius = cut / 4
+        while True:
+            lead, assign = _leaders(U, radius, metric)
+            if len(lead) <= max_exact or radius >= cut / 2:
+                break
+            radius *= 1.5      # too many leaders: coarser cover, smaller second cut
+        if len(lead) == 1:
+            return np.zeros(n, dtype=np.int64)
+        Z = linkage(pdist(U[lead], metric), method=method)
+        lab = fcluster(Z, t=max(cut - 2 * radius, 0.0), criterion="distance") - 1
+        labels = lab[assign]
+    # renumber by first occurrence in rank order, so labels are deterministic
+    labels = labels[inverse]
+    _, first = np.unique(labels, return_index=True)
+    order = np.argsort(np.argsort(first))
+    return order[labels]
+
+
+def representatives(X: np.ndarray, labels: np.ndarray, metric: str = "manhattan") -> np.ndarray:
+    """Index (row of X) of each cluster's representative: the member closest
+    to the cluster centroid (ties: the first row)."""
+    metric = _metric(metric)
+    reps = np.empty(labels.max() + 1, dtype=np.int64)
+    for c in range(len(reps)):
+        members = np.nonzero(labels == c)[0]
+        centroid = X[members].mean(axis=0, keepdims=True)
+        d = cdist(X[members], centroid, metric)[:, 0]
+        reps[c] = members[int(np.argmin(d))]
+    return reps
+
+
+def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
+           method: str = "complete", threshold: float = DEFAULT_THRESHOLD,
+           max_exact: int = DEFAULT_MAX_EXACT) -> pd.DataFrame:
+    """Groups, clusters and representatives of all ranks.
+
+    ``table`` has columns ``rank``, ``signature``, ``length`` (from
+    :func:`cluster.vectors.read_rank_vectors`); ``vectors[rank]`` is a rank's
+    computation vector.  Returns one row per rank: ``rank, group, cluster,
+    representative, total, rep_total, error`` where ``error`` is the relative
+    difference between the rank's total computation and its representative's.
+    """
+    if len(table) == 0:
+        raise ClusterError("no ranks to cluster")
+    if not threshold >= 0:
+        raise ClusterError(f"threshold must be >= 0, not {threshold}")
+    table = table.sort_values("rank").reset_index(drop=True)
+    totals = np.array([float(np.sum(vectors[r])) for r in table["rank"]])
+    cut = threshold * float(totals.mean())
+    # groups numbered in order of their lowest rank
+    first = table.groupby("signature")["rank"].min().sort_values()
+    group_of = {sig: g for g, sig in enumerate(first.index)}
+    out = []
+    next_cluster = 0
+    for sig, g in group_of.items():
+        ranks = table.loc[table["signature"] == sig, "rank"].to_numpy()
+        lengths = {len(vectors[r]) for r in ranks}
+        if len(lengths) != 1:
+            raise ClusterError(
+                f"ranks {list(ranks[:10])} have identical communication sequences but "
+                f"computation vectors of lengths {sorted(lengths)}: this cannot happen for a "
+                f"valid trace (each call ends one computation segment); the trace is damaged")
+        X = np.vstack([vectors[r] for r in ranks])
+        labels = cluster_group(X, cut, metric, method, max_exact)
+        reps = representatives(X, labels, metric)
+        rep_rank = ranks[reps[labels]]
+        tot = X.sum(axis=1)
+        rep_tot = tot[reps[labels]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            err = np.where(rep_tot > 0, np.abs(tot - rep_tot) / rep_tot,
+                           np.where(tot > 0, np.inf, 0.0))
+        out.append(pd.DataFrame({"rank": ranks, "group": g,
+                                 "cluster": labels + next_cluster,
+                                 "representative": rep_rank, "total": tot,
+                                 "rep_total": rep_tot, "error": err}))
+        next_cluster += labels.max() + 1
+    return pd.concat(out, ignore_index=True).sort_values("rank").reset_index(drop=True)
+
+
+def summary(reps: pd.DataFrame, vectors: dict | None = None, metric: str = "manhattan") -> pd.DataFrame:
+    """Per cluster: group, size, representative, mean total, spread, max error.
+
+    ``spread`` is the largest distance of a member's vector to the
+    representative's, relative to the representative's total (needs
+    ``vectors``; else NaN)."""
+    rows = []
+    metric_ = _metric(metric)
+    for c, g in reps.groupby("cluster", sort=True):
+        rep = int(g["representative"].iloc[0])
+        spread = np.nan
+        if vectors is not None:
+            X = np.vstack([vectors[r] for r in g["rank"]])
+            d = cdist(X, vectors[rep][None, :], metric_)[:, 0]
+            tot = float(np.sum(vectors[rep]))
+            spread = float(d.max() / tot) if tot > 0 else 0.0
+        rows.append({"cluster": int(c), "group": int(g["group"].iloc[0]), "size": len(g),
+                     "representative": rep, "mean_total": float(g["total"].mean()),
+                     "spread": spread, "max_error": float(g["error"].max())})
+    return pd.DataFrame(rows)

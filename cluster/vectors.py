@@ -1,0 +1,124 @@
+"""From a trace to what clustering needs: each rank's communication-sequence
+signature (S201) and computation vector (S102).
+
+Signature of an event (what must be identical for two ranks to be grouped):
+``op``, communicator size, bytes sent and received, tag, and the peer as
+selected by ``peer_mode``:
+
+* ``relative`` (default): peer minus own rank for point-to-point partners,
+  the absolute rank for collective roots.  SPMD codes (stencils, rings)
+  then put every rank with the same neighbourhood shape in one group,
+  while boundary ranks (PROC_NULL partners) form groups of their own.
+* ``absolute``: world rank of the partner (hub patterns such as
+  master-worker, where every worker talks to rank 0).
+* ``none``: peers ignored.
+
+A wildcard receive or probe contributes "any" rather than the source that
+happened to match, which differs from run to run.
+
+Ranks are read one at a time (one Parquet row group per rank), so memory
+holds one rank's events plus the vectors being returned.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+PEER_MODES = ("relative", "absolute", "none")
+_COLLECTIVE_PREFIXES = ("barrier", "bcast", "gather", "scatter", "allgather", "alltoall",
+                        "reduce", "allreduce", "scan", "exscan", "neighbor", "i")
+SIGNATURE_COLUMNS = ["rank", "op", "comm", "peer", "wildcard", "tag", "sbytes", "rbytes"]
+
+
+class ClusterError(Exception):
+    """Input that cannot be clustered; the message names file and ranks."""
+
+
+@dataclass
+class RankVectors:
+    """Per-rank signatures and computation vectors.
+
+    ``table`` columns: ``rank``, ``signature`` (hex digest), ``length``
+    (events), ``total`` (sum of the vector).  ``vectors[rank]`` is the
+    float64 computation vector of that rank.
+    """
+    table: pd.DataFrame
+    vectors: dict
+
+
+def _is_p2p(op: pd.Series) -> np.ndarray:
+    p2p = ("send", "recv", "bsend", "ssend", "rsend", "isend", "ibsend", "issend", "irsend",
+           "irecv", "sendrecv", "sendrecv_replace", "isendrecv", "isendrecv_replace",
+           "probe", "iprobe", "mprobe", "improbe", "mrecv", "imrecv", "start",
+           "send_init", "bsend_init", "ssend_init", "rsend_init", "recv_init")
+    return op.isin(p2p).to_numpy()
+
+
+def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str) -> np.ndarray:
+    """One uint64 per event: the hash of what must match between ranks."""
+    if peer_mode not in PEER_MODES:
+        raise ClusterError(f"unknown peer mode {peer_mode!r}; choose from {PEER_MODES}")
+    peer = ev["peer"].to_numpy().astype(np.int64)
+    if peer_mode == "relative":
+        p2p = _is_p2p(ev["op"])
+        peer = np.where(p2p & (peer >= 0), peer - ev["rank"].to_numpy(), peer)
+    elif peer_mode == "none":
+        peer = np.zeros_like(peer)
+    wild = ev["wildcard"].to_numpy()
+    peer = np.where(wild, -(1 << 40), peer)
+    tag = np.where(wild, -(1 << 40), ev["tag"].to_numpy())
+    frame = pd.DataFrame({
+        "op": ev["op"].astype(str),
+        "csize": ev["comm"].map(comm_sizes).fillna(-1).astype(np.int64),
+        "peer": peer, "tag": tag,
+        "sbytes": ev["sbytes"].to_numpy(), "rbytes": ev["rbytes"].to_numpy(),
+    })
+    return pd.util.hash_pandas_object(frame, index=False).to_numpy()
+
+
+def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "relative",
+                      allow_incomplete: bool = False) -> RankVectors:
+    """Signatures and computation vectors of every rank of a trace."""
+    from instrument import TraceError, load_trace
+    if column not in ("cpu", "comp"):
+        raise ClusterError(f"vector column must be 'cpu' or 'comp', not {column!r}")
+    try:
+        t = load_trace(trace_dir, columns=["rank"])   # meta, comms; events read below
+    except TraceError as e:
+        raise ClusterError(str(e)) from e
+    inc = t.incomplete_ranks
+    if inc and not allow_incomplete:
+        raise ClusterError(
+            f"{trace_dir}: incomplete trace: rank(s) {inc[:20]}{' ...' if len(inc) > 20 else ''}"
+            f" did not finish (their computation vectors are truncated); re-run the trace, or "
+            f"pass --allow-incomplete to cluster what there is")
+    if len(t.events) == 0:
+        raise ClusterError(f"{trace_dir}: the trace holds no events")
+    comm_sizes = dict(zip(t.comms["comm"], t.comms["size"]))
+    comm_sizes[-1] = 0
+    pf = pq.ParquetFile(os.path.join(trace_dir, "events.parquet"))
+    rows, vectors = [], {}
+    cols = SIGNATURE_COLUMNS + [column]
+    pending = None
+    # row groups hold whole ranks (merge writes one or more per rank)
+    for i in range(pf.num_row_groups):
+        df = pf.read_row_group(i, columns=cols).to_pandas()
+        if pending is not None:
+            df = pd.concat([pending, df], ignore_index=True)
+        last = df["rank"].iloc[-1]
+        done, pending = df[df["rank"] != last], df[df["rank"] == last]
+        if i == pf.num_row_groups - 1:
+            done, pending = df, None
+        for rank, ev in done.groupby("rank", sort=True):
+            sig = event_signatures(ev, comm_sizes, peer_mode)
+            vec = ev[column].to_numpy(dtype=np.float64)
+            vectors[int(rank)] = vec
+            rows.append((int(rank), hashlib.blake2b(sig.tobytes(), digest_size=12).hexdigest(),
+                         len(vec), float(vec.sum())))
+    table = pd.DataFrame(rows, columns=["rank", "signature", "length", "total"])
+    return RankVectors(table, vectors)
