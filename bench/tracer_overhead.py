@@ -42,6 +42,9 @@ def env():
     # at most 2 ranks on 2 cores: spinning waits are the fastest MPI there is,
     # which makes the tracer's share as large as it can be
     e["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "0"
+    # one BLAS thread per rank: 2 ranks x 2 threads on 2 cores is noise
+    for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        e[v] = "1"
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     return e
 

@@ -37,7 +37,8 @@ static double slot_t[NSLOTS], slot_c[NSLOTS];
 static unsigned next_slot = 0;
 static PyObject *on_flush = NULL;     /* callable(): write side records */
 static PyObject *on_site = NULL;      /* callable(code, lineno) -> site id */
-static PyObject *on_extra = NULL;     /* callable(event_index, extra) */
+static PyObject *side_list = NULL;    /* list that gets ("x", event index, extra) */
+static PyObject *x_tag = NULL;        /* the string "x" */
 
 /* call-site table: open addressing on (code pointer, instruction offset) */
 static struct { void *code; int lasti; int64_t site; } sites[SITE_CAP];
@@ -126,9 +127,13 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     int64_t site = site_of(depth);
     if (site == -2) return -1;
     if (extra != NULL && extra != Py_None) {
-        PyObject *r = PyObject_CallFunction(on_extra, "LO", (long long)nevents, extra);
-        if (r == NULL) return -1;
-        Py_DECREF(r);
+        /* ("x", event index, extra) straight onto the side list: a Python
+         * callback here would cost more than the rest of the event */
+        PyObject *idx = PyLong_FromLongLong(nevents);
+        PyObject *t = idx ? PyTuple_Pack(3, x_tag, idx, extra) : NULL;
+        Py_XDECREF(idx);
+        if (t == NULL || PyList_Append(side_list, t) < 0) { Py_XDECREF(t); return -1; }
+        Py_DECREF(t);
     }
     record_t *r = &buf[used++];
     r->op = v[0]; r->comm = v[1]; r->peer = v[2]; r->tag = v[3];
@@ -167,12 +172,14 @@ static PyObject *leave_ex(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
-/* start(fd, origin, capacity, flush_seconds, on_flush, on_site, on_extra) */
+/* start(fd, origin, capacity, flush_seconds, on_flush, on_site, side_list) */
 static PyObject *start(PyObject *self, PyObject *args) {
     Py_ssize_t capacity;
     PyObject *a, *b, *c;
-    if (!PyArg_ParseTuple(args, "idndOOO", &fd, &origin, &capacity, &flush_every, &a, &b, &c))
+    if (!PyArg_ParseTuple(args, "idndOOO!", &fd, &origin, &capacity, &flush_every, &a, &b,
+                          &PyList_Type, &c))
         return NULL;
+    if (x_tag == NULL && (x_tag = PyUnicode_InternFromString("x")) == NULL) return NULL;
     PyMem_Free(buf);
     buf = PyMem_Calloc((size_t)capacity, sizeof(record_t));
     if (buf == NULL) return PyErr_NoMemory();
@@ -181,7 +188,7 @@ static PyObject *start(PyObject *self, PyObject *args) {
     last_cpu = cpu();
     Py_XSETREF(on_flush, Py_NewRef(a));
     Py_XSETREF(on_site, Py_NewRef(b));
-    Py_XSETREF(on_extra, Py_NewRef(c));
+    Py_XSETREF(side_list, Py_NewRef(c));
     memset(sites, 0, sizeof(sites));
     Py_RETURN_NONE;
 }

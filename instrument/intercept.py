@@ -155,13 +155,13 @@ _side = None                                # R.side.append, set by install()
 
 
 def _wrap_req(req, rx=None, pinfo=None):
-    r = TracedRequest(req) if type(req) is REAL["Request"] else \
-        TracedPrequest(req) if type(req) is REAL["Prequest"] else req
-    r._tid = _next_req()
+    """The traced request for a request an MPI call returned (same handle)."""
+    t = type(req)
+    r = TracedRequest(req) if t is _R else TracedPrequest(req) if t is _P else req
+    # a persistent request is inactive (-1) until started
+    r._tid = _next_req() if pinfo is None else -1
     r._rx = rx
-    if pinfo is not None:
-        r._pinfo = pinfo
-        r._tid = -1          # a persistent request is inactive until started
+    r._pinfo = pinfo
     return r
 
 
@@ -197,7 +197,7 @@ def _isend(name):
         PK.dumped = 0
         r = _wrap_req(base(self, buf, dest, tag))
         sb = PK.dumped if lower else nbytes(buf)
-        leave(s, op, self._tidx, _peer(self, dest), tag, sb, 0, r._tid)
+        leave(s, op, self._tidx, self._p[dest] if dest >= 0 else -1, tag, sb, 0, r._tid)
         return r
     f.__name__ = name
     return f
@@ -219,8 +219,11 @@ def _recv(name):
         s = enter()
         st = _STATUS if status is None else status
         res = base(self, buf, source, tag, st)
-        p, tg, n, fl = _matched(self, st, source, tag)
-        leave_ex(s, op, self._tidx, p, tg, 0, n, -1, -1, -1, -1, fl, None, 1)
+        if source >= 0 and tag >= 0:            # nothing to learn but the size
+            leave(s, op, self._tidx, self._p[source], tag, 0, st.count, -1)
+        else:
+            p, tg, n, fl = _matched(self, st, source, tag)
+            leave_ex(s, op, self._tidx, p, tg, 0, n, -1, -1, -1, -1, fl, None, 1)
         return res
     f.__name__ = name
     return f
@@ -233,11 +236,16 @@ def _irecv(name):
     def f(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
         s = enter()
         r = _wrap_req(base(self, buf, source, tag), rx=self._p)
-        fl = (FLAG_ANY_SOURCE if source == ANY_SOURCE else 0) | \
-             (FLAG_ANY_TAG if tag == ANY_TAG else 0)
         # Posted size; the completion fix-up replaces peer, tag and bytes by
         # what actually matched.
-        leave_ex(s, op, self._tidx, _peer(self, source), tag, 0, nbytes(buf) if buf is not None else 0, r._tid, -1, -1, -1, fl, None, 1)
+        n = nbytes(buf) if buf is not None else 0
+        if source >= 0 and tag >= 0:
+            leave(s, op, self._tidx, self._p[source], tag, 0, n, r._tid)
+        else:
+            fl = (FLAG_ANY_SOURCE if source == ANY_SOURCE else 0) | \
+                 (FLAG_ANY_TAG if tag == ANY_TAG else 0)
+            leave_ex(s, op, self._tidx, _peer(self, source), tag, 0, n, r._tid,
+                     -1, -1, -1, fl, None, 1)
         return r
     f.__name__ = name
     return f
@@ -600,7 +608,7 @@ def _free(name, opname):
 
 def _completed(r, st):
     """Note a completed request; receives get their matched source/tag/size."""
-    tid = r._tid
+    tid = getattr(r, "_tid", -1)       # untraced requests (e.g. from pkl5) have none
     if tid >= 0:
         r._tid = -1
         rx = r._rx
@@ -618,41 +626,34 @@ def _status_for(status, rx):
 _POOL: list = []     # reusable statuses for multi-request completions
 
 
-def _statuses(requests, statuses):
-    """Statuses for a multi-request completion (only if a receive is among them)."""
-    if statuses is not None:
-        return statuses
-    for r in requests:
-        if getattr(r, "_rx", None) is not None:
-            n = len(requests)
-            while len(_POOL) < n:
-                _POOL.append(MPI.Status())
-            return _POOL[:n]
-    return None
-
-
 class RequestMethods:
-    """Traced completion calls (the mixin of TracedRequest/TracedPrequest)."""
-    _tid = -1       # id of the pending operation; -1 when none is pending
-    _rx = None      # peer table of the communicator, for receive requests
+    """Traced completion calls (the mixin of TracedRequest/TracedPrequest).
+
+    Instances carry three slots (a dict per request would cost more than
+    the rest of the tracing): ``_tid`` id of the pending operation (-1 when
+    none), ``_rx`` peer table of the communicator for receive requests,
+    ``_pinfo`` what a persistent request does when started.  Requests not
+    made by the tracer may lack them, hence ``getattr`` with defaults.
+    """
+    __slots__ = ()
 
     def Wait(self, status=None):
         s = enter()
-        st = _status_for(status, self._rx)
+        st = _status_for(status, getattr(self, "_rx", None))
         _R.Wait(self, st)
         leave(s, _OP["wait"], -1, -1, -1, 0, 0, _completed(self, st))
         return True
 
     def wait(self, status=None):
         s = enter()
-        st = _status_for(status, self._rx)
+        st = _status_for(status, getattr(self, "_rx", None))
         res = _R.wait(self, st)
         leave(s, _OP["wait"], -1, -1, -1, 0, 0, _completed(self, st))
         return res
 
     def Test(self, status=None):
         s = enter()
-        st = _status_for(status, self._rx)
+        st = _status_for(status, getattr(self, "_rx", None))
         flag = _R.Test(self, st)
         tid = _completed(self, st) if flag else -1
         leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else 8, None, 1)
@@ -660,7 +661,7 @@ class RequestMethods:
 
     def test(self, status=None):
         s = enter()
-        st = _status_for(status, self._rx)
+        st = _status_for(status, getattr(self, "_rx", None))
         flag, obj = _R.test(self, st)
         tid = _completed(self, st) if flag else -1
         leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else 8, None, 1)
@@ -669,89 +670,76 @@ class RequestMethods:
     def Cancel(self):
         s = enter()
         _R.Cancel(self)
-        leave(s, _OP["cancel"], -1, -1, -1, 0, 0, self._tid)
+        leave(s, _OP["cancel"], -1, -1, -1, 0, 0, getattr(self, "_tid", -1))
 
     cancel = Cancel
 
     def Free(self):
         s = enter()
-        tid = self._tid
+        tid = getattr(self, "_tid", -1)
         _R.Free(self)
         leave(s, _OP["request_free"], -1, -1, -1, 0, 0, tid)
 
-    @classmethod
-    def Waitall(cls, requests, statuses=None):
-        return _many("waitall", _R.Waitall, requests, statuses, True)
-
-    @classmethod
-    def waitall(cls, requests, statuses=None):
-        return _many("waitall", _R.waitall, requests, statuses, True)
-
-    @classmethod
-    def Testall(cls, requests, statuses=None):
-        return _many("testall", _R.Testall, requests, statuses, "flag")
-
-    @classmethod
-    def testall(cls, requests, statuses=None):
-        return _many("testall", _R.testall, requests, statuses, "flag0")
-
-    @classmethod
-    def Waitsome(cls, requests, statuses=None):
-        return _many("waitsome", _R.Waitsome, requests, statuses, "indices")
-
-    @classmethod
-    def waitsome(cls, requests, statuses=None):
-        return _many("waitsome", _R.waitsome, requests, statuses, "indices0")
-
-    @classmethod
-    def Testsome(cls, requests, statuses=None):
-        return _many("testsome", _R.Testsome, requests, statuses, "indices")
-
-    @classmethod
-    def testsome(cls, requests, statuses=None):
-        return _many("testsome", _R.testsome, requests, statuses, "indices0")
-
-    @classmethod
-    def Waitany(cls, requests, status=None):
-        return _any("waitany", _R.Waitany, requests, status, "index")
-
-    @classmethod
-    def waitany(cls, requests, status=None):
-        return _any("waitany", _R.waitany, requests, status, "index0")
-
-    @classmethod
-    def Testany(cls, requests, status=None):
-        return _any("testany", _R.Testany, requests, status, "index0")
-
-    @classmethod
-    def testany(cls, requests, status=None):
-        return _any("testany", _R.testany, requests, status, "index0")
 
 
-def _many(opname, base, requests, statuses, result):
-    """Waitall/Testall/Waitsome/Testsome (both cases): record completed ids."""
-    s = enter()
-    requests = list(requests)
-    sts = _statuses(requests, statuses)
-    res = base(requests, sts)
-    if result is True:
-        done = range(len(requests))
-    elif result in ("flag", "flag0"):
-        flag = res if result == "flag" else res[0]
-        done = range(len(requests)) if flag else ()
-    else:
-        idx = res if result == "indices" else res[0]
-        done = idx or ()
-    tids = []
-    for i in done:
-        t = _completed(requests[i], sts[i] if sts else None)
-        if t >= 0:
-            tids.append(t)
-    leave_ex(s, _OP[opname], -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else 8, ("r", tids), 2)
-    return res
+def _multi(opname, base, result):
+    """Waitall/Testall/Waitsome/Testsome, either case: record completed ids.
+
+    ``result`` says how the call reports completion: "all" (everything),
+    "flag"/"flag0" (all or nothing, the flag alone or first of a tuple),
+    "indices"/"indices0" (the completed indices, alone or first)."""
+    op = code(opname)
+
+    def f(cls, requests, statuses=None):
+        s = enter()
+        requests = list(requests)
+        sts = statuses
+        if sts is None:
+            for r in requests:
+                if getattr(r, "_rx", None) is not None:
+                    while len(_POOL) < len(requests):
+                        _POOL.append(MPI.Status())
+                    sts = _POOL[:len(requests)]
+                    break
+        res = base(requests, sts)
+        if result == "all":
+            done = range(len(requests))
+        elif result == "flag" or result == "flag0":
+            done = range(len(requests)) if (res if result == "flag" else res[0]) else ()
+        else:
+            done = (res if result == "indices" else res[0]) or ()
+        tids = []
+        for i in done:
+            r = requests[i]
+            tid = getattr(r, "_tid", -1)
+            if tid >= 0:
+                r._tid = -1
+                tids.append(tid)
+                rx = r._rx
+                if rx is not None and sts is not None:
+                    st = sts[i]
+                    src = st.source
+                    _side(("f", tid, rx[src] if src >= 0 else -1, st.tag, st.count))
+        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else 8, ("r", tids), 1)
+        return res
+    f.__name__ = opname
+    return classmethod(f)
 
 
-def _any(opname, base, requests, status, result):
+def _any(opname, base, result):
+    """Waitany/Testany, either case: record the one completed id.
+
+    ``result`` is "index" when the call returns the index alone, else the
+    index comes first in a tuple (and for testany the flag second)."""
+    op = code(opname)
+
+    def f(cls, requests, status=None):
+        return _one_of(op, opname, base, requests, status, result)
+    f.__name__ = opname
+    return classmethod(f)
+
+
+def _one_of(op, opname, base, requests, status, result):
     s = enter()
     requests = list(requests)
     st = _status_for(status, True if any(getattr(r, "_rx", None) is not None
@@ -765,7 +753,7 @@ def _any(opname, base, requests, status, result):
     tid = -1
     if flag and idx is not None and idx >= 0:
         tid = _completed(requests[idx], st)
-    leave_ex(s, _OP[opname], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if tid >= 0 else 8, None, 2)
+    leave_ex(s, op, -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if tid >= 0 else 8, None, 2)
     return res
 
 
@@ -965,10 +953,28 @@ def _build_classes():
         cls = _Meta("Traced" + name, (mixins[name], REAL[name]), {"_real": REAL[name]})
         _TRACED_BY_REAL[REAL[name]] = cls
         globals()["Traced" + name] = cls
-    TracedRequest = _Meta("TracedRequest", (RequestMethods, _R), {"_real": _R})
+    slots = ("_tid", "_rx", "_pinfo")
+    completions = {
+        "Waitall": _multi("waitall", _R.Waitall, "all"),
+        "waitall": _multi("waitall", _R.waitall, "all"),
+        "Testall": _multi("testall", _R.Testall, "flag"),
+        "testall": _multi("testall", _R.testall, "flag0"),
+        "Waitsome": _multi("waitsome", _R.Waitsome, "indices"),
+        "waitsome": _multi("waitsome", _R.waitsome, "indices0"),
+        "Testsome": _multi("testsome", _R.Testsome, "indices"),
+        "testsome": _multi("testsome", _R.testsome, "indices0"),
+        "Waitany": _any("waitany", _R.Waitany, "index"),
+        "waitany": _any("waitany", _R.waitany, "index0"),
+        "Testany": _any("testany", _R.Testany, "index0"),
+        "testany": _any("testany", _R.testany, "index0"),
+    }
+    for name, meth in completions.items():
+        setattr(RequestMethods, name, meth)
+    TracedRequest = _Meta("TracedRequest", (RequestMethods, _R),
+                          {"_real": _R, "__slots__": slots})
     TracedPrequest = _Meta("TracedPrequest", (RequestMethods, _P),
-                           {"_real": _P, "Start": _start,
-                            "Startall": classmethod(_startall), "_pinfo": None})
+                           {"_real": _P, "Start": _start, "Startall": classmethod(_startall),
+                            "__slots__": slots})
     TracedMessage = _Meta("TracedMessage", (MessageMethods, _M), {"_real": _M})
     _TRACED_BY_REAL[_R] = TracedRequest
     _TRACED_BY_REAL[_P] = TracedPrequest
@@ -1004,7 +1010,8 @@ def install(trace_dir: str) -> Recorder:
     MPI.COMM_SELF = ts
     for real, traced in _TRACED_BY_REAL.items():
         setattr(MPI, real.__name__, traced)
-    MPI.REQUEST_NULL = TracedRequest(MPI.REQUEST_NULL)
+    MPI.REQUEST_NULL = _wrap_req(MPI.REQUEST_NULL)
+    MPI.REQUEST_NULL._tid = -1
     MPI.MESSAGE_NULL = TracedMessage(MPI.MESSAGE_NULL)
     MPI.MESSAGE_NO_PROC = TracedMessage(MPI.MESSAGE_NO_PROC)
     s = enter()

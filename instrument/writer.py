@@ -58,7 +58,7 @@ class Recorder:
                      "complete": False, "status": "running"}
         self._write_info()
         _hotpath.start(self._ev.fileno(), origin, CHUNK, FLUSH_SECONDS,
-                       self._flush_side, self._new_site, self._extra)
+                       self._flush_side, self._new_site, self.side)
 
     def note(self, kind: str, *payload):
         """Side record of a rare kind (communicator, op name, ...)."""
@@ -70,9 +70,6 @@ class Recorder:
         self.nsites += 1
         self.side.append(("s", site, code.co_filename, lineno, code.co_name))
         return site
-
-    def _extra(self, index, extra):
-        self.side.append(("x", index, extra))
 
     def _flush_side(self):
         if self.side:

@@ -19,6 +19,9 @@ def mpi_env() -> dict:
     env = dict(os.environ)
     # waiting ranks yield their core: runs with more ranks than cores behave
     env.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+    # one BLAS thread per rank: several ranks on 2 cores already share them
+    for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(v, "1")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
