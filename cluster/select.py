@@ -142,12 +142,13 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
     totals = np.array([float(np.sum(vectors[r])) for r in table["rank"]])
     cut = threshold * float(totals.mean())
     # groups numbered in order of their lowest rank
-    first = table.groupby("signature")["rank"].min().sort_values()
-    group_of = {sig: g for g, sig in enumerate(first.index)}
+    members = table.groupby("signature", sort=False).indices   # signature -> rows
+    order = sorted(members, key=lambda sig: members[sig][0])   # rows are rank-sorted
+    all_ranks = table["rank"].to_numpy()
     out = []
     next_cluster = 0
-    for sig, g in group_of.items():
-        ranks = table.loc[table["signature"] == sig, "rank"].to_numpy()
+    for g, sig in enumerate(order):
+        ranks = all_ranks[members[sig]]
         lengths = {len(vectors[r]) for r in ranks}
         if len(lengths) != 1:
             raise ClusterError(

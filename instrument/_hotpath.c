@@ -110,6 +110,13 @@ static int do_flush(void) {
     return 0;
 }
 
+static int64_t req_counter = 0;      /* request ids of this rank */
+
+/* new_req() -> the next request id */
+static PyObject *new_req(PyObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(req_counter++);
+}
+
 /* enter() -> slot: time stamps of a call's entry, kept in a C slot */
 static PyObject *enter(PyObject *self, PyObject *unused) {
     double t = wall(), c;
@@ -153,7 +160,11 @@ static PyObject *leave(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     unsigned s = (unsigned)PyLong_AsUnsignedLong(args[0]);
     for (int i = 0; i < 7; i++) v[i] = PyLong_AsLongLong(args[i + 1]);
     if (PyErr_Occurred()) return NULL;
+    /* req -2: the call made a request; number it here and return the id */
+    int fresh = v[6] == -2;
+    if (fresh) v[6] = req_counter++;
     if (record(s % NSLOTS, v, 1, NULL) < 0) return NULL;
+    if (fresh) return PyLong_FromLongLong(v[6]);
     Py_RETURN_NONE;
 }
 
@@ -168,7 +179,10 @@ static PyObject *leave_ex(PyObject *self, PyObject *const *args, Py_ssize_t narg
     for (int i = 0; i < 11; i++) v[i] = PyLong_AsLongLong(args[i + 1]);
     int depth = (int)PyLong_AsLong(args[13]);
     if (PyErr_Occurred()) return NULL;
+    int fresh = v[6] == -2;
+    if (fresh) v[6] = req_counter++;
     if (record(s % NSLOTS, v, depth, args[12]) < 0) return NULL;
+    if (fresh) return PyLong_FromLongLong(v[6]);
     Py_RETURN_NONE;
 }
 
@@ -216,7 +230,8 @@ static PyObject *stop(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"enter", enter, METH_NOARGS, "Time stamps at entry of an MPI call; returns a slot."},
     {"leave", (PyCFunction)(void (*)(void))leave, METH_FASTCALL,
-     "leave(slot, op, comm, peer, tag, sbytes, rbytes, req): record an event."},
+     "leave(slot, op, comm, peer, tag, sbytes, rbytes, req): record an event; "
+     "req -2 numbers a new request and returns its id."},
     {"leave_ex", (PyCFunction)(void (*)(void))leave_ex, METH_FASTCALL,
      "leave_ex(slot, op, comm, peer, tag, sbytes, rbytes, req, rpeer, rtag, newcomm, "
      "flags, extra, depth): record an event with every field."},
@@ -225,6 +240,7 @@ static PyMethodDef methods[] = {
     {"stop", stop, METH_NOARGS, "Flush and stop recording."},
     {"count", count, METH_NOARGS, "Number of events recorded."},
     {"now", now, METH_NOARGS, "The tracer's clock (CLOCK_MONOTONIC seconds)."},
+    {"new_req", new_req, METH_NOARGS, "The next request id of this rank."},
     {NULL, NULL, 0, NULL}
 };
 

@@ -28,7 +28,7 @@ from mpi4py import MPI
 
 from . import ops
 from .bufsize import PickleCounter, nbytes, per_peer
-from ._hotpath import enter, leave, leave_ex
+from ._hotpath import enter, leave, leave_ex, new_req
 from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, Recorder
 
 R: Recorder = None            # set by install()
@@ -150,7 +150,7 @@ def _root(comm, root):
     return comm._p[root]
 
 
-_next_req = itertools.count().__next__     # request ids of this rank
+_next_req = new_req                         # request ids of this rank (C counter)
 _side = None                                # R.side.append, set by install()
 
 
@@ -192,13 +192,25 @@ def _isend(name):
     base = getattr(REAL["Comm"], name)
     lower = name.islower()
 
-    def f(self, buf, dest, tag=0):
-        s = enter()
-        PK.dumped = 0
-        r = _wrap_req(base(self, buf, dest, tag))
-        sb = PK.dumped if lower else nbytes(buf)
-        leave(s, op, self._tidx, self._p[dest] if dest >= 0 else -1, tag, sb, 0, r._tid)
-        return r
+    # the hottest path of stencil codes: the request is wrapped inline and
+    # numbered by leave() (req -2), which saves two Python calls
+    if lower:
+        def f(self, buf, dest, tag=0):
+            s = enter()
+            PK.dumped = 0
+            r = TracedRequest(base(self, buf, dest, tag))
+            r._rx = r._pinfo = None
+            r._tid = leave(s, op, self._tidx, self._p[dest] if dest >= 0 else -1, tag,
+                           PK.dumped, 0, -2)
+            return r
+    else:
+        def f(self, buf, dest, tag=0):
+            s = enter()
+            r = TracedRequest(base(self, buf, dest, tag))
+            r._rx = r._pinfo = None
+            r._tid = leave(s, op, self._tidx, self._p[dest] if dest >= 0 else -1, tag,
+                           nbytes(buf), 0, -2)
+            return r
     f.__name__ = name
     return f
 
@@ -235,13 +247,23 @@ def _irecv(name):
 
     def f(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
         s = enter()
-        r = _wrap_req(base(self, buf, source, tag), rx=self._p)
-        # Posted size; the completion fix-up replaces peer, tag and bytes by
-        # what actually matched.
-        n = nbytes(buf) if buf is not None else 0
-        if source >= 0 and tag >= 0:
-            leave(s, op, self._tidx, self._p[source], tag, 0, n, r._tid)
+        r = TracedRequest(base(self, buf, source, tag))
+        r._pinfo = None
+        # Posted size.  For a wildcard receive the completion fix-up replaces
+        # peer, tag and bytes by what actually matched (the request keeps the
+        # communicator's peer table for that); a receive from a known source
+        # and tag skips that status work: the message size is the sender's.
+        # (Lower-case irecv has no buffer: its size too comes at completion.)
+        if buf is not None and source >= 0 and tag >= 0:
+            r._rx = None
+            r._tid = leave(s, op, self._tidx, self._p[source], tag, 0, nbytes(buf), -2)
+        elif buf is not None and source == PROC_NULL:
+            r._rx = None
+            r._tid = leave(s, op, self._tidx, -1, tag, 0, nbytes(buf), -2)
         else:
+            n = nbytes(buf) if buf is not None else 0
+            r._rx = self._p
+            r._tid = _next_req()
             fl = (FLAG_ANY_SOURCE if source == ANY_SOURCE else 0) | \
                  (FLAG_ANY_TAG if tag == ANY_TAG else 0)
             leave_ex(s, op, self._tidx, _peer(self, source), tag, 0, n, r._tid,
@@ -353,7 +375,8 @@ def _p2p_init(name):
         n = nbytes(buf)
         peer = _peer(self, who)
         pinfo = (kind, self._tidx, peer, tag, 0 if recv else n, n if recv else 0, -1, -1, None)
-        r = _wrap_req(req, rx=self._p if recv else None, pinfo=pinfo)
+        wild = recv and (who == ANY_SOURCE or tag == ANY_TAG)
+        r = _wrap_req(req, rx=self._p if wild else None, pinfo=pinfo)
         leave(s, op, self._tidx, peer, tag, pinfo[4], pinfo[5], -1)
         return r
     f.__name__ = name
@@ -693,34 +716,40 @@ def _multi(opname, base, result):
     def f(cls, requests, statuses=None):
         s = enter()
         requests = list(requests)
+        # one pass over the pending requests (those with an id); requests
+        # that the tracer did not make have no _tid at all
+        try:
+            live = [i for i, r in enumerate(requests) if r._tid >= 0]
+        except AttributeError:
+            live = [i for i, r in enumerate(requests) if getattr(r, "_tid", -1) >= 0]
         sts = statuses
         if sts is None:
-            for r in requests:
-                if getattr(r, "_rx", None) is not None:
+            for i in live:
+                if requests[i]._rx is not None:      # a receive to fix up
                     while len(_POOL) < len(requests):
                         _POOL.append(MPI.Status())
                     sts = _POOL[:len(requests)]
                     break
         res = base(requests, sts)
         if result == "all":
-            done = range(len(requests))
+            done = live
         elif result == "flag" or result == "flag0":
-            done = range(len(requests)) if (res if result == "flag" else res[0]) else ()
+            done = live if (res if result == "flag" else res[0]) else ()
         else:
-            done = (res if result == "indices" else res[0]) or ()
+            idx = (res if result == "indices" else res[0]) or ()
+            done = [i for i in idx if getattr(requests[i], "_tid", -1) >= 0]
         tids = []
         for i in done:
             r = requests[i]
-            tid = getattr(r, "_tid", -1)
-            if tid >= 0:
-                r._tid = -1
-                tids.append(tid)
-                rx = r._rx
-                if rx is not None and sts is not None:
-                    st = sts[i]
-                    src = st.source
-                    _side(("f", tid, rx[src] if src >= 0 else -1, st.tag, st.count))
-        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else 8, ("r", tids), 1)
+            tids.append(r._tid)
+            r._tid = -1
+            rx = r._rx
+            if rx is not None and sts is not None:
+                st = sts[i]
+                src = st.source
+                _side(("f", tids[-1], rx[src] if src >= 0 else -1, st.tag, st.count))
+        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else 8,
+                 ("r", tids) if tids else None, 1)
         return res
     f.__name__ = opname
     return classmethod(f)
