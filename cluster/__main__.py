@@ -34,6 +34,10 @@ def main(argv=None) -> int:
     ap.add_argument("--peers", default="relative", choices=PEER_MODES,
                     help="how partners enter the communication signature (default "
                          "relative: rank offsets, for SPMD codes)")
+    ap.add_argument("--startup", action="store_true",
+                    help="keep the start-up spans (up to the first MPI call after init: "
+                         "imports) in the vectors; by default they are zeroed, being the same "
+                         "work on every rank and noisy on a loaded host")
     ap.add_argument("--plot", help="write a dendrogram PNG here")
     ap.add_argument("--allow-incomplete", action="store_true",
                     help="cluster a trace whose ranks did not all finish")
@@ -41,7 +45,7 @@ def main(argv=None) -> int:
     try:
         if os.path.exists(a.output) and os.path.isdir(a.output):
             raise ClusterError(f"{a.output}: is a directory")
-        rv = read_rank_vectors(a.trace, a.vector, a.peers, a.allow_incomplete)
+        rv = read_rank_vectors(a.trace, a.vector, a.peers, a.allow_incomplete, a.startup)
         reps = select(rv.table, rv.vectors, a.metric, a.linkage, a.threshold)
     except ClusterError as e:
         print(f"cluster: error: {e}", file=sys.stderr)

@@ -2,11 +2,14 @@
 signature (S201) and computation vector (S102).
 
 Signature of an event (what must be identical for two ranks to be grouped):
-``op``, communicator size, bytes sent and received, tag, and the peer as
-selected by ``peer_mode``:
+``op``, communicator size, bytes sent, bytes received (point-to-point
+only: a collective's received bytes follow from the other members, and
+for pickled objects depend on the rank's place in mpi4py's reduction
+tree), tag, and the peer as selected by ``peer_mode``:
 
-* ``relative`` (default): peer minus own rank for point-to-point partners,
-  the absolute rank for collective roots.  SPMD codes (stencils, rings)
+* ``relative`` (default): peer minus own rank, modulo the world size, for
+  point-to-point partners (so a ring's wrap-around neighbour counts as the
+  same neighbour), the absolute rank for collective roots.  SPMD codes (stencils, rings)
   then put every rank with the same neighbourhood shape in one group,
   while boundary ranks (PROC_NULL partners) form groups of their own.
 * ``absolute``: world rank of the partner (hub patterns such as
@@ -64,9 +67,12 @@ def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str) -> np.n
     if peer_mode not in PEER_MODES:
         raise ClusterError(f"unknown peer mode {peer_mode!r}; choose from {PEER_MODES}")
     peer = ev["peer"].to_numpy().astype(np.int64)
+    p2p = _is_p2p(ev["op"])
     if peer_mode == "relative":
-        p2p = _is_p2p(ev["op"])
-        peer = np.where(p2p & (peer >= 0), peer - ev["rank"].to_numpy(), peer)
+        # offsets modulo the world size: a ring's wrap-around partner is
+        # the same neighbour as everyone else's
+        size = max(comm_sizes.get(0, 0), int(ev["rank"].max()) + 1, int(peer.max()) + 1)
+        peer = np.where(p2p & (peer >= 0), (peer - ev["rank"].to_numpy()) % size, peer)
     elif peer_mode == "none":
         peer = np.zeros_like(peer)
     wild = ev["wildcard"].to_numpy()
@@ -76,14 +82,23 @@ def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str) -> np.n
         "op": ev["op"].astype(str),
         "csize": ev["comm"].map(comm_sizes).fillna(-1).astype(np.int64),
         "peer": peer, "tag": tag,
-        "sbytes": ev["sbytes"].to_numpy(), "rbytes": ev["rbytes"].to_numpy(),
+        "sbytes": ev["sbytes"].to_numpy(),
+        # a collective's received bytes follow from the others' contributions
+        # (and for pickled objects from the rank's place in mpi4py's tree)
+        "rbytes": np.where(p2p, ev["rbytes"].to_numpy(), 0),
     })
     return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
 
 def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "relative",
-                      allow_incomplete: bool = False) -> RankVectors:
-    """Signatures and computation vectors of every rank of a trace."""
+                      allow_incomplete: bool = False, startup: bool = False) -> RankVectors:
+    """Signatures and computation vectors of every rank of a trace.
+
+    ``startup=False`` (default) zeroes the start-up spans: before ``init``
+    and from ``init`` to the application's first MPI call.  They hold the
+    interpreter's and the application's imports, the same work on every
+    rank, yet on a loaded host they vary by tens of milliseconds between
+    ranks, more than the work differences clustering must find."""
     from instrument import TraceError, load_trace
     if column not in ("cpu", "comp"):
         raise ClusterError(f"vector column must be 'cpu' or 'comp', not {column!r}")
@@ -117,6 +132,9 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
         for rank, ev in done.groupby("rank", sort=True):
             sig = event_signatures(ev, comm_sizes, peer_mode)
             vec = ev[column].to_numpy(dtype=np.float64)
+            if not startup:
+                vec = vec.copy()
+                vec[:2] = 0.0
             vectors[int(rank)] = vec
             rows.append((int(rank), hashlib.blake2b(sig.tobytes(), digest_size=12).hexdigest(),
                          len(vec), float(vec.sum())))

@@ -108,11 +108,14 @@ class PickleCounter:
         import pickle
         self.dumped = 0
         self.loaded = 0
+        self.first = -1          # size of the first pickle since reset (-1: none)
         self._dumps = pickle.dumps
         self._loads = pickle.loads
 
     def dumps(self, obj, protocol=None, **kw):
         data = self._dumps(obj, protocol, **kw)
+        if self.first < 0:
+            self.first = len(data)
         self.dumped += len(data)
         return data
 

@@ -498,9 +498,19 @@ def _coll(cls_name, name):
     return f
 
 
+_REDUCING = set()     # op codes of allreduce/reduce/scan/exscan (filled in _build_classes)
+
+
 def _obj_done(s, self, root, res, op):
     peer = _root(self, root) if root is not None else -1
-    leave_ex(s, op, self._tidx, peer, -1, PK.dumped, PK.loaded, -1, -1, -1, -1, 0, None, 2)
+    if op in _REDUCING:
+        # mpi4py reduces pickled objects along a tree, pickling partial results
+        # at every hop: the totals depend on the rank's place in that tree.
+        # Record what the operation means: this rank's own contribution.
+        sb = rb = PK.first if PK.first >= 0 else PK.dumped
+    else:
+        sb, rb = PK.dumped, PK.loaded
+    leave_ex(s, op, self._tidx, peer, -1, sb, rb, -1, -1, -1, -1, 0, None, 2)
     return res
 
 
@@ -511,32 +521,32 @@ def _obj_coll(cls_name, name):
     if name == "barrier":
         def f(self):
             s = enter()
-            PK.dumped = PK.loaded = 0
+            PK.dumped = PK.loaded = 0; PK.first = -1
             return _obj_done(s, self, None, base(self), opc)
     elif name == "bcast":
         def f(self, obj, root=0):
             s = enter()
-            PK.dumped = PK.loaded = 0
+            PK.dumped = PK.loaded = 0; PK.first = -1
             return _obj_done(s, self, root, base(self, obj, root), opc)
     elif name in ("gather", "scatter"):
         def f(self, sendobj, root=0):
             s = enter()
-            PK.dumped = PK.loaded = 0
+            PK.dumped = PK.loaded = 0; PK.first = -1
             return _obj_done(s, self, root, base(self, sendobj, root), opc)
     elif name == "reduce":
         def f(self, sendobj, op=_SUM, root=0):
             s = enter()
-            PK.dumped = PK.loaded = 0
+            PK.dumped = PK.loaded = 0; PK.first = -1
             return _obj_done(s, self, root, base(self, sendobj, op, root), opc)
     elif name in ("allreduce", "scan", "exscan"):
         def f(self, sendobj, op=_SUM):
             s = enter()
-            PK.dumped = PK.loaded = 0
+            PK.dumped = PK.loaded = 0; PK.first = -1
             return _obj_done(s, self, None, base(self, sendobj, op), opc)
     else:  # allgather, alltoall, neighbor_*
         def f(self, sendobj):
             s = enter()
-            PK.dumped = PK.loaded = 0
+            PK.dumped = PK.loaded = 0; PK.first = -1
             return _obj_done(s, self, None, base(self, sendobj), opc)
     f.__name__ = name
     return f
@@ -969,6 +979,7 @@ def _build_classes():
     for name in ops.NAMES[:]:
         _OP[name] = code(name)
     _OP_SRR = code("sendrecv_replace")
+    _REDUCING.update(code(n) for n in ("allreduce", "reduce", "scan", "exscan"))
     # Mixins mirror mpi4py's hierarchy so each traced class gets its own
     # and its ancestors' traced methods.
     parents = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from . import ops
 from .errors import TraceError
-from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path
+from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path, write_json
 
 RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:12]] + [(f, "<f8") for f in FIELDS[12:]])
 assert RAW_DTYPE.itemsize == RECORD.size
@@ -282,14 +282,6 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> 
     if not keep_raw:
         shutil.rmtree(os.path.join(trace_dir, "raw"), ignore_errors=True)
     return meta
-
-
-def write_json(path: str, obj) -> None:
-    """Write JSON atomically (a crash never leaves half a file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
 
 
 def needs_merge(trace_dir: str) -> bool:

@@ -22,9 +22,7 @@ import traceback
 TRACER_VERSION = "1.0"
 
 
-def write_json(path: str, obj) -> None:
-    from .merge import write_json as _write
-    _write(path, obj)
+from .writer import write_json  # noqa: E402  (json only: no heavy imports)
 
 
 def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | None:

@@ -104,3 +104,11 @@ class Recorder:
         with open(tmp, "w") as f:
             json.dump(self.info, f)
         os.replace(tmp, path)
+
+
+def write_json(path: str, obj) -> None:
+    """Write JSON atomically (a crash never leaves half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)

@@ -1,0 +1,222 @@
+"""The target machine: a platform YAML file, validated, as plain numbers.
+
+Keys (see ARCHITECTURE.md; every key but ``network.levels`` has a default):
+
+``name``; ``nodes``; ``cores_per_node``; ``placement``: ``block`` (ranks
+fill node after node), ``cyclic`` (rank r on node r mod nodes) or
+``{map: FILE}`` (a text/CSV file with one node number per rank, in rank
+order); ``network.levels``: innermost first, each ``{name, span, latency,
+byte_time}`` where ``span`` is how many consecutive cores (numbered node
+after node over the whole machine) the level joins; the last level has no
+span and joins everything; ``network.overhead: {send, recv}`` (LogGP o,
+seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
+O, seconds per byte); ``network.gap`` (g, seconds between two messages of
+one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
+``network.contention`` (true: a node's NIC serialises the messages that
+leave and enter the node); ``collectives``: ``{default: analytic|<algorithm>,
+<op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
+host time x this factor).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import yaml
+
+from .collectives import ALGORITHMS, DEFAULT_ALGORITHM
+
+
+class PlatformError(Exception):
+    """A platform file that cannot describe a machine (file and key named)."""
+
+
+@dataclass
+class Level:
+    name: str
+    span: int | None          # consecutive cores joined; None = everything
+    latency: float            # seconds
+    byte_time: float          # seconds per byte
+
+
+@dataclass
+class Platform:
+    name: str
+    nodes: int
+    cores_per_node: int
+    placement: str | list
+    levels: list
+    o_send: float = 0.0
+    o_recv: float = 0.0
+    O_send: float = 0.0
+    O_recv: float = 0.0
+    gap: float = 0.0
+    eager_limit: int = 65536
+    contention: bool = False
+    collectives: dict = field(default_factory=lambda: {"default": "analytic"})
+    compute_scale: float = 1.0
+    source: str = ""
+
+    # ---- derived per-rank tables -------------------------------------
+    def core_of(self, nranks: int) -> np.ndarray:
+        """Global core number (node * cores_per_node + local core) per rank."""
+        cap = self.nodes * self.cores_per_node
+        if isinstance(self.placement, list):
+            node = np.asarray(self.placement, dtype=np.int64)
+            if len(node) < nranks:
+                raise PlatformError(f"{self.source}: placement map lists {len(node)} ranks, "
+                                    f"the trace has {nranks}")
+            node = node[:nranks]
+            if node.min() < 0 or node.max() >= self.nodes:
+                raise PlatformError(f"{self.source}: placement map names node "
+                                    f"{int(node.max())}, the platform has {self.nodes}")
+            local = np.zeros(nranks, dtype=np.int64)
+            seen: dict = {}
+            for r, n in enumerate(node):
+                local[r] = seen.get(int(n), 0)
+                seen[int(n)] = local[r] + 1
+            if max(seen.values()) > self.cores_per_node:
+                raise PlatformError(f"{self.source}: placement map puts "
+                                    f"{max(seen.values())} ranks on one node of "
+                                    f"{self.cores_per_node} cores")
+            return node * self.cores_per_node + local
+        if nranks > cap:
+            raise PlatformError(f"{self.source}: {nranks} ranks do not fit on {self.nodes} "
+                                f"nodes x {self.cores_per_node} cores; raise 'nodes'")
+        r = np.arange(nranks, dtype=np.int64)
+        if self.placement == "block":
+            return r
+        # cyclic: rank r on node r mod nodes
+        return (r % self.nodes) * self.cores_per_node + r // self.nodes
+
+    def node_of(self, nranks: int) -> np.ndarray:
+        return self.core_of(nranks) // self.cores_per_node
+
+    def level_arrays(self):
+        """(span, latency, byte_time) arrays, innermost first; last span = 0."""
+        span = np.array([lv.span or 0 for lv in self.levels], dtype=np.int64)
+        lat = np.array([lv.latency for lv in self.levels], dtype=np.float64)
+        bt = np.array([lv.byte_time for lv in self.levels], dtype=np.float64)
+        return span, lat, bt
+
+    def algorithm(self, op: str) -> str:
+        return self.collectives.get(op, self.collectives.get("default", DEFAULT_ALGORITHM))
+
+    def describe(self) -> dict:
+        """A JSON-able summary (for predictions and the report)."""
+        return {"name": self.name, "source": self.source, "nodes": self.nodes,
+                "cores_per_node": self.cores_per_node,
+                "placement": self.placement if isinstance(self.placement, str) else "map",
+                "levels": [vars(lv) for lv in self.levels],
+                "overhead": {"send": self.o_send, "recv": self.o_recv},
+                "overhead_byte": {"send": self.O_send, "recv": self.O_recv},
+                "gap": self.gap, "eager_limit": self.eager_limit,
+                "contention": self.contention, "collectives": self.collectives,
+                "compute_scale": self.compute_scale}
+
+
+def _num(d: dict, key: str, where: str, default=None, integer=False, positive=False):
+    if key not in d:
+        if default is None:
+            raise PlatformError(f"{where}: missing key '{key}'")
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise PlatformError(f"{where}: '{key}' must be a number, not {v!r}")
+    if integer and int(v) != v:
+        raise PlatformError(f"{where}: '{key}' must be a whole number, not {v!r}")
+    if v < 0 or (positive and v == 0):
+        raise PlatformError(f"{where}: '{key}' must be {'> 0' if positive else '>= 0'}, not {v!r}")
+    return int(v) if integer else float(v)
+
+
+_TOP_KEYS = {"name", "nodes", "cores_per_node", "placement", "network", "collectives",
+             "compute_scale", "description"}
+_NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention"}
+
+
+def from_dict(d: dict, source: str = "<dict>") -> Platform:
+    """Validate a platform description (the parsed YAML)."""
+    if not isinstance(d, dict):
+        raise PlatformError(f"{source}: a platform file must be a mapping of keys")
+    unknown = set(d) - _TOP_KEYS
+    if unknown:
+        raise PlatformError(f"{source}: unknown key(s) {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
+    nodes = _num(d, "nodes", source, integer=True, positive=True)
+    cpn = _num(d, "cores_per_node", source, integer=True, positive=True)
+    net = d.get("network")
+    if not isinstance(net, dict):
+        raise PlatformError(f"{source}: missing 'network' mapping (with 'levels')")
+    unknown = set(net) - _NET_KEYS
+    if unknown:
+        raise PlatformError(f"{source}: network: unknown key(s) {sorted(unknown)}")
+    raw_levels = net.get("levels")
+    if not isinstance(raw_levels, list) or not raw_levels:
+        raise PlatformError(f"{source}: network.levels must be a non-empty list, innermost first")
+    levels, prev = [], 0
+    for i, lv in enumerate(raw_levels):
+        where = f"{source}: network.levels[{i}]"
+        if not isinstance(lv, dict):
+            raise PlatformError(f"{where}: must be a mapping {{name, span, latency, byte_time}}")
+        last = i == len(raw_levels) - 1
+        span = lv.get("span")
+        if span is not None:
+            span = _num(lv, "span", where, integer=True, positive=True)
+            if span <= prev:
+                raise PlatformError(f"{where}: span {span} must exceed the inner level's {prev}")
+            prev = span
+        elif not last:
+            raise PlatformError(f"{where}: only the last (outermost) level may omit 'span'")
+        levels.append(Level(str(lv.get("name", f"level{i}")), None if last else span,
+                            _num(lv, "latency", where), _num(lv, "byte_time", where)))
+    place = d.get("placement", "block")
+    if isinstance(place, dict):
+        if set(place) != {"map"}:
+            raise PlatformError(f"{source}: placement mapping must be {{map: FILE}}")
+        path = place["map"]
+        if not os.path.isabs(path):
+            path = os.path.join(os.path.dirname(os.path.abspath(source)), path)
+        try:
+            place = [int(x) for x in open(path).read().replace(",", " ").split()]
+        except (OSError, ValueError) as e:
+            raise PlatformError(f"{source}: placement map {path}: {e}") from None
+    elif place not in ("block", "cyclic"):
+        raise PlatformError(f"{source}: placement must be block, cyclic or {{map: FILE}}, "
+                            f"not {place!r}")
+    ov = net.get("overhead", {}) or {}
+    ob = net.get("overhead_byte", {}) or {}
+    coll = d.get("collectives", {"default": "analytic"}) or {"default": "analytic"}
+    if not isinstance(coll, dict):
+        raise PlatformError(f"{source}: collectives must be a mapping op -> algorithm")
+    for op, alg in coll.items():
+        if alg != "analytic" and alg not in ALGORITHMS:
+            raise PlatformError(f"{source}: collectives.{op}: unknown algorithm {alg!r}; "
+                                f"choose analytic or one of {sorted(ALGORITHMS)}")
+    contention = net.get("contention", False)
+    if not isinstance(contention, bool):
+        raise PlatformError(f"{source}: network.contention must be true or false")
+    return Platform(
+        name=str(d.get("name", os.path.splitext(os.path.basename(source))[0])),
+        nodes=nodes, cores_per_node=cpn, placement=place, levels=levels,
+        o_send=_num(ov, "send", f"{source}: network.overhead", 0.0),
+        o_recv=_num(ov, "recv", f"{source}: network.overhead", 0.0),
+        O_send=_num(ob, "send", f"{source}: network.overhead_byte", 0.0),
+        O_recv=_num(ob, "recv", f"{source}: network.overhead_byte", 0.0),
+        gap=_num(net, "gap", f"{source}: network", 0.0),
+        eager_limit=_num(net, "eager_limit", f"{source}: network", 65536, integer=True),
+        contention=contention, collectives=dict(coll),
+        compute_scale=_num(d, "compute_scale", source, 1.0, positive=True),
+        source=source)
+
+
+def load_platform(path: str) -> Platform:
+    """Read and validate a platform YAML file."""
+    try:
+        with open(path) as f:
+            d = yaml.safe_load(f)
+    except OSError as e:
+        raise PlatformError(f"{path}: cannot read platform file: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise PlatformError(f"{path}: not valid YAML: {e}") from None
+    return from_dict(d, path)
