@@ -1,0 +1,34 @@
+"""The network simulator of the target machine (METHODS.md M1 S6, M4).
+
+Python API::
+
+    from netsim import load_platform, predict
+    res = predict("trace_dir", load_platform("config/platforms/ib-cluster.yaml"))
+    res.predicted_time, res.per_rank
+
+Command line: ``python -m netsim TRACE_DIR --platform P.yaml -o prediction.json``.
+The core loop is netsim/engine.py; schedules (what it runs) netsim/schedule.py;
+collective algorithms and analytic costs netsim/collectives.py.
+"""
+from __future__ import annotations
+
+from .platform import Platform, PlatformError, from_dict, load_platform
+from .schedule import Builder, Schedule, ScheduleError, from_trace
+
+__all__ = ["predict", "load_platform", "from_dict", "Platform", "PlatformError",
+           "Schedule", "ScheduleError", "Builder", "from_trace", "run"]
+
+
+def run(schedule, platform):
+    """Simulate a schedule on a platform (netsim.predict.Result)."""
+    from .predict import run as _run
+    return _run(schedule, platform)
+
+
+def predict(trace_dir: str, platform, compute=None, vector: str = "cpu"):
+    """Predict a traced run on ``platform``; ``compute`` optional per-event seconds."""
+    from instrument import load_trace
+    t = load_trace(trace_dir)
+    if compute is None and vector != "cpu":
+        compute = t.events[vector].to_numpy()
+    return run(from_trace(t, platform, compute), platform)

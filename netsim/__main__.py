@@ -1,0 +1,122 @@
+"""python -m netsim TRACE_DIR --platform P.yaml -o PREDICTION.json: predict the run time."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .platform import PlatformError, from_dict, load_platform
+from .schedule import ScheduleError
+
+
+def _loggops(spec: str):
+    """A one-level platform from 'L,o,g,G,O,S' (seconds, bytes)."""
+    try:
+        L, o, g, G, O, S = (float(x) for x in spec.split(","))
+    except ValueError:
+        raise PlatformError(f"--loggops wants L,o,g,G,O,S (6 numbers), not {spec!r}") from None
+    return {"name": "loggops", "nodes": 1 << 30, "cores_per_node": 1,
+            "network": {"levels": [{"name": "net", "latency": L, "byte_time": G}],
+                        "overhead": {"send": o, "recv": o},
+                        "overhead_byte": {"send": O, "recv": O},
+                        "gap": g, "eager_limit": int(S)},
+            "collectives": {"default": "binomial"}}
+
+
+def _load_compute(path: str, events):
+    """Per-event computation seconds from a CSV/Parquet with rank, seq, comp."""
+    import pandas as pd
+    try:
+        df = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        raise ScheduleError(f"{path}: cannot read computation table: {e}") from None
+    missing = {"rank", "seq", "comp"} - set(df.columns)
+    if missing:
+        raise ScheduleError(f"{path}: computation table lacks column(s) {sorted(missing)}")
+    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp"]], on=["rank", "seq"],
+                                        how="left")
+    lost = key["comp"].isna()
+    if lost.any():
+        r = key.loc[lost].iloc[0]
+        raise ScheduleError(f"{path}: no computation time for {int(lost.sum())} trace events "
+                            f"(first: rank {int(r['rank'])}, seq {int(r['seq'])})")
+    return key["comp"].to_numpy()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m netsim",
+        description="Simulate a traced MPI run on a target platform (LogGOPS with "
+                    "network levels, rendezvous, NIC contention, collective algorithms).")
+    ap.add_argument("trace", help="trace directory, or a GOAL file with --goal-in")
+    ap.add_argument("--platform", help="platform YAML (config/platforms/)")
+    ap.add_argument("--loggops", metavar="L,o,g,G,O,S",
+                    help="instead of --platform: one network level with these LogGOPS "
+                         "parameters (seconds, seconds/byte, eager limit S in bytes)")
+    ap.add_argument("--compute", help="CSV/Parquet with rank, seq, comp (seconds): target "
+                                      "computation times (from replay); default: the trace's")
+    ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
+                    help="the trace's computation column when --compute is not given "
+                         "(default cpu: right on an oversubscribed host)")
+    ap.add_argument("--compute-scale", type=float, default=1.0,
+                    help="multiply computation times (M4's speed factor), on top of the "
+                         "platform's compute_scale")
+    ap.add_argument("-o", "--output", required=True, help="prediction JSON")
+    ap.add_argument("--timeline", help="Chrome trace event JSON (open in ui.perfetto.dev)")
+    ap.add_argument("--goal-in", action="store_true", help="the input is a GOAL schedule")
+    ap.add_argument("--goal-out", help="also write the schedule as GOAL text")
+    a = ap.parse_args(argv)
+    try:
+        if bool(a.platform) == bool(a.loggops):
+            raise PlatformError("give exactly one of --platform and --loggops")
+        plat = load_platform(a.platform) if a.platform else from_dict(_loggops(a.loggops),
+                                                                      "--loggops")
+        if not a.compute_scale > 0:
+            raise PlatformError(f"--compute-scale must be > 0, not {a.compute_scale}")
+        plat.compute_scale *= a.compute_scale
+        if a.goal_in:
+            from .goal import read_goal
+            sched = read_goal(a.trace)
+        else:
+            from instrument import TraceError, load_trace
+            from .schedule import from_trace
+            try:
+                t = load_trace(a.trace)
+            except TraceError as e:
+                raise ScheduleError(str(e)) from None
+            if t.incomplete_ranks:
+                raise ScheduleError(f"{a.trace}: rank(s) {t.incomplete_ranks[:20]} did not "
+                                    f"finish; their traces are truncated, so the run cannot "
+                                    f"be simulated")
+            comp = _load_compute(a.compute, t.events) if a.compute else (
+                t.events[a.vector].to_numpy())
+            print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
+            sched = from_trace(t, plat, comp)
+        if a.goal_out:
+            from .goal import write_goal
+            write_goal(a.goal_out, sched)
+        from .predict import prediction_json, run, write_timeline
+        print(f"netsim: simulating {len(sched)} operations", file=sys.stderr)
+        res = run(sched, plat)
+    except (PlatformError, ScheduleError) as e:
+        print(f"netsim: error: {e}", file=sys.stderr)
+        return 2
+    out = prediction_json(res, plat, {"input": os.path.abspath(a.trace),
+                                      "compute": a.compute or f"trace:{a.vector}"})
+    os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
+    with open(a.output, "w") as f:
+        json.dump(out, f, indent=1)
+    if a.timeline:
+        write_timeline(a.timeline, sched, res)
+    pr = res.per_rank
+    print(f"predicted time {res.predicted_time:.6g} s on {plat.name} ({sched.nranks} ranks); "
+          f"mean per rank: computation {pr.computation.mean():.4g} s, communication "
+          f"{pr.communication.mean():.4g} s, waiting {pr.waiting.mean():.4g} s")
+    print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"
+          + (f" and {a.timeline}" if a.timeline else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Collective operations: point-to-point algorithms and analytic costs.
+
+Decomposed mode: an algorithm turns one rank's part of a collective into a
+list of *steps*; each step is ``(sends, recvs)``, lists of ``(peer, bytes)``
+with peers as communicator-local indices.  A step's transfers run
+concurrently; the next step starts when all of them completed.  Every rank
+computes its own steps from (its index, communicator size, root, bytes),
+so the lowering needs no cross-rank pass.
+
+Algorithms (p members, n bytes per member's contribution):
+
+=======================  ==================================================
+``binomial``             bcast, reduce, gather, scatter: ceil(log2 p) rounds
+                         along a binomial tree rooted at the root
+``recursive_doubling``   allreduce, allgather (power-of-two core; the
+                         ``p - 2^k`` extra ranks fold into a partner first
+                         and get the result back last), scan/exscan
+``ring``                 allreduce (reduce-scatter + allgather, 2(p-1)
+                         rounds of n/p), allgather (p-1 rounds of n)
+``rabenseifner``         allreduce: recursive halving reduce-scatter then
+                         recursive doubling allgather (n/2, n/4, ... bytes)
+``pairwise``             alltoall(v/w), reduce_scatter: p-1 rounds, round
+                         k sends to i+k and receives from i-k
+``dissemination``        barrier: ceil(log2 p) rounds, 0-byte messages
+``linear``               gather/scatter/bcast/reduce: the root talks to
+                         every member in turn
+=======================  ==================================================
+
+Analytic mode (``analytic``) charges one cost to every member once the
+last member arrived; with L, G the latency and per-byte time of the widest
+network level among the members, o the send+receive overhead, and
+``c = ceil(log2 p)``:
+
+=====================================  =====================================
+barrier                                c (L + o)
+bcast, reduce, scan, exscan            c (L + o + n G)
+allreduce                              2 c (L + o) + 2 n G (p-1)/p
+gather, scatter, allgather             c (L + o) + (p-1) n G
+alltoall                               (p-1) (L + o) + (p-1) n G
+reduce_scatter                         c (L + o) + n G (p-1)/p
+neighbour collectives                  (L + o + n G) per neighbour
+=====================================  =====================================
+
+These are the usual Hockney/LogP estimates of the algorithms above
+(Thakur, Rabenseifner and Gropp 2005).
+"""
+from __future__ import annotations
+
+import math
+
+DEFAULT_ALGORITHM = "analytic"
+
+# the algorithms each collective accepts (first = used when the platform
+# names an algorithm the collective cannot use)
+FOR_OP = {
+    "barrier": ("dissemination",),
+    "bcast": ("binomial", "linear"),
+    "reduce": ("binomial", "linear"),
+    "allreduce": ("recursive_doubling", "ring", "rabenseifner", "binomial"),
+    "gather": ("binomial", "linear"),
+    "scatter": ("binomial", "linear"),
+    "allgather": ("ring", "recursive_doubling"),
+    "alltoall": ("pairwise",),
+    "reduce_scatter": ("pairwise",),
+    "scan": ("recursive_doubling",),
+    "exscan": ("recursive_doubling",),
+}
+ALGORITHMS = sorted({a for v in FOR_OP.values() for a in v})
+
+# trace op -> collective family (v/w variants, blocks, nonblocking and
+# persistent forms share the algorithm of their family)
+FAMILY = {}
+for _fam in FOR_OP:
+    for _v in ("", "v", "w"):
+        FAMILY[_fam + _v] = _fam
+        FAMILY["i" + _fam + _v] = _fam
+        FAMILY[_fam + _v + "_init"] = _fam
+FAMILY.update({"reduce_scatter_block": "reduce_scatter", "ireduce_scatter_block": "reduce_scatter",
+               "reduce_scatter_block_init": "reduce_scatter", "ibarrier": "barrier",
+               "barrier_init": "barrier"})
+NEIGHBOR = ("neighbor_allgather", "neighbor_allgatherv", "neighbor_alltoall",
+            "neighbor_alltoallv", "neighbor_alltoallw")
+for _n in NEIGHBOR:
+    FAMILY[_n] = "neighbor"
+    FAMILY["i" + _n] = "neighbor"
+    FAMILY[_n + "_init"] = "neighbor"
+
+
+def choose(family: str, wanted: str) -> str:
+    """The algorithm used for ``family`` when the platform asks ``wanted``."""
+    if wanted == "analytic" or family == "neighbor":
+        return "analytic"
+    ok = FOR_OP[family]
+    return wanted if wanted in ok else ok[0]
+
+
+def _log2c(p: int) -> int:
+    return max(0, math.ceil(math.log2(p))) if p > 1 else 0
+
+
+def analytic_cost(family: str, p: int, n: float, L: float, G: float, o: float,
+                  neighbours: int = 0) -> float:
+    """Seconds one collective costs every member (formulas in the module doc)."""
+    if family == "neighbor":
+        return neighbours * (L + o + n * G)
+    if p <= 1:
+        return 0.0
+    c = _log2c(p)
+    if family == "barrier":
+        return c * (L + o)
+    if family in ("bcast", "reduce", "scan", "exscan"):
+        return c * (L + o + n * G)
+    if family == "allreduce":
+        return 2 * c * (L + o) + 2 * n * G * (p - 1) / p
+    if family in ("gather", "scatter", "allgather"):
+        return c * (L + o) + (p - 1) * n * G
+    if family == "alltoall":
+        return (p - 1) * (L + o) + (p - 1) * n * G
+    if family == "reduce_scatter":
+        return c * (L + o) + n * G * (p - 1) / p
+    raise ValueError(f"no analytic cost for {family}")
+
+
+# ---------------------------------------------------------------------------
+# Decomposed algorithms: steps of one member
+# ---------------------------------------------------------------------------
+
+def _binomial_down(i, p, root, nbytes_of):
+    """Bcast/scatter shape: receive from the parent, then send to children.
+
+    ``nbytes_of(subtree_size)`` is the size a hop carries."""
+    v = (i - root) % p
+    steps = []
+    mask = 1
+    while mask < p:
+        if v & mask:
+            parent = (v - mask + root) % p
+            steps.append(([], [(parent, nbytes_of(min(mask, p - v)))]))
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if v + mask < p:
+            child = (v + mask + root) % p
+            steps.append(([(child, nbytes_of(min(mask, p - v - mask)))], []))
+        mask >>= 1
+    return steps
+
+
+def _binomial_up(i, p, root, nbytes_of):
+    """Reduce/gather shape: the mirror image of :func:`_binomial_down`."""
+    down = _binomial_down(i, p, root, nbytes_of)
+    return [(r, s) for s, r in reversed(down)]
+
+
+def _fold(i, p):
+    """Recursive doubling on non-powers of two: (p2, rem, new index or -1)."""
+    p2 = 1 << (p.bit_length() - 1)
+    rem = p - p2
+    if i < 2 * rem:
+        return p2, rem, (i // 2 if i % 2 else -1)
+    return p2, rem, i - rem
+
+
+def _real(new, rem):
+    return new * 2 + 1 if new < rem else new + rem
+
+
+def _recursive_doubling(i, p, n, grow=False):
+    """Allreduce (n each round) or allgather (``grow``: n * 2^k per round)."""
+    p2, rem, new = _fold(i, p)
+    steps = []
+    if i < 2 * rem:
+        if new < 0:                     # even extra: hand over, wait for the result
+            total = n * p if grow else n
+            return [([(i + 1, n)], []), ([], [(i + 1, total)])]
+        steps.append(([], [(i - 1, n)]))
+    mask, have = 1, n * (2 if (grow and i < 2 * rem) else 1)
+    while mask < p2:
+        partner = _real(new ^ mask, rem)
+        steps.append(([(partner, have)], [(partner, have)]))
+        if grow:
+            have *= 2
+        mask <<= 1
+    if i < 2 * rem:
+        steps.append(([(i - 1, n * p if grow else n)], []))
+    return steps
+
+
+def _ring(i, p, chunk, rounds):
+    right, left = (i + 1) % p, (i - 1) % p
+    return [([(right, chunk)], [(left, chunk)]) for _ in range(rounds)]
+
+
+def _rabenseifner(i, p, n):
+    p2, rem, new = _fold(i, p)
+    if new < 0:
+        return [([(i + 1, n)], []), ([], [(i + 1, n)])]
+    steps = [([], [(i - 1, n)])] if i < 2 * rem else []
+    size, mask, halves = n, p2 >> 1, []
+    while mask >= 1:                      # recursive halving
+        size /= 2
+        partner = _real(new ^ mask, rem)
+        steps.append(([(partner, size)], [(partner, size)]))
+        halves.append((partner, size))
+        mask >>= 1
+    for partner, size in reversed(halves):  # recursive doubling allgather
+        steps.append(([(partner, size)], [(partner, size)]))
+    if i < 2 * rem:
+        steps.append(([(i - 1, n)], []))
+    return steps
+
+
+def steps(family: str, algorithm: str, i: int, p: int, root: int, n: float,
+          per_peer: list | None = None) -> list:
+    """The steps of member ``i`` (see the module doc).
+
+    ``n`` is the member's contribution in bytes (alltoall: to each peer;
+    reduce_scatter: the whole input); ``per_peer`` optional bytes per
+    destination for alltoallv/w."""
+    if p <= 1:
+        return []
+    if family == "barrier":
+        c = _log2c(p)
+        return [([((i + (1 << k)) % p, 0)], [((i - (1 << k)) % p, 0)]) for k in range(c)]
+    if family in ("bcast", "scatter"):
+        if algorithm == "linear":
+            if i == root:
+                return [([(j, n)], []) for j in range(p) if j != root]
+            return [([], [(root, n)])]
+        size = (lambda k: n * k) if family == "scatter" else (lambda k: n)
+        return _binomial_down(i, p, root, size)
+    if family in ("reduce", "gather"):
+        if algorithm == "linear":
+            if i == root:
+                return [([], [(j, n) for j in range(p) if j != root])]
+            return [([(root, n)], [])]
+        size = (lambda k: n * k) if family == "gather" else (lambda k: n)
+        return _binomial_up(i, p, root, size)
+    if family == "allreduce":
+        if algorithm == "ring":
+            return _ring(i, p, n / p, 2 * (p - 1))
+        if algorithm == "rabenseifner":
+            return _rabenseifner(i, p, n)
+        if algorithm == "binomial":
+            return _binomial_up(i, p, 0, lambda k: n) + _binomial_down(i, p, 0, lambda k: n)
+        return _recursive_doubling(i, p, n)
+    if family == "allgather":
+        if algorithm == "recursive_doubling":
+            return _recursive_doubling(i, p, n, grow=True)
+        return _ring(i, p, n, p - 1)
+    if family == "alltoall":
+        out = []
+        for k in range(1, p):
+            to, frm = (i + k) % p, (i - k) % p
+            nb = per_peer[to] if per_peer is not None and len(per_peer) == p else n
+            out.append(([(to, nb)], [(frm, n)]))
+        return out
+    if family == "reduce_scatter":
+        return _ring(i, p, n / p, p - 1)
+    if family in ("scan", "exscan"):
+        out, k = [], 1
+        while k < p:
+            s = [(i + k, n)] if i + k < p else []
+            r = [(i - k, n)] if i - k >= 0 else []
+            out.append((s, r))
+            k <<= 1
+        return out
+    raise ValueError(f"no decomposition for {family}")

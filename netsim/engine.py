@@ -1,0 +1,328 @@
+"""The simulator's core: a discrete-event loop over a schedule (LogGOPS).
+
+A schedule (netsim/schedule.py) is a dependency graph of operations, one
+row per op, ranks' ops contiguous: CALC (busy the CPU for ``dur``), SEND,
+RECV (``peer`` -1 = any source, ``tag`` -1 = any tag; matched per ``ctx``
+in FIFO order) and COLL (an analytic collective: done for every member
+``dur`` after the last member arrived).  An op becomes ready when every op
+it *requires* has completed and every op it *irequires* has started, like
+LogGOPSim's GOAL schedules.
+
+Timing of a message of s bytes between ranks whose innermost common
+network level has latency L and per-byte time G (o/O send and receive
+overheads per message/per byte, g the gap between two messages of a NIC):
+
+* send starts when the op is ready, the CPU and the NIC are free;
+  the CPU is busy o + s*O, the NIC g + (s-1)*G;
+* eager (s <= eager limit): data arrives at start + o + L + (s-1)*G; the
+  send completes locally at start + o + s*O;
+* rendezvous: a request-to-send arrives at start + o + L; when it matches
+  a posted receive, the receiver spends o and a clear-to-send reaches the
+  sender after L; the sender then starts the data as above and completes
+  when it is injected;
+* the receive completes o + s*O after the data arrived and the receive
+  was posted (and the receiving CPU is free);
+* with contention, the NICs of the two nodes serialise the bytes of the
+  messages between nodes ((s-1)*G each, in order of arrival).
+
+These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
+plus network levels (M4) and NIC contention.  The loop is compiled with
+numba: the same code as plain Python would read, at C speed.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CALC, SEND, RECV, COLL = 0, 1, 2, 3
+# event kinds in the heap
+READY, ARRIVE, CTS, DATA = 0, 1, 2, 3
+
+
+# ---- a binary heap of (time, seq) keys with (kind, op) payloads ------------
+@njit(cache=True)
+def _push(ht, hs, hk, ho, n, t, seq, kind, op):
+    if n == len(ht):                              # grow by doubling
+        ht2 = np.empty(2 * n, np.float64); ht2[:n] = ht
+        hs2 = np.empty(2 * n, np.int64); hs2[:n] = hs
+        hk2 = np.empty(2 * n, np.int8); hk2[:n] = hk
+        ho2 = np.empty(2 * n, np.int64); ho2[:n] = ho
+        ht, hs, hk, ho = ht2, hs2, hk2, ho2
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if ht[parent] < t or (ht[parent] == t and hs[parent] < seq):
+            break
+        ht[i] = ht[parent]; hs[i] = hs[parent]; hk[i] = hk[parent]; ho[i] = ho[parent]
+        i = parent
+    ht[i] = t; hs[i] = seq; hk[i] = kind; ho[i] = op
+    return ht, hs, hk, ho, n + 1
+
+
+@njit(cache=True)
+def _pop(ht, hs, hk, ho, n):
+    t, kind, op = ht[0], hk[0], ho[0]
+    n -= 1
+    lt, ls, lk, lo = ht[n], hs[n], hk[n], ho[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
+            c += 1
+        if lt < ht[c] or (lt == ht[c] and ls < hs[c]):
+            break
+        ht[i] = ht[c]; hs[i] = hs[c]; hk[i] = hk[c]; ho[i] = ho[c]
+        i = c
+    ht[i] = lt; hs[i] = ls; hk[i] = lk; ho[i] = lo
+    return t, kind, op, n
+
+
+@njit(cache=True)
+def _level(a, b, span):
+    """Index of the innermost network level joining cores a and b."""
+    for i in range(len(span) - 1):
+        if a // span[i] == b // span[i]:
+            return i
+    return len(span) - 1
+
+
+@njit(cache=True)
+def _matches(ctx, peer, tag, rank, recv, send):
+    return (ctx[recv] == ctx[send] and (peer[recv] < 0 or peer[recv] == rank[send])
+            and (tag[recv] < 0 or tag[recv] == tag[send]))
+
+
+@njit(cache=True)
+def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
+             ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
+             core, cores_per_node, span, lat, byte_time,
+             o_s, o_r, O_s, O_r, gap, eager_limit, contention, nranks):
+    """Run the schedule.  Returns (start, end, matched, coll_last, events).
+
+    ``end`` is NaN for ops that never completed (a deadlock); ``matched``
+    gives each RECV its SEND; ``coll_last`` the time each collective's last
+    member arrived; ``events`` the number of events processed."""
+    n = len(kind)
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    ready_at = np.zeros(n)
+    left = ndeps.copy()
+    matched = np.full(n, -1, np.int64)
+    arrive = np.zeros(n)                        # message arrival (SEND rows)
+    cpu_free = np.zeros(nranks)
+    nic_free = np.zeros(nranks)
+    nnodes = core.max() // cores_per_node + 1 if nranks > 0 else 1
+    out_free = np.zeros(nnodes)
+    in_free = np.zeros(nnodes)
+    # matching queues per rank: singly linked lists through ``nxt``
+    post_head = np.full(nranks, -1, np.int64); post_tail = np.full(nranks, -1, np.int64)
+    unex_head = np.full(nranks, -1, np.int64); unex_tail = np.full(nranks, -1, np.int64)
+    nxt = np.full(n, -1, np.int64)
+    ncoll = len(coll_need)
+    coll_count = np.zeros(ncoll, np.int64)
+    coll_last = np.zeros(ncoll)
+    coll_head = np.full(ncoll, -1, np.int64)
+
+    cap = 1024
+    ht = np.empty(cap); hs = np.empty(cap, np.int64)
+    hk = np.empty(cap, np.int8); ho = np.empty(cap, np.int64)
+    hn = 0
+    seq = 0
+    for i in range(n):
+        if left[i] == 0:
+            ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, 0.0, seq, READY, i)
+            seq += 1
+    events = 0
+    # completions and starts notify dependants; done through a small stack
+    # so that both paths share one piece of code
+    note_op = np.empty(16, np.int64); note_t = np.empty(16); note_isstart = np.empty(16, np.bool_)
+    while hn > 0:
+        t, ev, op, hn = _pop(ht, hs, hk, ho, hn)
+        events += 1
+        nn = 0                                   # notifications to deliver
+        if ev == READY:
+            h = rank[op]
+            k = kind[op]
+            if k == CALC:
+                s = max(t, cpu_free[h])
+                cpu_free[h] = s + dur[op]
+                start[op] = s; end[op] = s + dur[op]
+                note_op[0] = op; note_t[0] = s; note_isstart[0] = True
+                note_op[1] = op; note_t[1] = end[op]; note_isstart[1] = False
+                nn = 2
+            elif k == SEND:
+                d = peer[op]
+                lv = _level(core[h], core[d], span)
+                L, G = lat[lv], byte_time[lv]
+                s = max(t, cpu_free[h], nic_free[h])
+                sz = size[op]
+                if sz <= eager_limit:
+                    cpu_free[h] = s + o_s + sz * O_s
+                    nic_free[h] = s + gap + max(sz - 1, 0) * G
+                else:                            # a request to send: no payload yet
+                    cpu_free[h] = s + o_s
+                    nic_free[h] = s + gap
+                start[op] = s
+                note_op[0] = op; note_t[0] = s; note_isstart[0] = True
+                nn = 1
+                if sz <= eager_limit:
+                    dep = s + o_s
+                    if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
+                        node = core[h] // cores_per_node
+                        dep = max(dep, out_free[node])
+                        out_free[node] = dep + max(sz - 1, 0) * G
+                    ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn,
+                                               dep + L + max(sz - 1, 0) * G, seq, ARRIVE, op)
+                    seq += 1
+                    end[op] = s + o_s + sz * O_s
+                    note_op[1] = op; note_t[1] = end[op]; note_isstart[1] = False
+                    nn = 2
+                else:                            # request to send
+                    ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, s + o_s + L, seq, ARRIVE, op)
+                    seq += 1
+            elif k == RECV:
+                start[op] = t
+                note_op[0] = op; note_t[0] = t; note_isstart[0] = True
+                nn = 1
+                # the oldest matching unexpected message, else queue the receive
+                prev, m = -1, unex_head[h]
+                while m >= 0 and not _matches(ctx, peer, tag, rank, op, m):
+                    prev, m = m, nxt[m]
+                if m >= 0:
+                    if prev < 0:
+                        unex_head[h] = nxt[m]
+                    else:
+                        nxt[prev] = nxt[m]
+                    if unex_tail[h] == m:
+                        unex_tail[h] = prev
+                    nxt[m] = -1
+                    matched[op] = m
+                    matched[m] = op
+                    ev = -1                      # handled below as a match at time t
+                else:
+                    if post_tail[h] < 0:
+                        post_head[h] = op
+                    else:
+                        nxt[post_tail[h]] = op
+                    post_tail[h] = op
+            else:                                # COLL: wait for the last member
+                c = coll[op]
+                start[op] = t
+                note_op[0] = op; note_t[0] = t; note_isstart[0] = True
+                nn = 1
+                coll_count[c] += 1
+                coll_last[c] = max(coll_last[c], t)
+                nxt[op] = coll_head[c]
+                coll_head[c] = op
+                if coll_count[c] == coll_need[c]:
+                    done = coll_last[c] + dur[op]
+                    m = coll_head[c]
+                    while m >= 0:
+                        end[m] = done
+                        cpu_free[rank[m]] = max(cpu_free[rank[m]], done)
+                        if nn == len(note_op):
+                            note_op = np.concatenate((note_op, np.empty(nn, np.int64)))
+                            note_t = np.concatenate((note_t, np.empty(nn)))
+                            note_isstart = np.concatenate((note_isstart, np.empty(nn, np.bool_)))
+                        note_op[nn] = m; note_t[nn] = done; note_isstart[nn] = False
+                        nn += 1
+                        m = nxt[m]
+        elif ev == ARRIVE or ev == DATA:
+            d = peer[op]                          # the receiving rank
+            h = rank[op]
+            sz = size[op]
+            if (ev == DATA or sz <= eager_limit) and contention:
+                if core[h] // cores_per_node != core[d] // cores_per_node:
+                    lv = _level(core[h], core[d], span)
+                    node = core[d] // cores_per_node
+                    t = max(t, in_free[node] + max(sz - 1, 0) * byte_time[lv])
+                    in_free[node] = t
+            if ev == DATA:
+                r = matched[op]
+                s = max(t, cpu_free[d])
+                cpu_free[d] = s + o_r + sz * O_r
+                end[r] = cpu_free[d]
+                note_op[0] = r; note_t[0] = end[r]; note_isstart[0] = False
+                nn = 1
+            else:
+                arrive[op] = t
+                prev, m = -1, post_head[d]
+                while m >= 0 and not _matches(ctx, peer, tag, rank, m, op):
+                    prev, m = m, nxt[m]
+                if m >= 0:
+                    if prev < 0:
+                        post_head[d] = nxt[m]
+                    else:
+                        nxt[prev] = nxt[m]
+                    if post_tail[d] == m:
+                        post_tail[d] = prev
+                    nxt[m] = -1
+                    matched[m] = op
+                    matched[op] = m
+                    op = m                        # continue as a match of receive m
+                    ev = -1
+                else:
+                    if unex_tail[d] < 0:
+                        unex_head[d] = op
+                    else:
+                        nxt[unex_tail[d]] = op
+                    unex_tail[d] = op
+        elif ev == CTS:                            # the sender may now send the data
+            h = rank[op]
+            d = peer[op]
+            lv = _level(core[h], core[d], span)
+            L, G = lat[lv], byte_time[lv]
+            sz = size[op]
+            s = max(t, cpu_free[h], nic_free[h])
+            cpu_free[h] = s + o_s + sz * O_s
+            nic_free[h] = s + gap + max(sz - 1, 0) * G
+            dep = s + o_s
+            if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
+                node = core[h] // cores_per_node
+                dep = max(dep, out_free[node])
+                out_free[node] = dep + max(sz - 1, 0) * G
+            ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, dep + L + max(sz - 1, 0) * G,
+                                       seq, DATA, op)
+            seq += 1
+            end[op] = dep + max(sz - 1, 0) * G
+            note_op[0] = op; note_t[0] = end[op]; note_isstart[0] = False
+            nn = 1
+        if ev == -1:
+            # a receive (op) met its message (matched[op]) at time t
+            r = op
+            m = matched[r]
+            d = rank[r]
+            tm = max(t, start[r], arrive[m])
+            sz = size[m]
+            if sz <= eager_limit:
+                s = max(tm, cpu_free[d])
+                cpu_free[d] = s + o_r + sz * O_r
+                end[r] = cpu_free[d]
+                note_op[nn] = r; note_t[nn] = end[r]; note_isstart[nn] = False
+                nn += 1
+            else:                                # clear to send, back to the sender
+                s = max(tm, cpu_free[d])
+                cpu_free[d] = s + o_r
+                lv = _level(core[d], core[rank[m]], span)
+                ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, s + o_r + lat[lv], seq, CTS, m)
+                seq += 1
+        # deliver notifications: dependants become ready when nothing is left
+        for j in range(nn):
+            o_, tt = note_op[j], note_t[j]
+            if note_isstart[j]:
+                lo, hi = isucc_ptr[o_], isucc_ptr[o_ + 1]
+                lst = isucc_idx
+            else:
+                lo, hi = succ_ptr[o_], succ_ptr[o_ + 1]
+                lst = succ_idx
+            for q in range(lo, hi):
+                w = lst[q]
+                if tt > ready_at[w]:
+                    ready_at[w] = tt
+                left[w] -= 1
+                if left[w] == 0:
+                    ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, ready_at[w], seq, READY, w)
+                    seq += 1
+    return start, end, matched, coll_last, events

@@ -1,0 +1,142 @@
+"""Run a schedule on a platform and turn the result into a prediction.
+
+Per rank (JSON ``ranks`` and :attr:`Result.per_rank`):
+
+* ``computation``: seconds of CALC ops;
+* ``waiting``: seconds blocked on a partner that was late: a receive
+  posted before its sender started waits until that start; a collective
+  member waits for the last member to arrive;
+* ``communication``: the rest of the rank's time up to its finish
+  (overheads, transfers, collective costs, not hidden by computation);
+* ``finish``: when the rank's last op completed.
+
+``predicted_time`` is the latest finish (seconds from MPI init).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import engine
+from .engine import CALC, COLL, RECV, SEND
+from .schedule import Schedule, ScheduleError
+
+
+@dataclass
+class Result:
+    predicted_time: float
+    per_rank: pd.DataFrame            # rank, computation, communication, waiting, finish
+    start: np.ndarray
+    end: np.ndarray
+    events: int
+    seconds: float                    # wall time of the engine
+
+
+def run(s: Schedule, platform) -> Result:
+    """Simulate; raises ScheduleError with a report of blocked ranks on deadlock."""
+    ndeps, sp, si, ip, ii = s.graph()
+    core = platform.core_of(s.nranks)
+    span, lat, bt = platform.level_arrays()
+    t0 = time.perf_counter()
+    start, end, matched, coll_last, events = engine.simulate(
+        s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, s.coll, s.coll_need,
+        ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, bt,
+        platform.o_send, platform.o_recv, platform.O_send, platform.O_recv, platform.gap,
+        platform.eager_limit, platform.contention, s.nranks)
+    secs = time.perf_counter() - t0
+    if np.isnan(end).any():
+        raise ScheduleError(deadlock_report(s, start, end, matched))
+    return Result(float(end.max()) if len(end) else 0.0,
+                  _breakdown(s, start, end, matched, coll_last), start, end, int(events), secs)
+
+
+def _breakdown(s, start, end, matched, coll_last) -> pd.DataFrame:
+    n = s.nranks
+    comp = np.bincount(s.rank, weights=np.where(s.kind == CALC, s.dur, 0.0), minlength=n)
+    finish = np.zeros(n)
+    np.maximum.at(finish, s.rank, end)
+    wait = np.zeros(len(s.kind))
+    rv = (s.kind == RECV) & (matched >= 0)
+    m = matched[rv]
+    wait[rv] = np.clip(start[m] - start[rv], 0.0, end[rv] - start[rv])
+    cl = s.kind == COLL
+    wait[cl] = np.clip(coll_last[s.coll[cl]] - start[cl], 0.0, None)
+    waiting = np.bincount(s.rank, weights=wait, minlength=n)
+    comm = np.clip(finish - comp - waiting, 0.0, None)
+    return pd.DataFrame({"rank": np.arange(n), "computation": comp, "communication": comm,
+                         "waiting": waiting, "finish": finish})
+
+
+def deadlock_report(s: Schedule, start, end, matched, events=None, limit: int = 20) -> str:
+    """Which ranks are blocked and on what (first unfinished op per rank)."""
+    undone = np.nonzero(np.isnan(end))[0]
+    ranks = np.unique(s.rank[undone])
+    lines = [f"the simulation cannot finish: {len(ranks)} rank(s) blocked "
+             f"(deadlock or inconsistent trace)"]
+    for r in ranks[:limit]:
+        ops = undone[s.rank[undone] == r]
+        # the first op that was ready (started) but never finished, else the first
+        started = ops[~np.isnan(start[ops])]
+        op = started[0] if len(started) else ops[0]
+        k = s.kind[op]
+        what = {CALC: "computation", SEND: "send", RECV: "receive", COLL: "collective"}[int(k)]
+        coll = " (collective traffic)" if s.ctx[op] % 2 else ""
+        comm = s.ctx[op] // 2
+        if k == RECV:
+            src = "any source" if s.peer[op] < 0 else f"rank {s.peer[op]}"
+            tag = "any tag" if s.tag[op] < 0 else f"tag {s.tag[op]}"
+            desc = f"waits for a message from {src}, {tag}, {s.size[op]} B on comm {comm}{coll}"
+        elif k == SEND:
+            desc = (f"its send to rank {s.peer[op]} ({s.size[op]} B, tag {s.tag[op]}, comm "
+                    f"{comm}{coll}) is never received")
+        elif k == COLL:
+            desc = (f"waits in collective #{s.coll[op]} on comm {comm} for members that "
+                    f"never arrive ({int(s.coll_need[s.coll[op]])} expected)")
+        else:
+            desc = "cannot start its computation (an earlier call never completed)"
+        if np.isnan(start[op]):
+            desc += " [not reached: an earlier call of this rank never completed]"
+        lines.append(f"  rank {r}: trace event {s.event[op]}: {what}: {desc}")
+    if len(ranks) > limit:
+        lines.append(f"  ... and {len(ranks) - limit} more rank(s)")
+    return "\n".join(lines)
+
+
+def prediction_json(res: Result, platform, extra: dict | None = None) -> dict:
+    pr = res.per_rank
+    out = {"predicted_time": res.predicted_time, "platform": platform.describe(),
+           "ranks": pr.to_dict(orient="records"),
+           "summary": {k: {"mean": float(pr[k].mean()), "max": float(pr[k].max())}
+                       for k in ("computation", "communication", "waiting", "finish")},
+           "simulation": {"events": res.events, "seconds": res.seconds,
+                          "events_per_second": res.events / res.seconds if res.seconds else None}}
+    if extra:
+        out.update(extra)
+    return out
+
+
+def write_timeline(path: str, s: Schedule, res: Result, max_ranks: int = 64,
+                   max_ops: int = 200_000) -> None:
+    """Chrome trace event JSON (opens in Perfetto / chrome://tracing)."""
+    names = {CALC: "compute", SEND: "send", RECV: "recv", COLL: "collective"}
+    sel = np.nonzero(s.rank < max_ranks)[0][:max_ops]
+    evs = []
+    for i in sel:
+        k = int(s.kind[i])
+        dur = (res.end[i] - res.start[i]) * 1e6
+        if k == CALC and dur <= 0:
+            continue
+        args = {"event": int(s.event[i])}
+        if k in (SEND, RECV):
+            args.update(peer=int(s.peer[i]), bytes=int(s.size[i]), tag=int(s.tag[i]))
+        evs.append({"name": names[k] + (f" {int(s.peer[i])}" if k in (SEND, RECV) else ""),
+                    "cat": names[k], "ph": "X", "pid": 0, "tid": int(s.rank[i]),
+                    "ts": res.start[i] * 1e6, "dur": dur, "args": args})
+    meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": int(r),
+             "args": {"name": f"rank {r}"}} for r in range(min(s.nranks, max_ranks))]
+    with open(path, "w") as f:
+        json.dump({"traceEvents": meta + evs, "displayTimeUnit": "ns"}, f)

@@ -1,0 +1,285 @@
+"""Schedules: the dependency graph the engine runs, built from a trace.
+
+A :class:`Schedule` holds one row per operation (numpy arrays, ranks'
+operations contiguous):
+
+==========  ================================================================
+``kind``    0 CALC, 1 SEND, 2 RECV, 3 COLL (netsim.engine)
+``rank``    world rank that runs the op
+``peer``    SEND: destination; RECV: source (-1 any); else -1
+``size``    bytes (SEND/RECV)
+``tag``     SEND/RECV tag (-1 any)
+``ctx``     matching context: 2*comm for the application's messages,
+            2*comm+1 for the messages of decomposed collectives
+``dur``     CALC: seconds; COLL: the analytic cost
+``coll``    COLL: the collective instance (``coll_need`` members), else -1
+``event``   the trace event (row of events.parquet) the op came from
+==========  ================================================================
+
+and the dependencies as edges ``dep_src -> dep_dst`` with ``dep_start``
+(True: the destination may start once the source *started*, GOAL's
+``irequires``; False: once it completed, ``requires``).
+
+Lowering a trace (:func:`from_trace`): per rank, in call order, each
+event's computation span becomes a CALC; a blocking call's ops must
+complete before the next op starts; a nonblocking call's ops only need to
+have started, and the wait/test that completed its request (the trace
+records which) makes the following op require their completion.
+Wildcard receives use the source and tag that matched in the traced run,
+so the simulation follows the same matching.  Probes, unsuccessful tests,
+communicator management and finalize cost nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import collectives as C
+from .engine import CALC, COLL, RECV, SEND
+
+
+class ScheduleError(Exception):
+    """A trace or schedule the simulator cannot run (rank and event named)."""
+
+
+@dataclass
+class Schedule:
+    kind: np.ndarray
+    rank: np.ndarray
+    peer: np.ndarray
+    size: np.ndarray
+    tag: np.ndarray
+    ctx: np.ndarray
+    dur: np.ndarray
+    coll: np.ndarray
+    event: np.ndarray
+    dep_src: np.ndarray
+    dep_dst: np.ndarray
+    dep_start: np.ndarray
+    coll_need: np.ndarray
+    nranks: int
+
+    def __len__(self):
+        return len(self.kind)
+
+    def graph(self):
+        """(ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx) for the engine."""
+        n = len(self.kind)
+        ndeps = np.bincount(self.dep_dst, minlength=n).astype(np.int64)
+
+        def csr(mask):
+            src, dst = self.dep_src[mask], self.dep_dst[mask]
+            order = np.argsort(src, kind="stable")
+            ptr = np.zeros(n + 1, np.int64)
+            np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+            return ptr, dst[order].astype(np.int64)
+        sp, si = csr(~self.dep_start)
+        ip, ii = csr(self.dep_start)
+        return ndeps, sp, si, ip, ii
+
+
+class Builder:
+    """Appends operations and dependencies; ``done()`` makes the Schedule."""
+
+    def __init__(self, nranks: int):
+        self.nranks = nranks
+        self.cols = {k: [] for k in ("kind", "rank", "peer", "size", "tag", "ctx", "dur",
+                                     "coll", "event")}
+        self.src, self.dst, self.isstart = [], [], []
+        self.coll_need: list[int] = []
+        self.n = 0
+
+    def op(self, kind, rank, after, peer=-1, size=0, tag=-1, ctx=0, dur=0.0, coll=-1,
+           event=-1) -> int:
+        """Add an op that depends on ``after`` ([(op, started?)]); its index."""
+        c = self.cols
+        c["kind"].append(kind); c["rank"].append(rank); c["peer"].append(peer)
+        c["size"].append(size); c["tag"].append(tag); c["ctx"].append(ctx)
+        c["dur"].append(dur); c["coll"].append(coll); c["event"].append(event)
+        i = self.n
+        self.n += 1
+        for src, st in after:
+            self.src.append(src); self.dst.append(i); self.isstart.append(st)
+        return i
+
+    def new_coll(self, members: int) -> int:
+        self.coll_need.append(members)
+        return len(self.coll_need) - 1
+
+    def done(self) -> Schedule:
+        c = self.cols
+        return Schedule(
+            kind=np.array(c["kind"], np.int8), rank=np.array(c["rank"], np.int64),
+            peer=np.array(c["peer"], np.int64), size=np.array(c["size"], np.int64),
+            tag=np.array(c["tag"], np.int64), ctx=np.array(c["ctx"], np.int64),
+            dur=np.array(c["dur"], np.float64), coll=np.array(c["coll"], np.int64),
+            event=np.array(c["event"], np.int64),
+            dep_src=np.array(self.src, np.int64), dep_dst=np.array(self.dst, np.int64),
+            dep_start=np.array(self.isstart, bool),
+            coll_need=np.array(self.coll_need, np.int64), nranks=self.nranks)
+
+
+_P2P_SEND = {"send", "bsend", "ssend", "rsend", "isend", "ibsend", "issend", "irsend"}
+_P2P_RECV = {"recv", "irecv", "mrecv", "imrecv"}
+_COMPLETIONS = {"wait", "waitall", "waitany", "waitsome", "test", "testall", "testany",
+                "testsome"}
+
+
+def _base(op: str) -> str:
+    return op[:-5] if op.endswith("_init") else op
+
+
+def from_trace(trace, platform, compute: np.ndarray | None = None,
+               progress=None) -> Schedule:
+    """Lower a trace (instrument.Trace) to a schedule for ``platform``.
+
+    ``compute`` replaces the per-event computation seconds (same order as
+    ``trace.events``); ``platform.compute_scale`` multiplies them."""
+    ev = trace.events
+    n = trace.size
+    members = {int(c): np.asarray(m, dtype=np.int64)
+               for c, m in zip(trace.comms["comm"], trace.comms["members"])}
+    index_of = {c: {int(w): i for i, w in enumerate(m)} for c, m in members.items()}
+    core = platform.core_of(n)
+    span, lat, bt = platform.level_arrays()
+    o = platform.o_send + platform.o_recv
+
+    def widest(comm):
+        m = core[members[comm]]
+        lv = len(span) - 1
+        for i in range(len(span) - 1):
+            if (m // span[i]).min() == (m // span[i]).max():
+                lv = i
+                break
+        return lat[lv], bt[lv]
+
+    neigh = {}
+    topo = getattr(trace, "topology", None)
+    if topo is not None and len(topo):
+        for row in topo.itertuples():
+            d = row.destinations
+            neigh[(int(row.comm), int(row.rank))] = int((np.asarray(d) >= 0).sum()) \
+                if d is not None else 0
+
+    B = Builder(n)
+    coll_ids: dict = {}                 # (comm, k) -> coll id (analytic)
+    comp = ev["cpu"].to_numpy() if compute is None else np.asarray(compute, float)
+    comp = comp * platform.compute_scale
+    cols = {k: ev[k].to_numpy() for k in ("rank", "op", "comm", "peer", "tag", "sbytes",
+                                          "rbytes", "req", "rpeer", "rtag", "flags")}
+    reqs_col = ev["reqs"].to_numpy()
+    started_col = ev["started"].to_numpy() if "started" in ev else None
+    scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
+    last_rank = -1
+    after: list = []
+    pending: dict = {}                  # request id -> [(op, started?)] to complete
+    ncoll: dict = {}                    # (rank, comm) -> collectives so far
+    for i in range(len(ev)):
+        r = int(cols["rank"][i])
+        if r != last_rank:
+            if progress and r % 1000 == 0:
+                progress(r)
+            last_rank, after, pending = r, [], {}
+        op = cols["op"][i]
+        if op == "init":
+            continue
+        if comp[i] > 0:
+            c_ = B.op(CALC, r, after, dur=float(comp[i]), event=i)
+            after = [(c_, False)]
+        if op == "start" and started_col is not None:
+            op = started_col[i]
+        comm = int(cols["comm"][i])
+        peer = int(cols["peer"][i])
+        tag = int(cols["tag"][i])
+        ctx = 2 * comm
+        req = int(cols["req"][i])
+        if op in _P2P_SEND:
+            if peer < 0:
+                continue
+            s = B.op(SEND, r, after, peer=peer, size=int(cols["sbytes"][i]), tag=tag, ctx=ctx,
+                     event=i)
+            if op.startswith("i"):
+                pending[req] = [(s, False)]
+                after = [(s, True)]      # its start implies all before it
+            else:
+                after = [(s, False)]
+        elif op in _P2P_RECV:
+            if peer < 0:
+                continue
+            x = B.op(RECV, r, after, peer=peer, size=int(cols["rbytes"][i]), tag=tag, ctx=ctx,
+                     event=i)
+            if op.startswith("i"):
+                pending[req] = [(x, False)]
+                after = [(x, True)]
+            else:
+                after = [(x, False)]
+        elif op in ("sendrecv", "sendrecv_replace", "isendrecv", "isendrecv_replace"):
+            made = []
+            if peer >= 0:
+                made.append(B.op(SEND, r, after, peer=peer, size=int(cols["sbytes"][i]), tag=tag,
+                                 ctx=ctx, event=i))
+            rp = int(cols["rpeer"][i])
+            if rp >= 0:
+                made.append(B.op(RECV, r, after, peer=rp, size=int(cols["rbytes"][i]),
+                                 tag=int(cols["rtag"][i]), ctx=ctx, event=i))
+            if op.startswith("i"):
+                pending[req] = [(m, False) for m in made]
+                after = [(m, True) for m in made] or after
+            elif made:
+                after = [(m, False) for m in made]
+        elif op in _COMPLETIONS:
+            ids = reqs_col[i]
+            ids = list(ids) if ids is not None and len(ids) else ([req] if req >= 0 else [])
+            for q in ids:
+                after = after + pending.pop(int(q), [])
+        elif _base(op) in C.FAMILY:
+            fam = C.FAMILY[_base(op)]
+            nonblocking = op.startswith("i") or op.endswith("_init")
+            m = members.get(comm)
+            if m is None:
+                raise ScheduleError(f"rank {r} event {i} ({op}): communicator {comm} is not in "
+                                    f"comms.parquet")
+            p = len(m)
+            k = ncoll.get((r, comm), 0)
+            ncoll[(r, comm)] = k + 1
+            sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
+            nb = {"bcast": max(sb, rb), "scatter": rb, "alltoall": sb / max(p, 1),
+                  "neighbor": max(sb, rb)}.get(fam, sb)
+            alg = C.choose(fam, platform.algorithm(fam if fam != "neighbor" else "neighbor"))
+            if alg == "analytic" or fam == "neighbor":
+                key = (comm, k)
+                cid = coll_ids.get(key)
+                if cid is None:
+                    cid = coll_ids[key] = B.new_coll(p)
+                L, G = widest(comm)
+                cost = C.analytic_cost(fam, p, nb, L, G, o, neigh.get((comm, r), 2))
+                x = B.op(COLL, r, after, coll=cid, dur=cost, ctx=ctx + 1, event=i)
+                made_first, made_last = [x], [x]
+            else:
+                me = index_of[comm][r]
+                root = index_of[comm].get(peer, 0) if peer >= 0 else 0
+                per_peer = None
+                if scounts is not None and scounts[i] is not None and len(scounts[i]) == p:
+                    per_peer = [int(v) for v in scounts[i]]
+                prev = after
+                made_first, made_last = [], []
+                for sends, recvs in C.steps(fam, alg, me, p, root, nb, per_peer):
+                    step = []
+                    for j, b in sends:
+                        step.append(B.op(SEND, r, prev, peer=int(m[j]), size=int(b), tag=k,
+                                         ctx=ctx + 1, event=i))
+                    for j, b in recvs:
+                        step.append(B.op(RECV, r, prev, peer=int(m[j]), size=int(b), tag=k,
+                                         ctx=ctx + 1, event=i))
+                    if not made_first:
+                        made_first = step
+                    prev = [(s_, False) for s_ in step]
+                    made_last = step
+            if nonblocking:
+                pending[req] = [(x, False) for x in made_last]
+                after = [(x, True) for x in made_first] or after
+            elif made_last:
+                after = [(x, False) for x in made_last]
+        # everything else (probes, comm management, finalize) costs nothing
+    return B.done()

@@ -1,0 +1,215 @@
+"""The simulator: hand-computed cases, collectives, contention, deadlock,
+GOAL round trips, and predictions on real traces of the examples."""
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES, run, trace
+from netsim import Builder, PlatformError, ScheduleError, from_dict, load_platform
+from netsim import run as simulate
+from netsim.collectives import steps
+from netsim.engine import CALC, RECV, SEND
+from netsim.goal import read_goal, write_goal
+
+US = 1e-6
+
+
+def platform(**over):
+    d = {"nodes": 8, "cores_per_node": 2,
+         "network": {"levels": [{"name": "node", "span": 2, "latency": 1 * US, "byte_time": 1e-9},
+                                {"name": "net", "latency": 7 * US, "byte_time": 4e-9}],
+                     "overhead": {"send": 0.5 * US, "recv": 0.5 * US},
+                     "eager_limit": 1000}}
+    net = over.pop("network", {})
+    d["network"].update(net)
+    d.update(over)
+    return from_dict(d, "test-platform")
+
+
+def pingpong(a, b, size, nranks=4):
+    B = Builder(nranks)
+    lo, hi = sorted((a, b))
+    ops = {}
+    # ranks' ops must be contiguous: add the lower rank's first
+    for r in (lo, hi):
+        if r == a:
+            s = B.op(SEND, a, [], peer=b, size=size, tag=0)
+            B.op(RECV, a, [(s, False)], peer=b, size=size, tag=0)
+        else:
+            x = B.op(RECV, b, [], peer=a, size=size, tag=0)
+            B.op(SEND, b, [(x, False)], peer=a, size=size, tag=0)
+    return B.done()
+
+
+@pytest.mark.parametrize("a,b,L,G", [(0, 1, 1 * US, 1e-9), (0, 2, 7 * US, 4e-9)])
+def test_eager_pingpong_per_level(a, b, L, G):
+    o, n = 0.5 * US, 100
+    res = simulate(pingpong(a, b, n), platform())
+    # each way: send overhead, latency, (n-1) bytes, receive overhead
+    assert res.predicted_time == pytest.approx(2 * (o + L + (n - 1) * G + o), rel=1e-12)
+
+
+def test_rendezvous_adds_the_handshake():
+    o, L, G, n = 0.5 * US, 7 * US, 4e-9, 5000
+    res = simulate(pingpong(0, 2, n), platform())
+    one_way = (o + L) + (o + L) + (o + L + (n - 1) * G) + o   # RTS, CTS, data, receive
+    assert res.predicted_time == pytest.approx(2 * one_way, rel=1e-12)
+    eager = simulate(pingpong(0, 2, n), platform(network={"eager_limit": 10000}))
+    assert eager.predicted_time == pytest.approx(2 * (o + L + (n - 1) * G + o), rel=1e-12)
+
+
+def collective_schedule(family, alg, p, n, root=0):
+    B = Builder(p)
+    for i in range(p):
+        prev = []
+        for sends, recvs in steps(family, alg, i, p, root, n):
+            step = [B.op(SEND, i, prev, peer=j, size=int(b), tag=0, ctx=1) for j, b in sends]
+            step += [B.op(RECV, i, prev, peer=j, size=int(b), tag=0, ctx=1) for j, b in recvs]
+            prev = [(x, False) for x in step]
+    return B.done()
+
+
+ONE_NODE = dict(nodes=1, cores_per_node=16,
+                network={"levels": [{"name": "node", "latency": 1 * US, "byte_time": 0.0}],
+                         "overhead": {"send": 0.5 * US, "recv": 0.5 * US}})
+
+
+@pytest.mark.parametrize("family,alg,p,hops", [
+    ("bcast", "binomial", 4, 2), ("bcast", "binomial", 8, 3), ("reduce", "binomial", 8, 3),
+    ("allreduce", "recursive_doubling", 8, 3), ("allreduce", "ring", 4, 6),
+    ("allreduce", "rabenseifner", 8, 6), ("allgather", "ring", 5, 4),
+    ("allgather", "recursive_doubling", 8, 3), ("alltoall", "pairwise", 4, 3),
+    ("barrier", "dissemination", 8, 3), ("barrier", "dissemination", 5, 3),
+    ("scan", "recursive_doubling", 8, 3), ("gather", "binomial", 8, 3),
+])
+def test_collective_algorithms_take_their_rounds(family, alg, p, hops):
+    # zero byte time: every round costs o + L + o, rounds run back to back
+    res = simulate(collective_schedule(family, alg, p, 8), from_dict(dict(ONE_NODE)))
+    assert res.predicted_time == pytest.approx(hops * 2 * US, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [3, 5, 6, 7])
+def test_non_power_of_two_allreduce_completes_with_fold(p):
+    res = simulate(collective_schedule("allreduce", "recursive_doubling", p, 8),
+                   from_dict(dict(ONE_NODE)))
+    k = (p.bit_length() - 1)
+    # fold in, k exchange rounds, result back out; the non-extra ranks start
+    # their first exchange early, so the total lies between k+1 and k+2 rounds
+    assert (k + 1) * 2 * US - 1e-15 <= res.predicted_time <= (k + 2) * 2 * US + 1e-15
+    assert np.isfinite(res.end).all()
+
+
+def fan_in(contention):
+    B = Builder(8)
+    B.op(RECV, 0, [], peer=2, size=1001, tag=0)
+    B.op(RECV, 0, [], peer=4, size=1001, tag=0)
+    B.op(RECV, 0, [], peer=6, size=1001, tag=0)
+    for r in (2, 4, 6):
+        B.op(SEND, r, [], peer=0, size=1001, tag=0)
+    return simulate(B.done(), platform(network={"contention": contention,
+                                                "eager_limit": 100000}))
+
+
+def test_nic_contention_serialises_a_fan_in():
+    o, L, G = 0.5 * US, 7 * US, 4e-9
+    t1 = o + L + 1000 * G               # first arrival
+    free = fan_in(False).predicted_time
+    busy = fan_in(True).predicted_time
+    assert free == pytest.approx(t1 + 3 * o, rel=1e-12)          # receiver CPU only
+    assert busy == pytest.approx(t1 + 2 * 1000 * G + o, rel=1e-12)  # NIC in series
+
+
+def test_deadlock_is_reported_not_hung():
+    B = Builder(3)
+    B.op(CALC, 0, [], dur=1e-3)
+    B.op(RECV, 0, [(0, False)], peer=1, size=8, tag=7)
+    B.op(RECV, 1, [], peer=0, size=8, tag=3)
+    with pytest.raises(ScheduleError) as e:
+        simulate(B.done(), platform())
+    msg = str(e.value)
+    assert "2 rank(s) blocked" in msg
+    assert "rank 0" in msg and "waits for a message from rank 1, tag 7" in msg
+    assert "rank 1" in msg and "from rank 0, tag 3" in msg
+
+
+def test_goal_round_trip_gives_the_same_prediction(tmp_path):
+    s = collective_schedule("allreduce", "rabenseifner", 6, 4096)
+    plat = platform(network={"contention": True})
+    a = simulate(s, plat).predicted_time
+    write_goal(tmp_path / "s.goal", s)
+    text = (tmp_path / "s.goal").read_text()
+    assert text.startswith("num_ranks 6") and "requires" in text
+    b = simulate(read_goal(str(tmp_path / "s.goal")), plat).predicted_time
+    assert a == pytest.approx(b, rel=1e-9)
+    (tmp_path / "bad.goal").write_text("num_ranks 2\nrank 0 {\nl1: send 8b to 5 tag 0\n}\n")
+    with pytest.raises(ScheduleError, match=r"bad.goal:3: peer 5 out of range"):
+        read_goal(str(tmp_path / "bad.goal"))
+
+
+def test_platform_validation_names_the_key(tmp_path):
+    with pytest.raises(PlatformError, match="network.levels must be a non-empty list"):
+        from_dict({"nodes": 1, "cores_per_node": 1, "network": {"levels": []}}, "p.yaml")
+    with pytest.raises(PlatformError, match=r"levels\[1\]: span 4 must exceed"):
+        from_dict({"nodes": 1, "cores_per_node": 1, "network": {"levels": [
+            {"span": 4, "latency": 0, "byte_time": 0}, {"span": 4, "latency": 0,
+                                                        "byte_time": 0}, {"latency": 0,
+                                                                          "byte_time": 0}]}})
+    with pytest.raises(PlatformError, match="unknown algorithm 'bogus'"):
+        from_dict(dict(ONE_NODE, collectives={"allreduce": "bogus"}))
+    with pytest.raises(PlatformError, match="'latency' must be >= 0"):
+        from_dict({"nodes": 1, "cores_per_node": 1,
+                   "network": {"levels": [{"latency": -1, "byte_time": 0}]}})
+    (tmp_path / "p.yaml").write_text("nodes: [\n")
+    with pytest.raises(PlatformError, match="not valid YAML"):
+        load_platform(str(tmp_path / "p.yaml"))
+    for f in ("ib-cluster", "fat-node", "this-machine"):
+        load_platform(f"config/platforms/{f}.yaml")
+
+
+@pytest.fixture(scope="module")
+def jacobi_trace(tmp_path_factory):
+    out = tmp_path_factory.mktemp("jac") / "t"
+    trace(4, out, [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "20", "--check", "5"])
+    return out
+
+
+@pytest.mark.parametrize("coll", ["analytic", "recursive_doubling"])
+def test_prediction_on_a_real_trace(jacobi_trace, tmp_path, coll):
+    plat = tmp_path / "p.yaml"
+    plat.write_text(open("config/platforms/ib-cluster.yaml").read()
+                    .replace("{default: analytic}", "{default: %s}" % coll))
+    p = run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform", str(plat),
+             "-o", str(tmp_path / "pred.json"), "--timeline", str(tmp_path / "tl.json")])
+    assert "predicted time" in p.stdout
+    pred = json.loads((tmp_path / "pred.json").read_text())
+    ranks = pred["ranks"]
+    assert len(ranks) == 4
+    from instrument import load_trace
+    ev = load_trace(str(jacobi_trace)).events
+    comp = ev[ev.op != "init"].groupby("rank")["cpu"].sum()
+    for r in ranks:
+        assert r["computation"] == pytest.approx(comp[r["rank"]], rel=1e-9)
+        assert r["finish"] >= r["computation"]
+    # a 4-rank jacobi on one fast node: communication is a small share
+    assert max(comp) <= pred["predicted_time"] < 1.5 * max(comp) + 1e-3
+    tl = json.loads((tmp_path / "tl.json").read_text())
+    names = {e["cat"] for e in tl["traceEvents"] if e["ph"] == "X"}
+    assert {"compute", "send", "recv"} <= names
+    # twice as fast a target node halves the computation
+    run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform", str(plat),
+         "--compute-scale", "0.5", "-o", str(tmp_path / "half.json")])
+    half = json.loads((tmp_path / "half.json").read_text())
+    assert half["summary"]["computation"]["max"] == pytest.approx(
+        pred["summary"]["computation"]["max"] / 2, rel=1e-9)
+
+
+def test_cli_errors_are_clear(jacobi_trace, tmp_path):
+    p = run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform",
+             "config/platforms/this-machine.yaml", "-o", str(tmp_path / "x.json")], check=False)
+    assert p.returncode == 2 and "4 ranks do not fit on 1 nodes x 2 cores" in p.stderr
+    assert not (tmp_path / "x.json").exists()
+    p = run([sys.executable, "-m", "netsim", str(tmp_path / "none"), "--platform",
+             "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "x.json")], check=False)
+    assert p.returncode == 2 and "no such trace directory" in p.stderr
