@@ -1,0 +1,187 @@
+"""Simulator speed and memory on generated workloads.
+
+    python bench/netsim_speed.py [--ranks 1024,16384,262144] [--ops 4000000] [--million]
+
+Workloads (every rank the same pattern, generated straight into schedule
+arrays; ``iters`` chosen so that each run has about ``--ops`` operations):
+
+* ``halo+allreduce``: per iteration a computation, a 2-D periodic halo
+  exchange (4 Irecv + 4 Isend, waited together), then an 8-byte allreduce
+  by recursive doubling (log2 p exchange rounds);
+* ``dissemination``: per iteration a computation then a dissemination
+  barrier (log2 p rounds);
+* ``recursive doubling``: per iteration a 64 KiB allreduce by recursive
+  doubling on a 2-level platform with rendezvous above 16 KiB.
+
+Reported per run: operations, events processed by the engine, engine
+seconds, events per second, and the peak RSS of the process.  ``--million``
+adds the 1,048,576-rank halo+allreduce (one iteration) to check that 1M
+ranks fit in memory.  The first call compiles the engine (numba, cached
+on disk afterwards); a warm-up run keeps that out of the figures.
+Goal (issue 5): >= 1M events/s on one core; 1M ranks within 24 GB.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+
+from netsim import from_dict, run
+from netsim.engine import CALC, RECV, SEND
+from netsim.schedule import Schedule
+
+PLATFORM = {"name": "bench", "nodes": 1 << 16, "cores_per_node": 32,
+            "network": {"levels": [{"name": "node", "span": 32, "latency": 0.5e-6,
+                                    "byte_time": 0.1e-9},
+                                   {"name": "fabric", "latency": 1.5e-6, "byte_time": 0.08e-9}],
+                        "overhead": {"send": 0.2e-6, "recv": 0.2e-6}, "gap": 0.05e-6,
+                        "eager_limit": 16384, "contention": False}}
+
+
+def _pattern(p, iters, block):
+    """Tile a per-rank, per-iteration block of ops over ranks and iterations.
+
+    ``block(r)`` returns (kind, peer, size, tag, ctx, dur, edges) for all ranks r
+    (arrays of shape (p, m) and an edge list [(src, dst, isstart)] of local
+    op indices, negative src = op of the previous iteration counted from its end)."""
+    r = np.arange(p)
+    kind, peer, size, tag, ctx, dur, edges = block(r)
+    m = kind.shape[1]
+    n = p * iters * m
+    per = iters * m
+
+    def tile(a):
+        return np.repeat(a[:, None, :], iters, axis=1).reshape(-1)
+    src, dst, st = [], [], []
+    base = (np.arange(p)[:, None] * per + np.arange(iters)[None, :] * m).reshape(-1)
+    first = np.repeat(np.arange(iters)[None, :] == 0, p, axis=0).reshape(-1)
+    for s_, d_, i_ in edges:
+        if s_ < 0:                       # from the previous iteration: skip the first
+            b = base[~first]
+            src.append(b + s_); dst.append(b + d_)
+            st.append(np.full(len(b), i_))
+        else:
+            src.append(base + s_); dst.append(base + d_); st.append(np.full(len(base), i_))
+    return Schedule(kind=tile(kind).astype(np.int8), rank=np.repeat(r, per).astype(np.int64),
+                    peer=tile(peer).astype(np.int64), size=tile(size).astype(np.int64),
+                    tag=tile(tag).astype(np.int64), ctx=tile(ctx).astype(np.int64),
+                    dur=tile(dur).astype(np.float64), coll=np.full(n, -1, np.int64),
+                    event=np.full(n, -1, np.int64),
+                    dep_src=np.concatenate(src).astype(np.int64),
+                    dep_dst=np.concatenate(dst).astype(np.int64),
+                    dep_start=np.concatenate(st).astype(bool),
+                    coll_need=np.zeros(0, np.int64), nranks=p)
+
+
+def _rd_rounds(r, p, nbytes, first_ctx=1):
+    k = int(np.log2(p))
+    cols = []
+    for j in range(k):
+        partner = r ^ (1 << j)
+        cols.append((SEND, partner, nbytes, j, first_ctx))
+        cols.append((RECV, partner, nbytes, j, first_ctx))
+    return cols, k
+
+
+def halo_allreduce(p, iters):
+    px = 1 << (int(np.log2(p)) // 2)
+    py = p // px
+
+    def block(r):
+        x, y = r % px, r // px
+        nb = [((x + 1) % px) + y * px, ((x - 1) % px) + y * px,
+              x + ((y + 1) % py) * px, x + ((y - 1) % py) * px]
+        cols = [(CALC, -1, 0, -1, 0)]
+        for d, q in enumerate(nb):
+            cols.append((RECV, q, 8192, d ^ 1, 0))
+        for d, q in enumerate(nb):
+            cols.append((SEND, q, 8192, d, 0))
+        rd, k = _rd_rounds(r, p, 8)
+        cols += rd
+        m = len(cols)
+        arr = lambda i: np.stack([np.broadcast_to(np.asarray(c[i]), r.shape) for c in cols], 1)
+        dur = np.zeros((p, m)); dur[:, 0] = 1e-4 * (1 + 0.05 * (r % 7))
+        edges = [(-2, 0, False), (-1, 0, False)] if k else [(-1, 0, False)]
+        edges += [(0, i, False) for i in range(1, 9)]
+        prev = list(range(1, 9))
+        for j in range(k):
+            a, b = 9 + 2 * j, 10 + 2 * j
+            edges += [(s, a, False) for s in prev] + [(s, b, False) for s in prev]
+            prev = [a, b]
+        return arr(0), arr(1), arr(2), arr(3), arr(4), dur, edges
+    return _pattern(p, iters, block)
+
+
+def dissemination(p, iters):
+    def block(r):
+        k = int(np.ceil(np.log2(p)))
+        cols = [(CALC, -1, 0, -1, 0)]
+        for j in range(k):
+            cols.append((SEND, (r + (1 << j)) % p, 0, j, 1))
+            cols.append((RECV, (r - (1 << j)) % p, 0, j, 1))
+        m = len(cols)
+        arr = lambda i: np.stack([np.broadcast_to(np.asarray(c[i]), r.shape) for c in cols], 1)
+        dur = np.zeros((p, m)); dur[:, 0] = 5e-5
+        edges = [(-2, 0, False), (-1, 0, False)]
+        prev = [0]
+        for j in range(k):
+            a, b = 1 + 2 * j, 2 + 2 * j
+            edges += [(s, a, False) for s in prev] + [(s, b, False) for s in prev]
+            prev = [a, b]
+        return arr(0), arr(1), arr(2), arr(3), arr(4), dur, edges
+    return _pattern(p, iters, block)
+
+
+def rd_allreduce(p, iters):
+    def block(r):
+        rd, k = _rd_rounds(r, p, 65536)
+        cols = [(CALC, -1, 0, -1, 0)] + rd
+        m = len(cols)
+        arr = lambda i: np.stack([np.broadcast_to(np.asarray(c[i]), r.shape) for c in cols], 1)
+        dur = np.zeros((p, m)); dur[:, 0] = 2e-5
+        edges = [(-2, 0, False), (-1, 0, False)]
+        prev = [0]
+        for j in range(k):
+            a, b = 1 + 2 * j, 2 + 2 * j
+            edges += [(s, a, False) for s in prev] + [(s, b, False) for s in prev]
+            prev = [a, b]
+        return arr(0), arr(1), arr(2), arr(3), arr(4), dur, edges
+    return _pattern(p, iters, block)
+
+
+WORKLOADS = {"halo+allreduce": (halo_allreduce, lambda p: 9 + 2 * int(np.log2(p))),
+             "dissemination": (dissemination, lambda p: 1 + 2 * int(np.ceil(np.log2(p)))),
+             "recursive doubling": (rd_allreduce, lambda p: 1 + 2 * int(np.log2(p)))}
+
+
+def peak_gb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", default="1024,16384,262144")
+    ap.add_argument("--ops", type=int, default=4_000_000, help="about this many ops per run")
+    ap.add_argument("--million", action="store_true", help="also 1,048,576 ranks (memory)")
+    a = ap.parse_args()
+    plat = from_dict(dict(PLATFORM), "bench-platform")
+    run(halo_allreduce(16, 2), plat)                   # compile / load the engine
+    print(f"{'workload':<20}{'ranks':>9}{'iters':>6}{'ops':>12}{'events':>12}"
+          f"{'engine s':>10}{'Mevents/s':>11}{'peak GB':>9}")
+    cases = [(name, int(p)) for p in a.ranks.split(",") for name in WORKLOADS]
+    if a.million:
+        cases.append(("halo+allreduce", 1 << 20))
+    for name, p in cases:
+        gen, per_iter = WORKLOADS[name]
+        iters = max(1, a.ops // (p * per_iter(p))) if p < (1 << 20) else 1
+        s = gen(p, iters)
+        res = run(s, plat)
+        print(f"{name:<20}{p:>9}{iters:>6}{len(s):>12}{res.events:>12}{res.seconds:>10.2f}"
+              f"{res.events / res.seconds / 1e6:>11.2f}{peak_gb():>9.2f}", flush=True)
+        del s, res
+
+
+if __name__ == "__main__":
+    main()
