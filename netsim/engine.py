@@ -39,44 +39,46 @@ CALC, SEND, RECV, COLL = 0, 1, 2, 3
 READY, ARRIVE, CTS, DATA = 0, 1, 2, 3
 
 
-# ---- a binary heap of (time, seq) keys with (kind, op) payloads ------------
-@njit(cache=True)
-def _push(ht, hs, hk, ho, n, t, seq, kind, op):
-    if n == len(ht):                              # grow by doubling
-        ht2 = np.empty(2 * n, np.float64); ht2[:n] = ht
-        hs2 = np.empty(2 * n, np.int64); hs2[:n] = hs
-        hk2 = np.empty(2 * n, np.int8); hk2[:n] = hk
-        ho2 = np.empty(2 * n, np.int64); ho2[:n] = ho
-        ht, hs, hk, ho = ht2, hs2, hk2, ho2
+# ---- a binary heap of (time, payload) keys; payload = op * 4 + event kind,
+# which also breaks ties deterministically.  Capacity is allocated up front:
+# an op is READY at most once and a send has at most one message event in
+# flight, so the heap never holds more than ops + sends entries.
+@njit(cache=True, inline="always")
+def _push(ht, hp, n, t, payload):
     i = n
     while i > 0:
         parent = (i - 1) >> 1
-        if ht[parent] < t or (ht[parent] == t and hs[parent] < seq):
+        pt = ht[parent]
+        if pt < t or (pt == t and hp[parent] < payload):
             break
-        ht[i] = ht[parent]; hs[i] = hs[parent]; hk[i] = hk[parent]; ho[i] = ho[parent]
+        ht[i] = pt
+        hp[i] = hp[parent]
         i = parent
-    ht[i] = t; hs[i] = seq; hk[i] = kind; ho[i] = op
-    return ht, hs, hk, ho, n + 1
+    ht[i] = t
+    hp[i] = payload
 
 
-@njit(cache=True)
-def _pop(ht, hs, hk, ho, n):
-    t, kind, op = ht[0], hk[0], ho[0]
+@njit(cache=True, inline="always")
+def _pop(ht, hp, n):
+    """Remove the smallest entry of a heap of n; returns (time, payload)."""
+    t, payload = ht[0], hp[0]
     n -= 1
-    lt, ls, lk, lo = ht[n], hs[n], hk[n], ho[n]
+    lt, lp = ht[n], hp[n]
     i = 0
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hp[c + 1] < hp[c])):
             c += 1
-        if lt < ht[c] or (lt == ht[c] and ls < hs[c]):
+        if lt < ht[c] or (lt == ht[c] and lp < hp[c]):
             break
-        ht[i] = ht[c]; hs[i] = hs[c]; hk[i] = hk[c]; ho[i] = ho[c]
+        ht[i] = ht[c]
+        hp[i] = hp[c]
         i = c
-    ht[i] = lt; hs[i] = ls; hk[i] = lk; ho[i] = lo
-    return t, kind, op, n
+    ht[i] = lt
+    hp[i] = lp
+    return t, payload
 
 
 @njit(cache=True)
@@ -125,21 +127,23 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     coll_last = np.zeros(ncoll)
     coll_head = np.full(ncoll, -1, np.int64)
 
-    cap = 1024
-    ht = np.empty(cap); hs = np.empty(cap, np.int64)
-    hk = np.empty(cap, np.int8); ho = np.empty(cap, np.int64)
+    cap = n + int((kind == SEND).sum()) + 1
+    ht = np.empty(cap)
+    hp = np.empty(cap, np.int64)
     hn = 0
-    seq = 0
     for i in range(n):
         if left[i] == 0:
-            ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, 0.0, seq, READY, i)
-            seq += 1
+            _push(ht, hp, hn, 0.0, i * 4 + READY)
+            hn += 1
     events = 0
     # completions and starts notify dependants; done through a small stack
     # so that both paths share one piece of code
     note_op = np.empty(16, np.int64); note_t = np.empty(16); note_isstart = np.empty(16, np.bool_)
     while hn > 0:
-        t, ev, op, hn = _pop(ht, hs, hk, ho, hn)
+        t, payload = _pop(ht, hp, hn)
+        hn -= 1
+        op = payload >> 2
+        ev = payload & 3
         events += 1
         nn = 0                                   # notifications to deliver
         if ev == READY:
@@ -173,15 +177,14 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
                         out_free[node] = dep + max(sz - 1, 0) * G
-                    ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn,
-                                               dep + L + max(sz - 1, 0) * G, seq, ARRIVE, op)
-                    seq += 1
+                    _push(ht, hp, hn, dep + L + max(sz - 1, 0) * G, op * 4 + ARRIVE)
+                    hn += 1
                     end[op] = s + o_s + sz * O_s
                     note_op[1] = op; note_t[1] = end[op]; note_isstart[1] = False
                     nn = 2
                 else:                            # request to send
-                    ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, s + o_s + L, seq, ARRIVE, op)
-                    seq += 1
+                    _push(ht, hp, hn, s + o_s + L, op * 4 + ARRIVE)
+                    hn += 1
             elif k == RECV:
                 start[op] = t
                 note_op[0] = op; note_t[0] = t; note_isstart[0] = True
@@ -283,9 +286,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 node = core[h] // cores_per_node
                 dep = max(dep, out_free[node])
                 out_free[node] = dep + max(sz - 1, 0) * G
-            ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, dep + L + max(sz - 1, 0) * G,
-                                       seq, DATA, op)
-            seq += 1
+            _push(ht, hp, hn, dep + L + max(sz - 1, 0) * G, op * 4 + DATA)
+            hn += 1
             end[op] = dep + max(sz - 1, 0) * G
             note_op[0] = op; note_t[0] = end[op]; note_isstart[0] = False
             nn = 1
@@ -306,8 +308,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 s = max(tm, cpu_free[d])
                 cpu_free[d] = s + o_r
                 lv = _level(core[d], core[rank[m]], span)
-                ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, s + o_r + lat[lv], seq, CTS, m)
-                seq += 1
+                _push(ht, hp, hn, s + o_r + lat[lv], m * 4 + CTS)
+                hn += 1
         # deliver notifications: dependants become ready when nothing is left
         for j in range(nn):
             o_, tt = note_op[j], note_t[j]
@@ -323,6 +325,6 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     ready_at[w] = tt
                 left[w] -= 1
                 if left[w] == 0:
-                    ht, hs, hk, ho, hn = _push(ht, hs, hk, ho, hn, ready_at[w], seq, READY, w)
-                    seq += 1
+                    _push(ht, hp, hn, ready_at[w], w * 4 + READY)
+                    hn += 1
     return start, end, matched, coll_last, events
