@@ -2,6 +2,7 @@
 
   mpiexec -n N python -m instrument trace -o DIR [--force] app.py [args...]
   mpiexec -n N python -m instrument trace -o DIR -m module [args...]
+  mpiexec -n N python -m instrument record --ranks R1,R2 -o LOG_DIR app.py [args...]
   python -m instrument show DIR
   python -m instrument merge DIR      (salvage a run that crashed or was killed)
 """
@@ -20,7 +21,7 @@ def _split_target(argv: list[str]):
             if i + 1 >= len(argv):
                 raise SystemExit(f"instrument: {a} needs an argument")
             return opts, ("module" if a == "-m" else "command"), argv[i + 1:]
-        if a in ("-o", "--output"):
+        if a in ("-o", "--output", "--ranks", "--reps"):
             opts += argv[i:i + 2]
             i += 2
             continue
@@ -30,6 +31,23 @@ def _split_target(argv: list[str]):
             continue
         return opts, "path", argv[i:]
     return opts, None, []
+
+
+def _ranks_arg(ranks: str | None, reps: str | None) -> list[int]:
+    """Ranks from --ranks "1,2" or the representative column of --reps."""
+    if bool(ranks) == bool(reps):
+        raise ValueError("give exactly one of --ranks and --reps")
+    if ranks:
+        try:
+            return sorted({int(x) for x in ranks.split(",") if x.strip()})
+        except ValueError:
+            raise ValueError(f"--ranks wants comma-separated integers, not {ranks!r}") from None
+    import csv
+    try:
+        with open(reps) as f:
+            return sorted({int(row["representative"]) for row in csv.DictReader(f)})
+    except (OSError, KeyError, ValueError) as e:
+        raise ValueError(f"{reps}: cannot read representatives ({e})") from None
 
 
 def main(argv=None) -> int:
@@ -47,6 +65,15 @@ def main(argv=None) -> int:
                    help="replace an existing trace directory")
     p.add_argument("--keep-raw", action="store_true",
                    help="keep the per-rank raw files after merging")
+    p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
+                       usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
+                             "--reps REPS.csv) -o LOG_DIR [--force] (app.py | -m module | "
+                             "-c command) [args ...]")
+    p.add_argument("-o", "--output", required=True, help="message log directory to create")
+    p.add_argument("--ranks", help="comma-separated world ranks to record")
+    p.add_argument("--reps", help="representatives CSV from `python -m cluster`: record its "
+                                  "representative ranks")
+    p.add_argument("--force", action="store_true", help="replace an existing log directory")
     p = sub.add_parser("show", help="print a summary of a trace")
     p.add_argument("trace")
     p.add_argument("--max-ranks", type=int, default=32,
@@ -63,6 +90,17 @@ def main(argv=None) -> int:
         from .run import trace_main
         return trace_main(args.output, target, mode, force=args.force,
                           keep_raw=True if args.keep_raw else None)
+    if argv and argv[0] == "record":
+        opts, mode, target = _split_target(argv[1:])
+        args = parser.parse_args(["record"] + opts)
+        if mode is None:
+            parser.error("record: give the application: app.py, -m module or -c command")
+        try:
+            ranks = _ranks_arg(args.ranks, args.reps)
+        except ValueError as e:
+            parser.error(f"record: {e}")
+        from .run import record_main
+        return record_main(args.output, ranks, target, mode, force=args.force)
     args = parser.parse_args(argv)
     from .merge import TraceError
     try:

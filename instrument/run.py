@@ -142,3 +142,78 @@ def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
         pending = {r for r in pending if rank_info(trace_dir, r).get("status") == "running"}
         if pending:
             time.sleep(0.05)
+
+
+def _run_target(target: list[str], mode: str):
+    """Run the application as __main__; returns (status, exit code)."""
+    status, code = "complete", 0
+    sys.argv = list(target)
+    try:
+        if mode == "module":
+            runpy.run_module(target[0], run_name="__main__", alter_sys=True)
+        elif mode == "command":
+            sys.argv = ["-c"] + target[1:]
+            exec(compile(target[0], "<string>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
+            runpy.run_path(target[0], run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            code = e.code if isinstance(e.code, int) else 1
+            status = "exited with %s" % e.code
+    except BaseException:
+        traceback.print_exc()
+        status, code = "failed: %s" % sys.exc_info()[0].__name__, 1
+    return status, code
+
+
+def record_main(log_dir: str, ranks: list[int], target: list[str], mode: str,
+                force: bool = False) -> int:
+    """Entry point of ``instrument record`` on every rank."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    err = None
+    if rank == 0:
+        bad = [r for r in ranks if not 0 <= r < size]
+        if bad:
+            err = f"--ranks {bad} outside 0..{size - 1}"
+        elif os.path.exists(log_dir) and os.listdir(log_dir):
+            if not force:
+                err = f"{log_dir}: already exists and is not empty; pass --force to replace it"
+            elif not os.path.exists(os.path.join(log_dir, "record.json")):
+                err = f"{log_dir}: not a message log directory; refusing to clear it"
+            else:
+                import shutil
+                shutil.rmtree(log_dir)
+        if err is None:
+            os.makedirs(log_dir, exist_ok=True)
+            write_json(os.path.join(log_dir, "record.json"), {
+                "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
+                "size": size, "ranks": ranks, "cwd": os.getcwd(),
+                "start": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+    err = world.bcast(err, root=0)
+    if err:
+        if rank == 0:
+            print(f"instrument record: error: {err}", file=sys.stderr)
+        return 2
+    rec = None
+    if rank in ranks:
+        from . import record
+        from .msglog import log_path
+        rec = record
+        record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
+                                                 "argv": target, "mode": mode})
+        signal.signal(signal.SIGTERM, lambda s, f: (record.finish("killed by signal %d" % s),
+                                                    os._exit(128 + s)))
+    status, code = _run_target(target, mode)
+    if rec is not None:
+        rec.finish(status)
+    if code != 0:
+        sys.stderr.flush()
+        if not MPI.Is_finalized():
+            world.Abort(code)
+        return code
+    if rank == 0:
+        print(f"instrument: message log of rank(s) {ranks} -> {log_dir}", file=sys.stderr)
+    return 0

@@ -1,0 +1,152 @@
+"""What each mpi4py method is, for the recorder and the replayer.
+
+Both sides walk the same table, so a call recorded on the host is the call
+replayed on the target, under the same canonical op name the tracer uses
+(replayed computation vectors line up with the trace's events).
+
+``KIND[name]`` for communicator methods:
+
+============  ===============================================================
+send          blocking send (buffer or object)
+isend         nonblocking send: returns a request
+recv          blocking receive: fills ``buf`` / returns the object; status
+irecv         nonblocking receive: the request fills ``buf`` at completion
+sendrecv      Sendrecv(_replace), sendrecv: fills ``recvbuf`` (``buf``)
+isendrecv     Isendrecv(_replace)
+probe         Probe/Iprobe (either case): flag and status
+mprobe        Mprobe/Improbe (either case): a message (or none) and status
+pinit         Send_init/Recv_init family: a persistent request
+coll          buffer collective: fills its output buffer
+icoll         nonblocking buffer collective
+pcoll         persistent buffer collective (``*_init``)
+ocoll         object (lower-case) collective: returns an object
+create        communicator creation: returns a communicator
+free          Free/Disconnect
+============  ===============================================================
+"""
+from __future__ import annotations
+
+from mpi4py import MPI
+
+SENDS = ("Send", "Bsend", "Ssend", "Rsend", "send", "bsend", "ssend")
+ISENDS = ("Isend", "Ibsend", "Issend", "Irsend", "isend", "ibsend", "issend")
+COLLECTIVES = ("Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
+               "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce", "Allreduce",
+               "Reduce_scatter_block", "Reduce_scatter", "Scan", "Exscan",
+               "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall",
+               "Neighbor_alltoallv", "Neighbor_alltoallw")
+OBJ_COLLECTIVES = ("barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce",
+                   "allreduce", "scan", "exscan", "neighbor_allgather", "neighbor_alltoall")
+CREATION = {
+    "Dup": "comm_dup", "Clone": "comm_dup", "Dup_with_info": "comm_dup",
+    "Create": "comm_create", "Split": "comm_split", "Split_type": "comm_split_type",
+    "Create_group": "comm_create_group", "Create_cart": "cart_create",
+    "Create_graph": "graph_create", "Create_dist_graph": "dist_graph_create",
+    "Create_dist_graph_adjacent": "dist_graph_create_adjacent",
+    "Create_intercomm": "intercomm_create", "Sub": "cart_sub", "Merge": "intercomm_merge",
+}
+
+KIND: dict[str, str] = {}
+OP: dict[str, str] = {}
+for _n in SENDS:
+    KIND[_n] = "send"
+for _n in ISENDS:
+    KIND[_n] = "isend"
+KIND.update({"Recv": "recv", "recv": "recv", "Irecv": "irecv", "irecv": "irecv",
+             "Sendrecv": "sendrecv", "sendrecv": "sendrecv", "Sendrecv_replace": "sendrecv",
+             "Isendrecv": "isendrecv", "Isendrecv_replace": "isendrecv",
+             "Probe": "probe", "Iprobe": "probe", "probe": "probe", "iprobe": "probe",
+             "Mprobe": "mprobe", "Improbe": "mprobe", "mprobe": "mprobe", "improbe": "mprobe",
+             "Send_init": "pinit", "Bsend_init": "pinit", "Ssend_init": "pinit",
+             "Rsend_init": "pinit", "Recv_init": "pinit", "Free": "free", "Disconnect": "free"})
+for _n in COLLECTIVES:
+    KIND[_n] = "coll"
+    KIND["I" + _n.lower()] = "icoll"
+    KIND[_n + "_init"] = "pcoll"
+for _n in OBJ_COLLECTIVES:
+    KIND[_n] = "ocoll"
+for _n in CREATION:
+    KIND[_n] = "create"
+for _n in KIND:
+    OP[_n] = CREATION.get(_n, _n.lower())
+OP["Free"], OP["Disconnect"] = "comm_free", "comm_disconnect"
+
+ANY_SOURCE, ANY_TAG, PROC_NULL = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.PROC_NULL
+_SPECIAL = (None, MPI.IN_PLACE, MPI.BOTTOM)
+
+
+def bytes_view(spec):
+    """A writable byte view of the memory behind a buffer spec (or None)."""
+    data = spec[0] if isinstance(spec, (list, tuple)) else spec
+    if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
+        return None
+    if isinstance(data, MPI.buffer):
+        return memoryview(data).cast("B")
+    return memoryview(data).cast("B")
+
+
+def output_of(name: str, a: dict):
+    """The buffer spec a buffer call writes (bound arguments ``a``), or None."""
+    if "recvbuf" in a:
+        rb = a["recvbuf"]
+        if rb is MPI.IN_PLACE:
+            return a.get("sendbuf")
+        return rb
+    if name in ("Bcast", "Ibcast", "Bcast_init", "Recv", "Irecv", "Recv_init",
+                "Sendrecv_replace", "Isendrecv_replace"):
+        return a.get("buf")
+    if name in ("Scatter", "Scatterv", "Iscatter", "Iscatterv") and "recvbuf" in a:
+        return a["recvbuf"]
+    return None
+
+
+def peer_tag(kind: str, a: dict):
+    """(peer, tag) the application passed, for the divergence check."""
+    if kind in ("send", "isend"):
+        return a.get("dest", -1), a.get("tag", 0)
+    if kind in ("recv", "irecv", "probe", "mprobe"):
+        return a.get("source", ANY_SOURCE), a.get("tag", ANY_TAG)
+    if kind in ("sendrecv", "isendrecv"):
+        return a.get("dest", -1), a.get("sendtag", 0)
+    if kind == "pinit":
+        return a.get("dest", a.get("source", ANY_SOURCE)), a.get("tag", 0)
+    if kind in ("coll", "icoll", "pcoll", "ocoll"):
+        return a.get("root", -1), -1
+    return -1, -1
+
+
+def status_tuple(st) -> tuple:
+    return (st.Get_source(), st.Get_tag(), st.Get_count(MPI.BYTE), bool(st.Is_cancelled()))
+
+
+def fill_status(st, t) -> None:
+    if st is None or t is None:
+        return
+    st.Set_source(t[0])
+    st.Set_tag(t[1])
+    st.Set_elements(MPI.BYTE, t[2])
+
+
+def describe_comm(c) -> dict | None:
+    """What replay needs to impersonate a communicator."""
+    if c is None or c == MPI.COMM_NULL:
+        return None
+    d = {"cls": None, "rank": c.Get_rank(), "size": c.Get_size()}
+    for name in ("Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm", "Intracomm"):
+        if isinstance(c, getattr(MPI, name)):
+            d["cls"] = name
+            break
+    topo = c.Get_topology()
+    if topo == MPI.CART:
+        dims, periods, coords = c.Get_topo()
+        d.update(cls="Cartcomm", dims=list(dims), periods=[bool(p) for p in periods],
+                 coords=list(coords))
+    elif topo == MPI.GRAPH:
+        index, edges = c.Get_topo()
+        d.update(cls="Graphcomm", index=list(index), edges=list(edges))
+    elif topo == MPI.DIST_GRAPH:
+        src, dst, w = c.Get_dist_neighbors()
+        d.update(cls="Distgraphcomm", sources=list(src), destinations=list(dst))
+    if c.Is_inter():
+        d.update(cls="Intercomm", remote_size=c.Get_remote_size())
+    return d

@@ -1,0 +1,73 @@
+"""python -m replay: run representatives alone, answered from their message logs."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from instrument.__main__ import _ranks_arg, _split_target
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(
+        prog="python -m replay",
+        usage="python -m replay (--rank R | --ranks R1,R2 | --reps REPS.csv) --log LOG_DIR "
+              "-o OUT_DIR [--size N] [--concurrent K] (app.py | -m module | -c cmd) [args]",
+        description="Replay ranks of a recorded run one at a time (or K at once) on this "
+                    "node and measure their computation between MPI calls.  Writes "
+                    "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu.")
+    ap.add_argument("--rank", type=int, help="replay this rank in this process")
+    ap.add_argument("--ranks", help="comma-separated ranks, each in its own process")
+    ap.add_argument("--reps", help="representatives CSV from `python -m cluster`")
+    ap.add_argument("--size", type=int, help="N of the recorded run (checked against the log)")
+    ap.add_argument("--log", required=True, help="message log directory (instrument record)")
+    ap.add_argument("-o", "--output", required=True, help="output directory")
+    ap.add_argument("--concurrent", type=int, default=1,
+                    help="replay K ranks at once, one per core, to mimic a loaded node "
+                         "(default 1: one at a time)")
+    opts, mode, target = _split_target_replay(argv)
+    a = ap.parse_args(opts)
+    if mode is None:
+        ap.error("give the application: app.py, -m module or -c command")
+    from instrument.msglog import LogError
+    from .fake import Divergence
+    from .run import ReplayError, replay_many, replay_rank
+    try:
+        if a.rank is not None:
+            path = replay_rank(a.rank, a.size, a.log, a.output, target, mode)
+            print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
+        else:
+            try:
+                ranks = _ranks_arg(a.ranks, a.reps)
+            except ValueError as e:
+                ap.error(str(e))
+            replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent)
+    except (LogError, Divergence, ReplayError) as e:
+        print(f"replay: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _split_target_replay(argv):
+    opts, i = [], 0
+    valued = {"--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output", "--concurrent"}
+    while i < len(argv):
+        x = argv[i]
+        if x in ("-m", "-c"):
+            if i + 1 >= len(argv):
+                raise SystemExit(f"replay: {x} needs an argument")
+            return opts, ("module" if x == "-m" else "command"), argv[i + 1:]
+        if x in valued:
+            opts += argv[i:i + 2]
+            i += 2
+            continue
+        if x.startswith("-"):
+            opts.append(x)
+            i += 1
+            continue
+        return opts, "path", argv[i:]
+    return opts, None, []
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Expand representatives' replayed vectors to every rank (M1 S4, last step).
+
+    python -m replay.expand TRACE_DIR REPS.csv REPLAY_DIR -o COMPUTE.csv [--scale none|member]
+
+Every rank takes its representative's computation times, measured on the
+target node, segment by segment (``seq``): members of a cluster have the
+same communication sequence, hence the same segments.  ``--scale member``
+multiplies each member's segments by the ratio of its own host computation
+total to its representative's (keeps the residual imbalance inside a
+cluster; off by default, as in the published method: the threshold already
+bounds that difference).
+
+A representative's replay lines up with its traced events when both made
+the same calls.  When they differ (a non-deterministic application polled
+Test/Iprobe a different number of times in the recording run), the traced
+vector of that representative is scaled so its total equals the replayed
+total, and a warning says so.
+
+Output columns: ``rank, seq, comp`` (seconds) for every traced event, the
+input of ``python -m netsim --compute``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+
+
+class ExpandError(Exception):
+    pass
+
+
+def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "none",
+           column: str = "cpu", warn=print) -> pd.DataFrame:
+    from instrument import load_trace
+    ev = load_trace(trace_dir, columns=["rank", "seq", "op", column]).events
+    host = {r: g for r, g in ev.groupby("rank", sort=True)}
+    out = []
+    rep_of = dict(zip(reps["rank"], reps["representative"]))
+    missing = sorted(set(host) - set(rep_of))
+    if missing:
+        raise ExpandError(f"ranks {missing[:20]} of the trace are not in the representatives "
+                          f"table")
+    target = {}
+    for rep in sorted(set(rep_of.values())):
+        path = os.path.join(replay_dir, f"rank{rep}.csv")
+        if not os.path.exists(path):
+            raise ExpandError(f"{path}: no replay of representative rank {rep}")
+        rp = pd.read_csv(path)
+        h = host[rep]
+        if len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
+            target[rep] = rp["comp"].to_numpy()
+        else:
+            hv = h[column].to_numpy()
+            factor = rp["comp"][rp["op"] != "init"].sum() / max(hv[1:].sum(), 1e-300)
+            warn(f"replay.expand: warning: rank {rep}: the replay made {len(rp)} calls, the "
+                 f"trace {len(h)} (a non-deterministic application?); using the traced "
+                 f"vector scaled by {factor:.4g}")
+            target[rep] = hv * factor
+    for r, h in host.items():
+        rep = rep_of[r]
+        v = target[rep]
+        if len(v) != len(h):
+            raise ExpandError(f"rank {r}: {len(h)} traced events but its representative {rep} "
+                              f"has {len(v)}: they cannot share a vector (different "
+                              f"communication sequences; was the clustering done on this "
+                              f"trace?)")
+        if scale == "member" and r != rep:
+            hr, hm = host[rep][column].to_numpy()[1:].sum(), h[column].to_numpy()[1:].sum()
+            v = v * (hm / hr if hr > 0 else 1.0)
+        out.append(pd.DataFrame({"rank": r, "seq": h["seq"].to_numpy(), "comp": v}))
+    return pd.concat(out, ignore_index=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m replay.expand", description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("reps", help="representatives CSV (python -m cluster)")
+    ap.add_argument("replayed", help="directory of rank<R>.csv from python -m replay")
+    ap.add_argument("-o", "--output", required=True, help="CSV or .parquet: rank, seq, comp")
+    ap.add_argument("--scale", choices=["none", "member"], default="none")
+    ap.add_argument("--vector", choices=["cpu", "comp"], default="cpu",
+                    help="the trace column used for alignment fallbacks and member scaling")
+    a = ap.parse_args(argv)
+    try:
+        reps = pd.read_csv(a.reps)
+        df = expand(a.trace, reps, a.replayed, a.scale, a.vector,
+                    warn=lambda m: print(m, file=sys.stderr))
+    except (ExpandError, OSError, KeyError) as e:
+        print(f"replay.expand: error: {e}", file=sys.stderr)
+        return 2
+    (df.to_parquet if a.output.endswith(".parquet") else
+     lambda p: df.to_csv(p, index=False))(a.output)
+    print(f"{df['rank'].nunique()} ranks, {len(df)} segments -> {a.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

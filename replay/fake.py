@@ -1,0 +1,421 @@
+"""Impersonating MPI for one rank, answered from its message log (M1 S4).
+
+The classes here subclass mpi4py's (so ``isinstance`` checks and class
+calls such as ``MPI.Request.Waitall`` behave) but never communicate: a
+send goes nowhere, a receive copies the logged bytes into the
+application's buffer, a collective returns the logged result, a
+communicator reports the logged size, rank and topology.  Every call is
+checked against the log first (op, peer, tag); a mismatch stops the
+replay with :class:`Divergence`.
+
+Timers at the entry and exit of every call measure the computation between
+consecutive calls on this node (reading the log happens inside the call,
+so it is not counted).
+"""
+from __future__ import annotations
+
+import inspect
+import pickle
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from instrument.calls import KIND, OP, bytes_view, fill_status, output_of, peer_tag
+from instrument.intercept import _Meta
+from instrument.msglog import LogReader
+
+REAL: dict = {}
+_CLS: dict = {}
+
+
+class Divergence(Exception):
+    """The application did something other than what the log recorded."""
+
+
+class Replayer:
+    """Log cursor, divergence check and the per-call timers of one rank."""
+
+    def __init__(self, log: LogReader, rank: int):
+        self.log = log
+        self.rank = rank
+        self.seq = 0
+        self.last_exit = time.perf_counter()
+        self.last_cpu = time.process_time()
+        self.rows = []             # (seq, op, comp, cpu)
+
+    def enter(self):
+        t, c = time.perf_counter(), time.process_time()
+        self._span = (t - self.last_exit, c - self.last_cpu)
+
+    def leave(self, op):
+        self.rows.append((self.seq, op, self._span[0], self._span[1]))
+        self.seq += 1
+        self.last_exit, self.last_cpu = time.perf_counter(), time.process_time()
+
+    def next(self, op, peer=-1, tag=-1, check=True):
+        """The next record, which must be ``op`` with these arguments."""
+        where = self.log.index
+        rop, rpeer, rtag, size, result, payloads = self.log.next()
+        if rop != op or (check and (rpeer, rtag) != (peer, tag)):
+            raise Divergence(
+                f"rank {self.rank}: event {where}: the log recorded {rop}(peer={rpeer}, "
+                f"tag={rtag}) but the application called {op}(peer={peer}, tag={tag}).  "
+                f"Likely cause: the run is not deterministic in a way the log does not capture "
+                f"(timing, random numbers, wall-clock decisions), or the application got "
+                f"different arguments, input files or environment than when recorded.")
+        return result, payloads
+
+
+RP: Replayer | None = None
+
+
+def _copy_in(view, payload, what):
+    if view is None:
+        return
+    n = len(payload)
+    if n > view.nbytes:
+        raise Divergence(f"rank {RP.rank}: event {RP.log.index - 1} ({what}): the log holds "
+                         f"{n} bytes but the receive buffer has only {view.nbytes}")
+    view[:n] = payload
+
+
+def _new_comm(desc):
+    if desc is None:
+        return MPI.COMM_NULL
+    cls = _CLS[desc["cls"] or "Intracomm"]
+    c = cls()
+    c._d = desc
+    return c
+
+
+def _request(out=None):
+    r = _CLS["Request"]()
+    r._out = out
+    return r
+
+
+# ---- communicator methods ------------------------------------------------
+_SIG: dict = {}
+
+
+def _comm_method(cls_name, name):
+    real = REAL[cls_name]
+    kind, op = KIND[name], OP[name]
+    sig = inspect.signature(getattr(real, name))
+    lower = name[0].islower()
+
+    def f(self, *args, **kw):
+        RP.enter()
+        ba = sig.bind(self, *args, **kw)
+        ba.apply_defaults()
+        a = ba.arguments
+        peer, tag = peer_tag(kind, a)
+        result, payloads = RP.next(op, peer, tag)
+        res = None
+        if kind == "isend":
+            res = _request()
+        elif kind == "pinit":
+            res = _CLS["Prequest"]()
+            res._out = bytes_view(a["buf"]) if name == "Recv_init" else None
+        elif kind in ("recv", "sendrecv"):
+            fill_status(a.get("status"), result)
+            if lower:
+                res = pickle.loads(payloads[0])
+            else:
+                _copy_in(bytes_view(output_of(name, a)), payloads[0], op)
+        elif kind in ("irecv", "isendrecv", "icoll"):
+            res = _request("obj" if lower else bytes_view(output_of(name, a)))
+        elif kind == "pcoll":
+            res = _CLS["Prequest"]()
+            res._out = bytes_view(output_of(name, a))
+        elif kind == "probe":
+            flag, st = result
+            if flag:
+                fill_status(a.get("status"), st)
+            res = flag if name in ("Iprobe", "iprobe") else True
+        elif kind == "mprobe":
+            got, st = result
+            if got:
+                fill_status(a.get("status"), st)
+                res = _CLS["Message"]()
+            else:
+                res = None if name in ("Improbe", "improbe") else MPI.MESSAGE_NULL
+        elif kind == "coll":
+            if payloads:
+                _copy_in(bytes_view(output_of(name, a)), payloads[0], op)
+        elif kind == "ocoll":
+            res = pickle.loads(payloads[0])
+        elif kind == "create":
+            res = _new_comm(result)
+        RP.leave(op)
+        return res
+    f.__name__ = name
+    return f
+
+
+# ---- queries a communicator answers from its description ---------------------
+def _cart_coords(dims, r):
+    return [int(x) for x in np.unravel_index(r, dims)] if dims else []
+
+
+class _Queries:
+    """Rank, size and topology from the logged description ``_d``."""
+
+    def Get_rank(self):
+        return self._d["rank"]
+
+    def Get_size(self):
+        return self._d["size"]
+
+    rank = property(Get_rank)
+    size = property(Get_size)
+
+    def Get_remote_size(self):
+        return self._d["remote_size"]
+
+    remote_size = property(Get_remote_size)
+
+    def Is_inter(self):
+        return self._d["cls"] == "Intercomm"
+
+    def Free(self):
+        RP.enter()
+        RP.next("comm_free", check=False)
+        RP.leave("comm_free")
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    def __hash__(self):
+        return id(self)
+
+    def __bool__(self):
+        return True
+
+    def Get_topology(self):
+        return {"Cartcomm": MPI.CART, "Graphcomm": MPI.GRAPH,
+                "Distgraphcomm": MPI.DIST_GRAPH}.get(self._d["cls"], MPI.UNDEFINED)
+
+    topology = property(Get_topology)
+
+    def Get_group(self):
+        raise NotImplementedError("replay: communicator groups are not available in a "
+                                  "replay (the log has the communicators, not their groups)")
+
+    # Cartesian
+    def Get_dim(self):
+        return len(self._d["dims"])
+
+    ndim = property(Get_dim)
+
+    def Get_topo(self):
+        if self._d["cls"] == "Graphcomm":
+            return self._d["index"], self._d["edges"]
+        return self._d["dims"], self._d["periods"], self._d["coords"]
+
+    topo = property(Get_topo)
+    dims = property(lambda self: self._d["dims"])
+    periods = property(lambda self: self._d["periods"])
+    coords = property(lambda self: self._d["coords"])
+
+    def Get_coords(self, rank):
+        return _cart_coords(self._d["dims"], rank)
+
+    def Get_cart_rank(self, coords):
+        dims, per = self._d["dims"], self._d["periods"]
+        c = [(x % d) if p else x for x, d, p in zip(coords, dims, per)]
+        return int(np.ravel_multi_index(c, dims))
+
+    def Shift(self, direction, disp):
+        dims, per, me = self._d["dims"], self._d["periods"], self._d["coords"]
+
+        def at(delta):
+            c = list(me)
+            c[direction] += delta
+            if not 0 <= c[direction] < dims[direction]:
+                if not per[direction]:
+                    return MPI.PROC_NULL
+                c[direction] %= dims[direction]
+            return int(np.ravel_multi_index(c, dims))
+        return at(-disp), at(disp)
+
+    # graphs
+    def Get_neighbors_count(self, rank):
+        idx = self._d["index"]
+        return idx[rank] - (idx[rank - 1] if rank else 0)
+
+    def Get_neighbors(self, rank):
+        idx, e = self._d["index"], self._d["edges"]
+        return e[(idx[rank - 1] if rank else 0):idx[rank]]
+
+    def Get_dist_neighbors_count(self):
+        return len(self._d["sources"]), len(self._d["destinations"]), False
+
+    def Get_dist_neighbors(self):
+        return self._d["sources"], self._d["destinations"], None
+
+    inedges = property(lambda self: self._d["sources"])
+    outedges = property(lambda self: self._d["destinations"])
+    indegree = property(lambda self: len(self._d["sources"]))
+    outdegree = property(lambda self: len(self._d["destinations"]))
+    inoutedges = property(lambda self: (self._d["sources"], self._d["destinations"]))
+
+
+# ---- requests ----------------------------------------------------------------
+def _deliver(r, payloads, obj_ok=True):
+    """Complete request r: fill its buffer from the next payload."""
+    out = getattr(r, "_out", None)
+    if out is None or isinstance(out, str):
+        return
+    _copy_in(out, payloads.pop(0), "completion")
+
+
+def _single(name):
+    lower = name[0].islower()
+    is_test = name.lower() == "test"
+    op = name.lower()
+
+    def f(self, status=None):
+        RP.enter()
+        (flag, st, ret), payloads = RP.next(op, check=False)
+        res = ret
+        if flag:
+            fill_status(status, st)
+            payloads = list(payloads)
+            if getattr(self, "_out", None) == "obj":
+                obj = pickle.loads(payloads[0])
+                res = (True, obj) if is_test else obj
+            else:
+                _deliver(self, payloads)
+                if lower:
+                    res = (True, None) if is_test else None
+        elif lower:
+            res = (False, None)
+        RP.leave(op)
+        return res
+    f.__name__ = name
+    return f
+
+
+def _multi(name):
+    lname = name.lower()
+    lower = name[0].islower()
+
+    def f(cls, requests, statuses=None):
+        RP.enter()
+        requests = list(requests)
+        (done, ret, _), payloads = RP.next(lname, check=False)
+        payloads = list(payloads)
+        if lower:
+            ret = pickle.loads(payloads.pop())
+        for i, st in done:
+            if i >= len(requests):
+                raise Divergence(f"rank {RP.rank}: event {RP.log.index - 1} ({lname}): the log "
+                                 f"completed request #{i} of {len(requests)} passed")
+            if not lower:
+                _deliver(requests[i], payloads)
+            if isinstance(statuses, list) and i < len(statuses):
+                fill_status(statuses[i], st)
+            elif isinstance(statuses, MPI.Status):
+                fill_status(statuses, st)
+        RP.leave(lname)
+        return ret
+    f.__name__ = name
+    return classmethod(f)
+
+
+def _start(self):
+    RP.enter()
+    RP.next("start", check=False)
+    RP.leave("start")
+
+
+def _startall(cls, requests):
+    for _ in list(requests):
+        RP.enter()
+        RP.next("start", check=False)
+        RP.leave("start")
+
+
+def _message_method(name):
+    lower = name[0].islower()
+    op = {"Recv": "mrecv", "recv": "mrecv", "Irecv": "imrecv", "irecv": "imrecv"}[name]
+
+    def f(self, *args, **kw):
+        RP.enter()
+        result, payloads = RP.next(op, check=False)
+        res = None
+        if name in ("Recv", "recv"):
+            status = kw.get("status", args[1] if len(args) > 1 else None) if name == "Recv" \
+                else kw.get("status", args[0] if args else None)
+            fill_status(status, result)
+            if lower:
+                res = pickle.loads(payloads[0])
+            else:
+                _copy_in(bytes_view(args[0] if args else kw["buf"]), payloads[0], op)
+        else:
+            res = _request("obj" if lower else bytes_view(args[0] if args else kw["buf"]))
+        RP.leave(op)
+        return res
+    f.__name__ = name
+    return f
+
+
+def build():
+    """Create the replay classes (once per process)."""
+    for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
+                 "Intercomm", "Request", "Prequest", "Message"):
+        REAL[name] = getattr(MPI, name)
+    parents = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
+               "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
+               "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
+    mixins = {}
+    for cname, ps in parents.items():
+        own = set(vars(REAL[cname]))
+        ns = {n: _comm_method(cname, n) for n in KIND if n in own and KIND[n] != "free"}
+        mixins[cname] = type("Replay" + cname + "Methods",
+                             tuple(mixins[p] for p in ps) or (_Queries,), ns)
+    for cname in parents:
+        _CLS[cname] = _Meta("Replay" + cname, (mixins[cname], REAL[cname]),
+                            {"_real": REAL[cname]})
+    req_ns = {n: _single(n) for n in ("Wait", "wait", "Test", "test")}
+    for n in ("Waitall", "waitall", "Testall", "testall", "Waitany", "waitany", "Testany",
+              "testany", "Waitsome", "waitsome", "Testsome", "testsome"):
+        req_ns[n] = _multi(n)
+    req_ns["Free"] = lambda self: None
+    req_ns["Cancel"] = lambda self: None
+    mixin = type("ReplayRequestMethods", (), req_ns)
+    _CLS["Request"] = _Meta("ReplayRequest", (mixin, REAL["Request"]), {"_real": REAL["Request"]})
+    _CLS["Prequest"] = _Meta("ReplayPrequest", (mixin, REAL["Prequest"]),
+                             {"_real": REAL["Prequest"], "Start": _start,
+                              "Startall": classmethod(_startall)})
+    _CLS["Message"] = _Meta("ReplayMessage", (REAL["Message"],),
+                            dict({n: _message_method(n) for n in ("Recv", "recv", "Irecv",
+                                                                   "irecv")},
+                                 _real=REAL["Message"]))
+
+
+def install(log: LogReader, rank: int) -> Replayer:
+    """Make this process rank ``rank`` of the logged run."""
+    global RP
+    build()
+    RP = Replayer(log, rank)
+    RP.enter()
+    desc, _ = RP.next("init", check=False)
+    world = _new_comm(desc)
+    RP.leave("init")
+    MPI.COMM_WORLD = world
+    for name, cls in _CLS.items():
+        setattr(MPI, name, cls)
+    return RP
+
+
+def finish() -> Replayer:
+    RP.enter()
+    RP.next("finalize", check=False)
+    RP.leave("finalize")
+    return RP
