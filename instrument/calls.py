@@ -21,6 +21,7 @@ icoll         nonblocking buffer collective
 pcoll         persistent buffer collective (``*_init``)
 ocoll         object (lower-case) collective: returns an object
 create        communicator creation: returns a communicator
+idup          Idup: a communicator and a request
 free          Free/Disconnect
 ============  ===============================================================
 """
@@ -67,9 +68,11 @@ for _n in OBJ_COLLECTIVES:
     KIND[_n] = "ocoll"
 for _n in CREATION:
     KIND[_n] = "create"
+KIND["Idup"] = KIND["Idup_with_info"] = "idup"
 for _n in KIND:
     OP[_n] = CREATION.get(_n, _n.lower())
 OP["Free"], OP["Disconnect"] = "comm_free", "comm_disconnect"
+OP["Idup"] = OP["Idup_with_info"] = "comm_idup"
 
 ANY_SOURCE, ANY_TAG, PROC_NULL = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.PROC_NULL
 _SPECIAL = (None, MPI.IN_PLACE, MPI.BOTTOM)
@@ -127,11 +130,19 @@ def fill_status(st, t) -> None:
     st.Set_elements(MPI.BYTE, t[2])
 
 
+WORLD_GROUP = None        # set by the recorder: the world group, for member lists
+
+
 def describe_comm(c) -> dict | None:
-    """What replay needs to impersonate a communicator."""
+    """What replay needs to impersonate a communicator (members as world ranks)."""
     if c is None or c == MPI.COMM_NULL:
         return None
     d = {"cls": None, "rank": c.Get_rank(), "size": c.Get_size()}
+    if WORLD_GROUP is not None:
+        g = MPI.Comm.Get_group(c)
+        d["members"] = list(MPI.Group.Translate_ranks(g, list(range(g.Get_size())),
+                                                      WORLD_GROUP))
+        g.Free()
     for name in ("Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm", "Intracomm"):
         if isinstance(c, getattr(MPI, name)):
             d["cls"] = name

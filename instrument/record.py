@@ -116,6 +116,10 @@ def _comm_method(cls_name, name):
             new = _wrap(res) if res is not None and res != MPI.COMM_NULL else res
             W.write(op, -1, -1, 0, describe_comm(res))
             return new
+        if kind == "idup":
+            W.write(op, -1, -1, 0, describe_comm(res[0]))
+            r = _wrap(res[1])
+            return _wrap(res[0]), r
         W.write(op, -1, -1, 0, None)             # free
         return res
     f.__name__ = name
@@ -236,6 +240,17 @@ def _message_method(name):
     return f
 
 
+def _from_group(cls_name, name, op):
+    base = getattr(REAL[cls_name], name)
+
+    def f(cls, *args, **kw):
+        res = base(*args, **kw)
+        W.write(op, -1, -1, 0, describe_comm(res))
+        return _wrap(res) if res is not None and res != MPI.COMM_NULL else res
+    f.__name__ = name
+    return classmethod(f)
+
+
 def _build():
     for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
                  "Intercomm", "Request", "Prequest", "Message"):
@@ -249,6 +264,10 @@ def _build():
         ns = {n: _comm_method(cname, n) for n in KIND if n in own}
         mixins[cname] = type("Rec" + cname + "Methods",
                              tuple(mixins[p] for p in ps) or (object,), ns)
+    mixins["Intracomm"].Create_from_group = _from_group("Intracomm", "Create_from_group",
+                                                        "comm_create_from_group")
+    mixins["Intercomm"].Create_from_groups = _from_group("Intercomm", "Create_from_groups",
+                                                         "intercomm_create_from_groups")
     for cname in parents:
         _BY_REAL[REAL[cname]] = _Meta("Rec" + cname, (mixins[cname], REAL[cname]),
                                       {"_real": REAL[cname]})
@@ -277,6 +296,8 @@ def _build():
 def install(log_path: str, header: dict) -> LogWriter:
     """Start logging this rank: recording classes and COMM_WORLD."""
     global W
+    from . import calls
+    calls.WORLD_GROUP = MPI.COMM_WORLD.Get_group()
     _build()
     W = LogWriter(log_path, header)
     MPI.COMM_WORLD = _BY_REAL[REAL["Intracomm"]](MPI.COMM_WORLD)

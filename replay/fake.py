@@ -148,6 +148,8 @@ def _comm_method(cls_name, name):
             res = pickle.loads(payloads[0])
         elif kind == "create":
             res = _new_comm(result)
+        elif kind == "idup":
+            res = (_new_comm(result), _request())
         RP.leave(op)
         return res
     f.__name__ = name
@@ -203,8 +205,11 @@ class _Queries:
     topology = property(Get_topology)
 
     def Get_group(self):
-        raise NotImplementedError("replay: communicator groups are not available in a "
-                                  "replay (the log has the communicators, not their groups)")
+        if "members" not in self._d:
+            raise NotImplementedError("replay: this log has no group of the communicator")
+        return Group(self._d["members"], RP.rank)
+
+    group = property(Get_group)
 
     # Cartesian
     def Get_dim(self):
@@ -265,10 +270,72 @@ class _Queries:
     inoutedges = property(lambda self: (self._d["sources"], self._d["destinations"]))
 
 
+class Group:
+    """A process group as world ranks: the local group operations of MPI.
+
+    Groups never communicate, so replay computes them; communicators made
+    from them come from the log like every other creation."""
+
+    def __init__(self, members, me):
+        self.members = [int(x) for x in members]
+        self._me = me
+
+    def Get_size(self):
+        return len(self.members)
+
+    def Get_rank(self):
+        return self.members.index(self._me) if self._me in self.members else MPI.UNDEFINED
+
+    size = property(Get_size)
+    rank = property(Get_rank)
+
+    def Incl(self, ranks):
+        return Group([self.members[i] for i in ranks], self._me)
+
+    def Excl(self, ranks):
+        drop = set(ranks)
+        return Group([m for i, m in enumerate(self.members) if i not in drop], self._me)
+
+    def Range_incl(self, ranges):
+        return self.Incl([i for a, b, s in ranges for i in range(a, b + (1 if s > 0 else -1), s)])
+
+    def Range_excl(self, ranges):
+        return self.Excl([i for a, b, s in ranges for i in range(a, b + (1 if s > 0 else -1), s)])
+
+    def Union(self, other):
+        return Group(self.members + [m for m in other.members if m not in self.members],
+                     self._me)
+
+    def Intersection(self, other):
+        return Group([m for m in self.members if m in other.members], self._me)
+
+    def Difference(self, other):
+        return Group([m for m in self.members if m not in other.members], self._me)
+
+    def Translate_ranks(self, ranks=None, group=None):
+        ranks = range(len(self.members)) if ranks is None else ranks
+        if group is None:
+            return [self.members[i] for i in ranks]
+        return [group.members.index(self.members[i]) if self.members[i] in group.members
+                else MPI.UNDEFINED for i in ranks]
+
+    def Compare(self, other):
+        if self.members == other.members:
+            return MPI.IDENT
+        return MPI.SIMILAR if sorted(self.members) == sorted(other.members) else MPI.UNEQUAL
+
+    def Free(self):
+        pass
+
+
 # ---- requests ----------------------------------------------------------------
-def _deliver(r, payloads, obj_ok=True):
+def _deliver(r, payloads):
     """Complete request r: fill its buffer from the next payload."""
     out = getattr(r, "_out", None)
+    if isinstance(r, _CLS["Prequest"]):
+        pass                          # persistent: stays usable, keeps its buffer
+    elif isinstance(r, _CLS["Request"]):
+        r._out = "done"
     if out is None or isinstance(out, str):
         return
     _copy_in(out, payloads.pop(0), "completion")
@@ -288,6 +355,7 @@ def _single(name):
             payloads = list(payloads)
             if getattr(self, "_out", None) == "obj":
                 obj = pickle.loads(payloads[0])
+                self._out = "done"
                 res = (True, obj) if is_test else obj
             else:
                 _deliver(self, payloads)
@@ -318,6 +386,8 @@ def _multi(name):
                                  f"completed request #{i} of {len(requests)} passed")
             if not lower:
                 _deliver(requests[i], payloads)
+            elif hasattr(requests[i], "_out"):
+                requests[i]._out = "done"
             if isinstance(statuses, list) and i < len(statuses):
                 fill_status(statuses[i], st)
             elif isinstance(statuses, MPI.Status):
@@ -365,6 +435,24 @@ def _message_method(name):
     return f
 
 
+def _from_group(op):
+    def f(cls, *args, **kw):
+        RP.enter()
+        desc, _ = RP.next(op, check=False)
+        res = _new_comm(desc)
+        RP.leave(op)
+        return res
+    return classmethod(f)
+
+
+def _unsupported(what):
+    def f(*args, **kw):
+        raise NotImplementedError(
+            f"replay: {what} cannot be replayed (the tracer counts these calls as unmodelled; "
+            f"the message log does not hold their data)")
+    return classmethod(f)
+
+
 def build():
     """Create the replay classes (once per process)."""
     for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
@@ -379,15 +467,31 @@ def build():
         ns = {n: _comm_method(cname, n) for n in KIND if n in own and KIND[n] != "free"}
         mixins[cname] = type("Replay" + cname + "Methods",
                              tuple(mixins[p] for p in ps) or (_Queries,), ns)
+    mixins["Intracomm"].Create_from_group = _from_group("comm_create_from_group")
+    mixins["Intercomm"].Create_from_groups = _from_group("intercomm_create_from_groups")
     for cname in parents:
         _CLS[cname] = _Meta("Replay" + cname, (mixins[cname], REAL[cname]),
                             {"_real": REAL[cname]})
+    for cname, what, names in (
+            ("Win", "one-sided communication (MPI.Win)",
+             ("Create", "Allocate", "Allocate_shared", "Create_dynamic")),
+            ("File", "MPI-IO (MPI.File)", ("Open",))):
+        REAL[cname] = getattr(MPI, cname)
+        _CLS[cname] = _Meta("Replay" + cname, (REAL[cname],),
+                            dict({n: _unsupported(what) for n in names}, _real=REAL[cname]))
     req_ns = {n: _single(n) for n in ("Wait", "wait", "Test", "test")}
     for n in ("Waitall", "waitall", "Testall", "testall", "Waitany", "waitany", "Testany",
               "testany", "Waitsome", "waitsome", "Testsome", "testsome"):
         req_ns[n] = _multi(n)
     req_ns["Free"] = lambda self: None
     req_ns["Cancel"] = lambda self: None
+    # a replayed request stands for an active one until a completion
+    # call completes it (``_out`` becomes "done")
+    req_ns["__bool__"] = lambda self: getattr(self, "_out", None) != "done"
+    req_ns["__eq__"] = lambda self, other: self is other or (
+        getattr(self, "_out", None) == "done" and other == MPI.REQUEST_NULL)
+    req_ns["__ne__"] = lambda self, other: not req_ns["__eq__"](self, other)
+    req_ns["__hash__"] = lambda self: id(self)
     mixin = type("ReplayRequestMethods", (), req_ns)
     _CLS["Request"] = _Meta("ReplayRequest", (mixin, REAL["Request"]), {"_real": REAL["Request"]})
     _CLS["Prequest"] = _Meta("ReplayPrequest", (mixin, REAL["Prequest"]),
@@ -396,7 +500,10 @@ def build():
     _CLS["Message"] = _Meta("ReplayMessage", (REAL["Message"],),
                             dict({n: _message_method(n) for n in ("Recv", "recv", "Irecv",
                                                                    "irecv")},
-                                 _real=REAL["Message"]))
+                                 _real=REAL["Message"], __bool__=lambda self: True,
+                                 __eq__=lambda self, o: self is o,
+                                 __ne__=lambda self, o: self is not o,
+                                 __hash__=lambda self: id(self)))
 
 
 def install(log: LogReader, rank: int) -> Replayer:

@@ -52,3 +52,18 @@ def coverage_trace(tmp_path_factory):
     p = trace(4, out, [APPS / "coverage.py"])
     from instrument import load_trace
     return load_trace(str(out)), p
+
+
+def record(n: int, out: Path, ranks, app: list, **kw):
+    """mpiexec -n N python -m instrument record --ranks R -o OUT app..."""
+    return mpirun(n, ["-m", "instrument", "record", "--ranks", ",".join(map(str, ranks)),
+                      "-o", str(out)] + [str(a) for a in app], **kw)
+
+
+def host_lines(stdout: str, prefix: str) -> dict:
+    """rank -> its output line from a run whose lines start ``rank <r> ``."""
+    out = {}
+    for line in stdout.replace("rank ", "\nrank ").splitlines():
+        if line.startswith(prefix):
+            out[int(line.split()[1])] = line.strip()
+    return out

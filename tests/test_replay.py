@@ -1,0 +1,131 @@
+"""Message logging and single-node replay with real mpiexec record runs."""
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import APPS, EXAMPLES, host_lines, record, run, trace
+
+
+def replay(log, out, app, ranks=None, rank=None, extra=(), check=True):
+    sel = ["--rank", str(rank)] if rank is not None else ["--ranks", ",".join(map(str, ranks))]
+    return run([sys.executable, "-m", "replay"] + sel + ["--log", str(log), "-o", str(out)]
+               + list(extra) + [str(a) for a in app], check=check)
+
+
+@pytest.mark.parametrize("app,n,ranks", [
+    ([EXAMPLES / "jacobi.py", "--n", "64", "--iters", "12", "--check", "4"], 4, [0, 3]),
+    ([EXAMPLES / "cg.py", "--n", "3000", "--iters", "15"], 3, [1]),
+    ([EXAMPLES / "master_worker.py", "--tasks", "12"], 4, [0, 2]),   # ANY_SOURCE master
+])
+def test_replay_reproduces_the_ranks_own_output(tmp_path, app, n, ranks):
+    p = record(n, tmp_path / "log", ranks, app)
+    host = host_lines(p.stdout, "rank ")
+    replay(tmp_path / "log", tmp_path / "rep", app, ranks=ranks)
+    for r in ranks:
+        mine = (tmp_path / "rep" / f"rank{r}.out").read_text().strip()
+        assert mine == host[r], f"rank {r}: replay printed {mine!r}, host {host[r]!r}"
+        vec = pd.read_csv(tmp_path / "rep" / f"rank{r}.csv")
+        assert list(vec.columns) == ["rank", "seq", "op", "comp", "cpu"]
+        assert vec["op"].iloc[0] == "init" and vec["op"].iloc[-1] == "finalize"
+        assert (vec["comp"] >= 0).all() and vec["comp"].sum() > 0
+
+
+def test_replayed_calls_line_up_with_the_trace(tmp_path):
+    app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "8"]
+    trace(4, tmp_path / "t", app)
+    record(4, tmp_path / "log", [2], app)
+    replay(tmp_path / "log", tmp_path / "rep", app, rank=2)
+    from instrument import load_trace
+    ev = load_trace(str(tmp_path / "t")).events
+    traced = list(ev[ev["rank"] == 2]["op"])
+    replayed = list(pd.read_csv(tmp_path / "rep" / "rank2.csv")["op"])
+    assert replayed == traced
+
+
+def test_every_covered_operation_replays(tmp_path):
+    app = [APPS / "coverage.py", "--no-rma"]
+    p = record(4, tmp_path / "log", [0, 1, 2, 3], app)
+    host = host_lines(p.stdout, "rank ")
+    replay(tmp_path / "log", tmp_path / "rep", app, ranks=[0, 1, 2, 3],
+           extra=["--concurrent", "2"])
+    for r in range(4):
+        assert (tmp_path / "rep" / f"rank{r}.out").read_text().strip() == host[r]
+
+
+def test_rma_is_refused_clearly(tmp_path):
+    app = [APPS / "coverage.py"]
+    record(4, tmp_path / "log", [1], app)
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=1, check=False)
+    assert p.returncode == 2
+    assert "one-sided communication (MPI.Win) cannot be replayed" in p.stderr
+
+
+def test_a_changed_argument_stops_with_the_divergence(tmp_path):
+    rec = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "6", "--check", "3"]
+    record(4, tmp_path / "log", [1], rec)
+    changed = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "6", "--check", "2"]
+    p = replay(tmp_path / "log", tmp_path / "rep", changed, rank=1, check=False)
+    assert p.returncode == 2
+    err = p.stderr
+    assert "rank 1: event" in err and "the log recorded irecv" in err
+    assert "but the application called allreduce" in err
+    assert "different arguments" in err
+    assert not (tmp_path / "rep" / "rank1.csv").exists()
+
+
+def test_damaged_logs_fail_loudly(tmp_path):
+    app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "4"]
+    record(4, tmp_path / "log", [0], app)
+    path = tmp_path / "log" / "rank0.log"
+    good = path.read_bytes()
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0xFF
+    path.write_bytes(bytes(bad))
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, check=False)
+    assert p.returncode == 2 and "rank0.log" in p.stderr
+    assert "checksum mismatch in record" in p.stderr or "undecodable record" in p.stderr
+    path.write_bytes(good[:len(good) // 3])
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, check=False)
+    assert p.returncode == 2 and "truncated at record" in p.stderr
+    path.write_bytes(good[:8] + b"\x07\x00\x00\x00" + good[12:])
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, check=False)
+    assert p.returncode == 2 and "version 7" in p.stderr
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=3, check=False)
+    assert p.returncode == 2 and "rank3.log: cannot open message log" in p.stderr
+    path.write_bytes(good)
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, extra=["--size", "5"],
+               check=False)
+    assert p.returncode == 2 and "recorded with 4 ranks, not --size 5" in p.stderr
+
+
+def test_record_refuses_bad_ranks_and_existing_logs(tmp_path):
+    app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "2"]
+    p = record(2, tmp_path / "log", [5], app, check=False)
+    assert p.returncode == 2 and "--ranks [5] outside 0..1" in p.stderr
+    record(2, tmp_path / "log", [0], app)
+    p = record(2, tmp_path / "log", [0], app, check=False)
+    assert p.returncode == 2 and "already exists" in p.stderr
+
+
+def test_expand_gives_every_rank_its_representatives_target_vector(tmp_path):
+    app = [EXAMPLES / "uneven.py", "--iters", "6", "--work", "60000"]
+    trace(6, tmp_path / "t", app)
+    run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(tmp_path / "reps.csv"),
+         "--threshold", "0.25"])
+    reps = pd.read_csv(tmp_path / "reps.csv")
+    chosen = sorted(set(reps["representative"]))
+    record(6, tmp_path / "log", chosen, app)
+    replay(tmp_path / "log", tmp_path / "rep", app, ranks=chosen)
+    run([sys.executable, "-m", "replay.expand", str(tmp_path / "t"), str(tmp_path / "reps.csv"),
+         str(tmp_path / "rep"), "-o", str(tmp_path / "compute.csv")])
+    comp = pd.read_csv(tmp_path / "compute.csv")
+    assert sorted(comp["rank"].unique()) == list(range(6))
+    for r, rep in zip(reps["rank"], reps["representative"]):
+        mine = comp[comp["rank"] == r]["comp"].to_numpy()
+        theirs = pd.read_csv(tmp_path / "rep" / f"rank{rep}.csv")["comp"].to_numpy()
+        assert (mine == theirs).all()
+    p = run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+             "config/platforms/ib-cluster.yaml", "--compute", str(tmp_path / "compute.csv"),
+             "-o", str(tmp_path / "pred.json")])
+    assert "predicted time" in p.stdout
