@@ -148,7 +148,13 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     r->rpeer = v[7]; r->rtag = v[8]; r->newcomm = v[9]; r->flags = v[10];
     r->t_start = t0 - origin; r->t_end = t - origin; r->cpu_start = c0; r->cpu_end = c;
     nevents++;
-    if (used >= cap || t - last_flush > flush_every) return do_flush();
+    if (used >= cap || t - last_flush > flush_every) {
+        int rc = do_flush();
+        /* writing is the tracer's time, not the application's: the next
+         * computation span starts after it */
+        last_end = wall(); last_cpu = cpu();
+        return rc;
+    }
     return 0;
 }
 

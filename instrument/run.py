@@ -74,6 +74,8 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         return 2
 
     from . import intercept
+    from .steady import steady_malloc
+    steady_malloc()
     rec = intercept.install(trace_dir)
 
     def on_term(signum, frame):
@@ -198,6 +200,8 @@ def record_main(log_dir: str, ranks: list[int], target: list[str], mode: str,
             print(f"instrument record: error: {err}", file=sys.stderr)
         return 2
     rec = None
+    from .steady import steady_malloc
+    steady_malloc()
     if rank in ranks:
         from . import record
         from .msglog import log_path

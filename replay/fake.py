@@ -18,7 +18,6 @@ import inspect
 import pickle
 import time
 
-import numpy as np
 from mpi4py import MPI
 
 from instrument.calls import KIND, OP, bytes_view, fill_status, output_of, peer_tag
@@ -44,14 +43,18 @@ class Replayer:
         self.last_cpu = time.process_time()
         self.rows = []             # (seq, op, comp, cpu)
 
+    # The clocks are read so that their own cost (process_time is a system
+    # call) falls inside the call, not into the computation spans.
     def enter(self):
-        t, c = time.perf_counter(), time.process_time()
+        t = time.perf_counter()
+        c = time.process_time()
         self._span = (t - self.last_exit, c - self.last_cpu)
 
     def leave(self, op):
         self.rows.append((self.seq, op, self._span[0], self._span[1]))
         self.seq += 1
-        self.last_exit, self.last_cpu = time.perf_counter(), time.process_time()
+        self.last_cpu = time.process_time()
+        self.last_exit = time.perf_counter()
 
     def next(self, op, peer=-1, tag=-1, check=True):
         """The next record, which must be ``op`` with these arguments."""
@@ -158,7 +161,19 @@ def _comm_method(cls_name, name):
 
 # ---- queries a communicator answers from its description ---------------------
 def _cart_coords(dims, r):
-    return [int(x) for x in np.unravel_index(r, dims)] if dims else []
+    """Row-major coordinates of rank r in a grid (MPI's Cartesian order)."""
+    out = []
+    for d in reversed(dims):
+        out.append(r % d)
+        r //= d
+    return out[::-1]
+
+
+def _cart_rank(dims, coords):
+    r = 0
+    for c, d in zip(coords, dims):
+        r = r * d + c
+    return r
 
 
 class _Queries:
@@ -233,7 +248,7 @@ class _Queries:
     def Get_cart_rank(self, coords):
         dims, per = self._d["dims"], self._d["periods"]
         c = [(x % d) if p else x for x, d, p in zip(coords, dims, per)]
-        return int(np.ravel_multi_index(c, dims))
+        return _cart_rank(dims, c)
 
     def Shift(self, direction, disp):
         dims, per, me = self._d["dims"], self._d["periods"], self._d["coords"]
@@ -245,7 +260,7 @@ class _Queries:
                 if not per[direction]:
                     return MPI.PROC_NULL
                 c[direction] %= dims[direction]
-            return int(np.ravel_multi_index(c, dims))
+            return _cart_rank(dims, c)
         return at(-disp), at(disp)
 
     # graphs

@@ -1,12 +1,11 @@
 """Replay runners: one rank in this process, or several as subprocesses."""
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
 import time
-
-import pandas as pd
 
 from instrument.msglog import LogError, LogReader, log_path
 
@@ -19,6 +18,9 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
                 target: list[str], mode: str) -> str:
     """Run the application as ``rank`` from its log; write OUT/rank<R>.csv.
 
+    Nothing heavy (numpy, pandas) is imported before the application: its
+    start-up span must cost what it cost in the traced run.
+
     Columns: ``seq`` (call index, as in the trace), ``op``, ``comp`` (wall
     seconds of computation before the call, on this node), ``cpu``."""
     from instrument.run import _run_target
@@ -28,6 +30,8 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         raise LogError(f"{log.path}: this log is of rank {h.get('rank')}, not {rank}")
     if size is not None and h.get("size") != size:
         raise LogError(f"{log.path}: recorded with {h.get('size')} ranks, not --size {size}")
+    from instrument.steady import steady_malloc
+    steady_malloc()
     from . import fake
     rp = fake.install(log, rank)
     status, code = _run_target(target, mode)
@@ -37,8 +41,10 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     fake.finish()
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"rank{rank}.csv")
-    pd.DataFrame(rp.rows, columns=["seq", "op", "comp", "cpu"]).assign(rank=rank)[
-        ["rank", "seq", "op", "comp", "cpu"]].to_csv(path + ".tmp", index=False)
+    with open(path + ".tmp", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rank", "seq", "op", "comp", "cpu"])
+        w.writerows((rank, seq, op, repr(c), repr(u)) for seq, op, c, u in rp.rows)
     os.replace(path + ".tmp", path)
     return path
 

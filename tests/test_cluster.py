@@ -13,40 +13,41 @@ from conftest import APPS, EXAMPLES, run, trace
 @pytest.fixture(scope="module")
 def uneven_trace(tmp_path_factory):
     out = tmp_path_factory.mktemp("uneven") / "trace"
-    trace(9, out, [EXAMPLES / "uneven.py", "--iters", "8", "--work", "150000", "--classes", "3"],
+    trace(8, out, [EXAMPLES / "uneven.py", "--iters", "8", "--work", "60000", "--classes", "2"],
           timeout=300)
     return out
 
 
-# 9 ranks on 2 cores: CPU time per segment still varies by several percent
-# (shared caches), so the cut sits well below the 1:2:3 class gaps but above
-# that noise
-HOST_THRESHOLD = "0.2"
+# 8 ranks on 2 cores: a rank's CPU time still varies by up to ~15 % (caches
+# refilled after every time slice), so the cut (35 % of the mean total) sits
+# well below the gap between the 1- and 2-unit classes (~67 % of the mean)
+# but above that noise
+HOST_THRESHOLD = "0.35"
 
 
 def test_uneven_example_yields_its_work_classes(uneven_trace):
     reps = select_representatives(str(uneven_trace), threshold=float(HOST_THRESHOLD))
-    assert list(reps["rank"]) == list(range(9))
+    assert list(reps["rank"]) == list(range(8))
     assert reps["group"].nunique() == 1          # a ring: one communication pattern
-    # the clusters are exactly the work classes rank % 3
-    by_class = reps.groupby(reps["rank"] % 3)["cluster"].agg(set)
+    # the clusters are exactly the work classes rank % 2
+    by_class = reps.groupby(reps["rank"] % 2)["cluster"].agg(set)
     assert all(len(c) == 1 for c in by_class), reps
-    assert reps["cluster"].nunique() == 3
+    assert reps["cluster"].nunique() == 2
     for c, g in reps.groupby("cluster"):
         rep = g["representative"].iloc[0]
         assert rep in set(g["rank"])             # a representative from each class
-    assert reps["error"].max() < 0.1
+    assert reps["error"].max() < 0.2
 
 
 def test_cli_writes_tables_summary_and_dendrogram(uneven_trace, tmp_path):
     out = tmp_path / "reps.csv"
     p = run([sys.executable, "-m", "cluster", str(uneven_trace), "-o", str(out),
              "--threshold", HOST_THRESHOLD, "--plot", str(tmp_path / "dendro.png")])
-    assert "3 cluster(s)" in p.stdout and "clustering error" in p.stdout
+    assert "2 cluster(s)" in p.stdout and "clustering error" in p.stdout
     reps = pd.read_csv(out)
     assert list(reps.columns[:4]) == ["rank", "group", "cluster", "representative"]
     summ = pd.read_csv(tmp_path / "reps_summary.csv")
-    assert summ["size"].sum() == 9 and set(summ.columns) >= {"size", "representative", "spread"}
+    assert summ["size"].sum() == 8 and set(summ.columns) >= {"size", "representative", "spread"}
     png = (tmp_path / "dendro.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
     # a much coarser cut merges the classes; the reported error shows it
