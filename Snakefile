@@ -1,42 +1,63 @@
-# Representative replay (METHODS.md, M1), one rule per step.
+# Representative replay (METHODS.md, M1): one rule per step of the method.
+#
+#   trace -> cluster -> record -> replay (one job per representative)
+#         -> expand -> simulate (one per target platform) -> report
+#   optional: calibrate (measure the target's network), validate (run for real)
+#
+# Logic lives in the packages; rules only wire files.  Config: config/config.yaml
+# (validated against config/config.schema.yaml).
+import csv
 import os
 import sys
 
+from snakemake.utils import validate
+
 configfile: "config/config.yaml"
+
+
+validate(config, "config/config.schema.yaml")
 
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
-RES = config.get("results", "results")
-APP = " ".join([config["app"]["script"]] + [str(a) for a in config["app"].get("args", [])])
-CL = config.get("cluster", {})
+RES = config["results"]
+N = config["ranks"]
+APP = " ".join((["-m"] if config["app"]["module"] else []) + [config["app"]["script"]]
+               + [str(a) for a in config["app"]["args"]])
+CL = config["cluster"]
 PLATFORMS = {os.path.splitext(os.path.basename(p))[0]: p for p in config["platforms"]}
+for _name, _path in PLATFORMS.items():
+    if not os.path.exists(_path):
+        raise WorkflowError(f"config: platforms: {_path} does not exist")
+VALIDATE = config["validate"]["enabled"]
+CALIBRATE = config["calibrate"]["enabled"]
+if VALIDATE and config["validate"].get("platform") not in PLATFORMS:
+    raise WorkflowError("config: validate.platform must name one of the platforms "
+                        f"({', '.join(PLATFORMS)}) by file name without .yaml")
 # waiting ranks yield their core: oversubscribed host runs behave
 os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
 
 
 rule all:
     input:
-        f"{RES}/trace_summary.txt",
-        f"{RES}/representatives.csv",
-        expand(f"{RES}/prediction/{{platform}}.json", platform=PLATFORMS),
+        f"{RES}/report.html",
 
 
 rule trace:
-    """S1: run the application at full scale N with every MPI call traced."""
+    """S1: run the application at full scale N on the host, every MPI call traced."""
     output:
         directory(f"{RES}/trace"),
     log:
         f"{RES}/logs/trace.log",
     benchmark:
         f"{RES}/benchmarks/trace.tsv"
-    params:
-        n=config["ranks"],
+    resources:
+        tasks=N,
     shell:
-        "{MPIEXEC} -n {params.n} {PY} -m instrument trace -o {output} {APP} > {log} 2>&1"
+        "{MPIEXEC} -n {N} {PY} -m instrument trace -o {output} --force {APP} > {log} 2>&1"
 
 
 rule trace_summary:
-    """Human-readable summary of the trace."""
+    """The trace in words: ranks, events per op, bytes, computation share."""
     input:
         f"{RES}/trace",
     output:
@@ -49,9 +70,9 @@ rule trace_summary:
         "{PY} -m instrument show {input} > {output} 2> {log}"
 
 
-rule cluster:
-    """S2: group ranks by communication sequence, cluster computation vectors,
-    pick one representative per cluster."""
+checkpoint cluster:
+    """S2: group ranks by communication sequence, cluster their computation
+    vectors, pick the member closest to each cluster's centroid."""
     input:
         f"{RES}/trace",
     output:
@@ -63,20 +84,80 @@ rule cluster:
     benchmark:
         f"{RES}/benchmarks/cluster.tsv"
     params:
-        metric=CL.get("metric", "manhattan"),
-        linkage=CL.get("linkage", "complete"),
-        threshold=CL.get("threshold", 0.05),
-        vector=CL.get("vector", "cpu"),
+        c=CL,
     shell:
         "{PY} -m cluster {input} -o {output.reps} --summary {output.summary} "
-        "--metric {params.metric} --linkage {params.linkage} --threshold {params.threshold} "
-        "--vector {params.vector} --plot {output.plot} > {log} 2>&1"
+        "--metric {params.c[metric]} --linkage {params.c[linkage]} "
+        "--threshold {params.c[threshold]} --vector {params.c[vector]} "
+        "--plot {output.plot} > {log} 2>&1"
+
+
+rule record:
+    """S3: run the application again on the host, logging everything that
+    flows into the representatives."""
+    input:
+        reps=f"{RES}/representatives.csv",
+    output:
+        directory(f"{RES}/msglog"),
+    log:
+        f"{RES}/logs/record.log",
+    benchmark:
+        f"{RES}/benchmarks/record.tsv"
+    resources:
+        tasks=N,
+    shell:
+        "{MPIEXEC} -n {N} {PY} -m instrument record --reps {input.reps} -o {output} --force "
+        "{APP} > {log} 2>&1"
+
+
+rule replay:
+    """S4: replay one representative alone on a target node (on SLURM: its
+    own one-node job in the target partition)."""
+    input:
+        f"{RES}/msglog",
+    output:
+        f"{RES}/replay/rank{{rank}}.csv",
+    log:
+        f"{RES}/logs/replay_rank{{rank}}.log",
+    benchmark:
+        f"{RES}/benchmarks/replay_rank{{rank}}.tsv"
+    shell:
+        "{PY} -m replay --rank {wildcards.rank} --size {N} --log {input} -o {RES}/replay "
+        "{APP} > {log} 2>&1"
+
+
+def replayed(wildcards):
+    """The replay outputs of the representatives the clustering chose."""
+    with open(checkpoints.cluster.get().output.reps) as f:
+        reps = sorted({int(row["representative"]) for row in csv.DictReader(f)})
+    return [f"{RES}/replay/rank{r}.csv" for r in reps]
+
+
+rule expand:
+    """Every rank takes its representative's target computation times."""
+    input:
+        trace=f"{RES}/trace",
+        reps=f"{RES}/representatives.csv",
+        replayed=replayed,
+    output:
+        f"{RES}/compute.csv",
+    log:
+        f"{RES}/logs/expand.log",
+    benchmark:
+        f"{RES}/benchmarks/expand.tsv"
+    params:
+        scale=config["replay"]["scale"],
+        vector=CL["vector"],
+    shell:
+        "{PY} -m replay.expand {input.trace} {input.reps} {RES}/replay -o {output} "
+        "--scale {params.scale} --vector {params.vector} > {log} 2>&1"
 
 
 rule simulate:
     """S6: simulate the full-scale run on a target platform."""
     input:
         trace=f"{RES}/trace",
+        compute=f"{RES}/compute.csv",
         platform=lambda w: PLATFORMS[w.platform],
     output:
         prediction=f"{RES}/prediction/{{platform}}.json",
@@ -85,8 +166,76 @@ rule simulate:
         f"{RES}/logs/simulate_{{platform}}.log",
     benchmark:
         f"{RES}/benchmarks/simulate_{{platform}}.tsv"
-    params:
-        vector=CL.get("vector", "cpu"),
     shell:
-        "{PY} -m netsim {input.trace} --platform {input.platform} --vector {params.vector} "
+        "{PY} -m netsim {input.trace} --platform {input.platform} --compute {input.compute} "
         "-o {output.prediction} --timeline {output.timeline} > {log} 2>&1"
+
+
+rule calibrate:
+    """Measure the target's network (ping-pong over sizes and placements) and
+    fit latency and per-byte time per level into a platform file."""
+    output:
+        raw=f"{RES}/calibrate/pingpong.csv",
+        platform=f"{RES}/calibrate/calibrated.yaml",
+    log:
+        f"{RES}/logs/calibrate.log",
+    benchmark:
+        f"{RES}/benchmarks/calibrate.tsv"
+    params:
+        c=config["calibrate"],
+    resources:
+        tasks=config["calibrate"]["ranks"],
+    threads: workflow.cores           # alone on the node: timings, not throughput
+    shell:
+        # busy-polling waits: the latency a dedicated run sees
+        "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {MPIEXEC} -n {params.c[ranks]} {PY} -m netsim.calibrate "
+        "measure -o {output.raw} && "
+        "{PY} -m netsim.calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
+        "--nodes {params.c[nodes]} -o {output.platform}) > {log} 2>&1"
+
+
+rule validate:
+    """Run the application for real at N on the target and compare."""
+    input:
+        prediction=lambda w: f"{RES}/prediction/{config['validate']['platform']}.json",
+    output:
+        f"{RES}/validate.json",
+    log:
+        f"{RES}/logs/validate.log",
+    benchmark:
+        f"{RES}/benchmarks/validate.tsv"
+    params:
+        repeats=config["validate"]["repeats"],
+    resources:
+        tasks=N,
+    shell:
+        "{PY} -m netsim.validate --prediction {input.prediction} --repeats {params.repeats} "
+        "-o {output} -- {MPIEXEC} -n {N} {PY} {APP} > {log} 2>&1"
+
+
+rule report:
+    """The prediction, per rank and per platform, with representatives,
+    dendrogram, timeline excerpt and (when run) the measured time."""
+    input:
+        predictions=expand(f"{RES}/prediction/{{p}}.json", p=PLATFORMS),
+        timelines=expand(f"{RES}/prediction/{{p}}_timeline.json", p=PLATFORMS),
+        reps=f"{RES}/representatives.csv",
+        summary=f"{RES}/representatives_summary.csv",
+        dendrogram=f"{RES}/dendrogram.png",
+        trace_summary=f"{RES}/trace_summary.txt",
+        validate=[f"{RES}/validate.json"] if VALIDATE else [],
+        calibrated=[f"{RES}/calibrate/calibrated.yaml"] if CALIBRATE else [],
+    output:
+        report(f"{RES}/report.html", caption="config/report.rst", category="Prediction"),
+    log:
+        f"{RES}/logs/report.log",
+    benchmark:
+        f"{RES}/benchmarks/report.tsv"
+    params:
+        optional=lambda w, input: " ".join(
+            ([f"--validate {input.validate[0]}"] if input.validate else [])
+            + ([f"--calibrated {input.calibrated[0]}"] if input.calibrated else [])),
+    shell:
+        "{PY} -m netsim.report --predictions {input.predictions} --timelines {input.timelines} "
+        "--reps {input.reps} --summary {input.summary} --dendrogram {input.dendrogram} "
+        "--trace-summary {input.trace_summary} {params.optional} -o {output} > {log} 2>&1"

@@ -1,0 +1,129 @@
+"""Calibrate a platform file from ping-pong measurements on the target.
+
+    mpiexec -n P python -m netsim.calibrate measure -o pingpong.csv [--sizes ...]
+    python -m netsim.calibrate fit pingpong.csv --cores-per-node C [--nodes K] -o platform.yaml
+
+``measure``: rank 0 ping-pongs with every other rank in turn (so with ranks
+placed block-wise the pairs cross every level of the machine: same socket,
+same node, other nodes), over message sizes from 0 bytes to 4 MiB, and
+keeps the minimum of the repetitions (columns ``peer, bytes, one_way``).
+Also the time of a 0-byte blocking send is kept as the send overhead.
+
+``fit``: assigns each peer to the innermost level joining it with rank 0
+(levels given by ``--spans``, default one level per node and one across
+nodes), and fits one_way = latency + bytes * byte_time per level by
+non-negative least squares (scipy), weighting every point by 1/one_way so
+that small messages count as much as large ones.  Writes a platform YAML
+(eager limit from ``--eager-limit``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304]
+
+
+def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
+    import numpy as np
+    from mpi4py import MPI
+    w = MPI.COMM_WORLD
+    rows = []
+    for peer in range(1, w.size):
+        for n in sizes:
+            buf = np.zeros(max(n, 1), dtype=np.uint8)[:n] if n else np.zeros(0, np.uint8)
+            best = float("inf")
+            reps = repeats if n < (1 << 20) else max(5, repeats // 5)
+            for _ in range(reps):
+                w.Barrier()
+                if w.rank == 0:
+                    t0 = MPI.Wtime()
+                    w.Send(buf, peer, 7)
+                    w.Recv(buf, peer, 7)
+                    best = min(best, (MPI.Wtime() - t0) / 2)
+                elif w.rank == peer:
+                    w.Recv(buf, 0, 7)
+                    w.Send(buf, 0, 7)
+            if w.rank == 0:
+                rows.append((peer, n, best))
+    if w.rank == 0:
+        with open(out, "w") as f:
+            f.write("peer,bytes,one_way\n")
+            f.writelines(f"{p},{n},{t!r}\n" for p, n, t in rows)
+        print(f"wrote {out} ({len(rows)} points)")
+
+
+def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
+        eager_limit: int, name: str) -> dict:
+    import numpy as np
+    import pandas as pd
+    from scipy.optimize import nnls
+    df = pd.read_csv(raw)
+    spans = spans or ([cores_per_node] if nodes > 1 else [])
+    names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
+
+    def level(peer):
+        for i, s in enumerate(spans):
+            if peer // s == 0:
+                return i
+        return len(spans)
+    df["level"] = df["peer"].map(level)
+    levels = []
+    for i, lname in enumerate(names):
+        d = df[df["level"] == i]
+        if d.empty:
+            continue
+        d = d.groupby("bytes", as_index=False)["one_way"].min()
+        wgt = 1.0 / d["one_way"].to_numpy()
+        A = np.stack([np.ones(len(d)), d["bytes"].to_numpy(float)], axis=1) * wgt[:, None]
+        (lat, bt), _ = nnls(A, d["one_way"].to_numpy() * wgt)
+        lv = {"name": lname, "latency": float(lat), "byte_time": float(bt)}
+        if i < len(spans):
+            lv["span"] = spans[i]
+        levels.append(lv)
+    if not levels:
+        raise ValueError(f"{raw}: no measurements")
+    levels[-1].pop("span", None)
+    return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
+            "network": {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
+                        "eager_limit": eager_limit, "contention": nodes > 1},
+            "collectives": {"default": "analytic"}, "compute_scale": 1.0}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m netsim.calibrate",
+                                 description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="ping-pong (run under mpiexec)")
+    m.add_argument("-o", "--output", required=True)
+    m.add_argument("--repeats", type=int, default=30)
+    f = sub.add_parser("fit", help="fit latency/byte time per level, write a platform YAML")
+    f.add_argument("raw")
+    f.add_argument("--cores-per-node", type=int, required=True)
+    f.add_argument("--nodes", type=int, default=1)
+    f.add_argument("--spans", help="comma-separated spans of the inner levels (cores)")
+    f.add_argument("--eager-limit", type=int, default=65536)
+    f.add_argument("--name", default="calibrated")
+    f.add_argument("-o", "--output", required=True)
+    a = ap.parse_args(argv)
+    if a.cmd == "measure":
+        measure(a.output, repeats=a.repeats)
+        return 0
+    import yaml
+    try:
+        spans = [int(x) for x in a.spans.split(",")] if a.spans else None
+        d = fit(a.raw, a.cores_per_node, a.nodes, spans, a.eager_limit, a.name)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"netsim.calibrate: error: {e}", file=sys.stderr)
+        return 2
+    with open(a.output, "w") as fh:
+        yaml.safe_dump(d, fh, sort_keys=False)
+    for lv in d["network"]["levels"]:
+        print(f"{lv['name']}: latency {lv['latency'] * 1e6:.3f} us, "
+              f"{1 / lv['byte_time'] / 1e9 if lv['byte_time'] else float('inf'):.2f} GB/s")
+    print(f"wrote {a.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
