@@ -35,6 +35,9 @@ if VALIDATE and config["validate"].get("platform") not in PLATFORMS:
                         f"({', '.join(PLATFORMS)}) by file name without .yaml")
 # waiting ranks yield their core: oversubscribed host runs behave
 os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+# under SLURM the job itself already runs in a step that holds the allocation;
+# mpiexec's own srun (hydra's slurm bootstrap) must share it, not wait for it
+os.environ.setdefault("SLURM_OVERLAP", "1")
 
 
 rule all:
@@ -185,7 +188,7 @@ rule calibrate:
         c=config["calibrate"],
     resources:
         tasks=config["calibrate"]["ranks"],
-    threads: workflow.cores           # alone on the node: timings, not throughput
+    threads: config["calibrate"]["ranks"]   # one core per rank: timings, not throughput
     shell:
         # busy-polling waits: the latency a dedicated run sees
         "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {MPIEXEC} -n {params.c[ranks]} {PY} -m netsim.calibrate "

@@ -7,7 +7,20 @@ import sys
 from instrument.__main__ import _ranks_arg, _split_target
 
 
+def _alone() -> None:
+    """Make MPI start as a singleton even inside a launcher's job step.
+
+    Under srun or mpiexec the environment carries a process manager's
+    address (PMI_*); MPI_Init would try to join that job and fail.  A replay
+    is one process on its own: drop those before mpi4py is imported."""
+    import os
+    for k in list(os.environ):
+        if k.startswith(("PMI_", "PMIX_", "HYDI_", "HYDRA_")):
+            del os.environ[k]
+
+
 def main(argv=None) -> int:
+    _alone()
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(
         prog="python -m replay",
