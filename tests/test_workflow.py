@@ -1,0 +1,91 @@
+"""The Snakemake workflow: the default end to end, config validation, and
+the SLURM path through a real slurmctld/slurmd (.ci/slurm.sh)."""
+import json
+import os
+import shutil
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    res = tmp_path_factory.mktemp("wf") / "results"
+    p = run(SNAKEMAKE + ["-c2", "--config", f"results={res}"], timeout=600)
+    return res, p
+
+
+def test_default_workflow_end_to_end(default_run):
+    res, _ = default_run
+    html = (res / "report.html").read_text()
+    assert "Predicted performance at 8 ranks" in html and "data:image/png;base64," in html
+    for name in ("platforms", "breakdown", "timeline"):
+        assert (res / "report_figures" / f"{name}.png").stat().st_size > 5000
+    reps = pd.read_csv(res / "representatives.csv")
+    # the default (uneven, 2 work classes): two clusters, the classes rank % 2
+    assert reps["cluster"].nunique() == 2
+    assert reps.groupby(reps["rank"] % 2)["cluster"].nunique().max() == 1
+    for r in set(reps["representative"]):
+        assert (res / "replay" / f"rank{r}.csv").exists()
+    comp = pd.read_csv(res / "compute.csv")
+    assert sorted(comp["rank"].unique()) == list(range(8))
+    preds = {p: json.loads((res / "prediction" / f"{p}.json").read_text())
+             for p in ("ib-cluster", "fat-node")}
+    for p in preds.values():
+        assert p["predicted_time"] > 0 and len(p["ranks"]) == 8
+        assert p["compute"].endswith("compute.csv")
+    # every rule kept its log and benchmark
+    for rule in ("trace", "cluster", "record", "expand", "report", "calibrate"):
+        assert (res / "logs" / f"{rule}.log").exists()
+        assert (res / "benchmarks" / f"{rule}.tsv").exists()
+    cal = (res / "calibrate" / "calibrated.yaml").read_text()
+    from netsim import load_platform
+    load_platform(str(res / "calibrate" / "calibrated.yaml"))
+    assert "latency" in cal
+
+
+def test_report_through_snakemake(default_run, tmp_path):
+    res, _ = default_run
+    run(SNAKEMAKE + ["--config", f"results={res}", "--report", str(tmp_path / "r.html")])
+    assert (tmp_path / "r.html").stat().st_size > 100000
+
+
+def test_validate_compares_with_a_real_run(default_run, tmp_path):
+    res, _ = default_run
+    pred = res / "prediction" / "ib-cluster.json"
+    p = run([sys.executable, "-m", "netsim.validate", "--prediction", str(pred),
+             "--repeats", "2", "-o", str(tmp_path / "v.json"), "--",
+             sys.executable, "-c", "import time; time.sleep(0.2)"])
+    v = json.loads((tmp_path / "v.json").read_text())
+    assert len(v["runs"]) == 2 and v["measured"] >= 0.2
+    assert v["error"] == pytest.approx((v["predicted"] - v["measured"]) / v["measured"])
+    assert "error" in p.stdout
+
+
+@pytest.mark.parametrize("override,message", [
+    (["ranks=0"], "0 is less than the minimum of 1"),
+    (["cluster={'linkage': 'median'}"], "'median' is not one of"),
+    (["platforms=['config/platforms/nope.yaml']"], "nope.yaml does not exist"),
+])
+def test_bad_config_fails_with_a_clear_message(tmp_path, override, message):
+    p = run(SNAKEMAKE + ["-n", "-c1", "--config", f"results={tmp_path}/r"] + override,
+            check=False)
+    assert p.returncode != 0
+    assert message in p.stdout + p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("apt-get"),
+                    reason="the SLURM path needs root and apt-get (to install and start "
+                           "slurmctld, slurmd, munge)")
+def test_workflow_through_real_slurm(tmp_path):
+    p = run(["bash", str(ROOT / ".ci" / "slurm.sh"), str(tmp_path / "results")], timeout=1200)
+    assert "slurm workflow:" in p.stdout
+    assert (tmp_path / "results" / "report.html").exists()
+    # the replays ran as their own SLURM jobs
+    logs = ROOT / ".snakemake" / "slurm_logs" / "rule_replay"
+    assert logs.exists() and any(logs.iterdir())
