@@ -1,0 +1,15 @@
+"""Empirical scalability (METHODS.md M2, M3, M5) and M4's configuration search.
+
+    python -m scaling fit DATA --model abc --train 'procs<=128' --predict 256,512
+    python -m scaling metric DATA
+    python -m scaling hetero DATA --allowed A:P=0-4:M=1,2 B:P=0-8 --sizes 100,200
+    python -m scaling grids --shape 10000x10000 --dims 1,2 --max-procs 64
+
+Python API: models (:mod:`scaling.models`, fit/predict), :func:`metric.metric`,
+:mod:`scaling.hetero`, :func:`grids.search`.
+"""
+from .data import DataError, load, reduce, select
+from .models import ABC, MODELS, NPT, PMNF, LogLinear, make
+
+__all__ = ["load", "reduce", "select", "DataError", "ABC", "LogLinear", "NPT", "PMNF",
+           "make", "MODELS"]

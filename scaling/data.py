@@ -1,0 +1,62 @@
+"""Measured runs as a tidy table, and their reduction over repeats.
+
+Columns: ``procs`` (processes), ``time`` (seconds), optional ``size`` and
+other launch parameters, optional ``efficiency``, optional ``program``.
+One row per run; identical configurations may repeat.  Repeats scatter
+wildly on shared machines (METHODS.md M2: up to 40x), so they are reduced
+to one row per configuration: the minimum time (M2) or the maximum
+efficiency (M3).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+
+class DataError(Exception):
+    """A measurement table that cannot be used (file and column named)."""
+
+
+def load(path: str) -> pd.DataFrame:
+    try:
+        df = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
+    if "procs" not in df:
+        raise DataError(f"{path}: no 'procs' column (columns: {list(df.columns)})")
+    if "time" not in df and "efficiency" not in df:
+        raise DataError(f"{path}: needs a 'time' or an 'efficiency' column")
+    if (df["procs"] <= 0).any():
+        raise DataError(f"{path}: 'procs' must be positive")
+    if "time" in df and (df["time"] <= 0).any():
+        bad = df.index[df["time"] <= 0][0]
+        raise DataError(f"{path}: row {bad}: 'time' must be positive")
+    return df
+
+
+def parameters(df: pd.DataFrame) -> list[str]:
+    """Launch parameters besides procs (everything but the measured columns)."""
+    return [c for c in df.columns if c not in ("procs", "time", "efficiency", "program")]
+
+
+def reduce(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
+    """One row per configuration: ``min`` time or ``maxeff`` (max efficiency)."""
+    keys = [c for c in ["program", "procs"] + parameters(df) if c in df]
+    if how == "min":
+        if "time" not in df:
+            raise DataError("reduce by minimum time needs a 'time' column")
+        return df.loc[df.groupby(keys)["time"].idxmin()].reset_index(drop=True)
+    if how == "maxeff":
+        if "efficiency" not in df:
+            raise DataError("reduce by maximum efficiency needs an 'efficiency' column")
+        return df.loc[df.groupby(keys)["efficiency"].idxmax()].reset_index(drop=True)
+    raise DataError(f"unknown reduction {how!r}: min or maxeff")
+
+
+def select(df: pd.DataFrame, expr: str | None) -> pd.DataFrame:
+    """Rows matching a pandas query such as ``procs<=128`` (all when None)."""
+    if not expr:
+        return df
+    try:
+        return df.query(expr)
+    except Exception as e:
+        raise DataError(f"bad selection {expr!r}: {e}") from None

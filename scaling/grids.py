@@ -1,0 +1,135 @@
+"""M4: the optimal processor grid, with the source's two heuristics.
+
+Candidates: every grid (g_1, ..., g_k) of the given dimensionality with
+product <= the maximum processor count.  Array dimension j is distributed
+over grid dimension j in blocks of ceil(n_j / g_j) elements.
+
+* uniformity of an array on a grid = min over distributed dimensions of
+  (fewest elements a processor gets / most elements a processor gets);
+* heuristic 1: drop grids where some processor gets no elements of some
+  array (uniformity 0) before predicting anything;
+* grids are visited in order of decreasing uniformity;
+* heuristic 2: grids differing in one dimension only form a class (all
+  other dimensions fixed); inside a class walk the varying dimension
+  upward, stop at the first local minimum of the predicted time.  The best
+  local minimum over all classes is the answer.
+
+An *evaluator* gives the predicted time of a grid: the analytic Jacobi
+model of the source's example (``jacobi``), a fitted scaling model (time as
+a function of the processor count), or a shell command template run per
+grid (``{grid}`` -> "4x8", ``{procs}`` -> 32) printing seconds, e.g. the
+simulator on a generated trace.  Efficiency = T(1 processor) / (p T(grid));
+grids below the efficiency bound are not chosen.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+from dataclasses import dataclass, field
+
+
+def grids(dims: int, max_procs: int):
+    """All grids of ``dims`` dimensions with product <= max_procs."""
+    def rec(k, left):
+        if k == 0:
+            yield ()
+            return
+        for g in range(1, left + 1):
+            for rest in rec(k - 1, left // g):
+                yield (g,) + rest
+    return list(rec(dims, max_procs))
+
+
+def _counts(n: int, g: int):
+    b = math.ceil(n / g)
+    full = n // b
+    rem = n - full * b
+    sizes = [b] * full + ([rem] if rem else [])
+    return sizes + [0] * (g - len(sizes))
+
+
+def uniformity(shapes: list[tuple], grid: tuple) -> float:
+    u = 1.0
+    for shape in shapes:
+        for n, g in zip(shape, grid):
+            c = _counts(n, g)
+            u = min(u, min(c) / max(c))
+    return u
+
+
+def jacobi_evaluator(shape, t_elem=1e-8, latency=7e-6, byte_time=4e-9, iters=1):
+    """Compute the largest block, exchange its edges (M4's cluster figures)."""
+    def f(grid):
+        g_all = tuple(grid) + (1,) * (len(shape) - len(grid))   # undistributed: whole
+        blocks = [math.ceil(n / g) for n, g in zip(shape, g_all)]
+        work = t_elem * math.prod(blocks)
+        halo = sum(2 * (latency + 8 * math.prod(b for k, b in enumerate(blocks) if k != d)
+                        * byte_time) for d, g in enumerate(g_all) if g > 1)
+        return iters * (work + halo)
+    return f
+
+
+def command_evaluator(template: str):
+    def f(grid):
+        cmd = template.format(grid="x".join(map(str, grid)), procs=math.prod(grid),
+                              **{f"g{i}": g for i, g in enumerate(grid)})
+        out = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
+        return float(out.stdout.strip().split()[-1])
+    return f
+
+
+@dataclass
+class Search:
+    candidates: int = 0
+    after_h1: int = 0
+    evaluated_h2: int = 0
+    best: tuple | None = None
+    best_time: float = math.inf
+    exhaustive_best: tuple | None = None
+    exhaustive_time: float = math.inf
+    evaluated_exhaustive: int = 0
+    log: list = field(default_factory=list)
+
+
+def search(shapes, dims: int, max_procs: int, evaluate, min_eff: float = 0.0,
+           exhaustive: bool = False) -> Search:
+    S = Search()
+    cands = grids(dims, max_procs)
+    S.candidates = len(cands)
+    kept = [g for g in cands if uniformity(shapes, g) > 0]       # heuristic 1
+    S.after_h1 = len(kept)
+    kept.sort(key=lambda g: -uniformity(shapes, g))               # most uniform first
+    cache = {}
+
+    def T(g):
+        if g not in cache:
+            cache[g] = evaluate(g)
+        return cache[g]
+    t1 = T((1,) * dims)
+    ok = lambda g, t: t1 / (math.prod(g) * t) >= min_eff
+
+    kset = set(kept)
+    seen_classes = set()
+    for g in kept:                                                # heuristic 2
+        for d in range(dims):
+            key = (d, g[:d] + g[d + 1:])
+            if key in seen_classes:
+                continue
+            seen_classes.add(key)
+            line = sorted(x for x in kset if x[:d] + x[d + 1:] == key[1])
+            prev = None
+            for x in line:
+                t = T(x)
+                if prev is not None and t > prev[1]:
+                    break
+                prev = (x, t)
+            if prev and ok(*prev) and prev[1] < S.best_time:
+                S.best, S.best_time = prev
+    S.evaluated_h2 = len(cache)
+    if exhaustive:
+        for g in cands:
+            t = T(g)
+            if ok(g, t) and t < S.exhaustive_time:
+                S.exhaustive_best, S.exhaustive_time = g, t
+        S.evaluated_exhaustive = len(cands)
+    return S

@@ -1,0 +1,85 @@
+"""M3: the scalability metric of a program over a (procs, size) region.
+
+From a table of efficiencies on a rectangular grid of launch
+configurations (``procs`` p, ``size`` d; the maximum efficiency over
+repeated runs), each element of four neighbouring points gets marks
+
+    dEP = ((E12 - E11) + (E22 - E21)) / 2     markP = dEP (p2 - p1) / (max p - min p)
+    dED = ((E21 - E11) + (E22 - E12)) / 2     markD = dED (d2 - d1) / (max d - min d)
+    dEA = (dEP + dED) / 2                      markA = dEA (p2-p1)(d2-d1) / (range p * range d)
+
+with E11 = E(p1, d1), E12 = E(p2, d1), E21 = E(p1, d2), E22 = E(p2, d2);
+falling efficiency gives negative marks.  The program's metric is the tuple
+(min p, min d, max p, max d, MarkProcs, MarkData, MarkAll, max E, min E),
+the marks being means over all elements.  Missing configurations: a corner
+takes the next existing value along the p axis (then along d).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+TUPLE = ["min_procs", "min_size", "max_procs", "max_size", "MarkProcs", "MarkData",
+         "MarkAll", "max_E", "min_E"]
+
+
+def efficiency_grid(df: pd.DataFrame):
+    """(p values, d values, E[d index, p index]) with NaN where missing."""
+    g = df.groupby(["size", "procs"])["efficiency"].max().unstack("procs")
+    return g.columns.to_numpy(float), g.index.to_numpy(float), g.to_numpy(float)
+
+
+def _fill(E):
+    """Missing values: the next existing value along p, then along d."""
+    E = E.copy()
+    for i in range(E.shape[0]):
+        for j in range(E.shape[1] - 2, -1, -1):
+            if np.isnan(E[i, j]):
+                E[i, j] = E[i, j + 1]
+    for j in range(E.shape[1]):
+        for i in range(E.shape[0] - 2, -1, -1):
+            if np.isnan(E[i, j]):
+                E[i, j] = E[i + 1, j]
+    return E
+
+
+def metric(df: pd.DataFrame) -> dict:
+    """The M3 tuple of one program (``procs``, ``size``, ``efficiency``)."""
+    p, d, E = efficiency_grid(df)
+    if len(p) < 2 or len(d) < 2:
+        raise ValueError("the metric needs at least two procs values and two sizes")
+    E = _fill(E)
+    rp, rd = p[-1] - p[0], d[-1] - d[0]
+    mp, md, ma = [], [], []
+    for i in range(len(d) - 1):
+        for j in range(len(p) - 1):
+            E11, E12, E21, E22 = E[i, j], E[i, j + 1], E[i + 1, j], E[i + 1, j + 1]
+            if np.isnan([E11, E12, E21, E22]).any():
+                continue
+            dEP = ((E12 - E11) + (E22 - E21)) / 2
+            dED = ((E21 - E11) + (E22 - E12)) / 2
+            dp, dd = p[j + 1] - p[j], d[i + 1] - d[i]
+            mp.append(dEP * dp / rp)
+            md.append(dED * dd / rd)
+            ma.append((dEP + dED) / 2 * dp * dd / (rp * rd))
+    vals = df["efficiency"]
+    return dict(zip(TUPLE, [p[0], d[0], p[-1], d[-1], float(np.mean(mp)), float(np.mean(md)),
+                            float(np.mean(ma)), float(vals.max()), float(vals.min())]))
+
+
+def surface_png(path: str, df: pd.DataFrame, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    p, d, E = efficiency_grid(df)
+    P, D = np.meshgrid(p, d)
+    fig = plt.figure(figsize=(6, 4.5))
+    ax = fig.add_subplot(projection="3d")
+    ax.plot_surface(P, D, _fill(E), cmap="viridis", edgecolor="k", linewidth=0.3)
+    ax.set_xlabel("processes")
+    ax.set_ylabel("problem size")
+    ax.set_zlabel("efficiency")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,212 @@
+"""Execution-time models with a small fit/predict API.
+
+Every model: ``fit(df)`` on a reduced table (``procs``, ``time``, maybe
+``size``), ``predict(df) -> times``, ``predict_std(df)`` (a standard error
+where the model allows, else NaN), ``describe() -> str``.
+
+* :class:`ABC` (M2): T(q) = a q + b/q + c/sqrt(q), a, b, c >= 0, bounded
+  least squares; ``weighting="relative"`` (default) minimises relative
+  errors, which keeps small q from dominating.
+* :class:`LogLinear` (M2, Barnes et al.): log2 T = sum_k b_k log2 x_k +
+  g(q), g = c0 + c1 log2 q (``degree=1``) or + c2 (log2 q)^2 (``degree=2``);
+  x are the launch parameters (e.g. size).
+* :class:`NPT` (M5): T(N, P) = (k0 N^3 + k1 N^2 + k2 N + k3)/P + k4 log2 P
+  + k5 with N = ``size``; ``nonneg=True`` (NNLS, default) or plain least
+  squares.
+* :class:`PMNF`: performance model normal form: c0 + sum of up to
+  ``terms`` terms c p^i log2(p)^j (i from -1 to 3 in halves, j 0..2,
+  negative exponents allowed), the hypothesis chosen by leave-one-out
+  cross-validation of the relative error.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from scipy.optimize import lsq_linear, nnls
+
+
+def _cov_std(X, y, coef, rows):
+    """Standard error of predictions rows @ coef from the residual variance."""
+    dof = max(len(y) - X.shape[1], 1)
+    s2 = float(np.sum((y - X @ coef) ** 2)) / dof
+    try:
+        C = s2 * np.linalg.pinv(X.T @ X)
+    except np.linalg.LinAlgError:
+        return np.full(len(rows), np.nan)
+    return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", rows, C, rows), 0.0))
+
+
+class ABC:
+    name = "abc"
+
+    def __init__(self, weighting: str = "relative"):
+        self.weighting = weighting
+
+    @staticmethod
+    def _X(q):
+        q = np.asarray(q, float)
+        return np.stack([q, 1 / q, 1 / np.sqrt(q)], axis=1)
+
+    def fit(self, df):
+        X, y = self._X(df["procs"]), df["time"].to_numpy(float)
+        w = 1 / y if self.weighting == "relative" else np.ones_like(y)
+        self._Xw, self._yw = X * w[:, None], y * w
+        self.coef_ = lsq_linear(self._Xw, self._yw, bounds=(0, np.inf)).x
+        return self
+
+    def predict(self, df):
+        return self._X(df["procs"]) @ self.coef_
+
+    def predict_std(self, df):
+        # the coefficients' covariance from the weighted fit applies to
+        # unweighted rows as they are
+        return _cov_std(self._Xw, self._yw, self.coef_, self._X(df["procs"]))
+
+    def describe(self):
+        a, b, c = self.coef_
+        return f"T(q) = {a:.4g} q + {b:.4g}/q + {c:.4g}/sqrt(q)"
+
+
+class LogLinear:
+    def __init__(self, degree: int = 1, params=()):
+        self.degree, self.params = degree, list(params)
+        self.name = "loglinear" if degree == 1 else "loglinear2"
+
+    def _X(self, df):
+        lq = np.log2(df["procs"].to_numpy(float))
+        cols = [np.ones_like(lq), lq] + ([lq ** 2] if self.degree == 2 else [])
+        cols += [np.log2(df[p].to_numpy(float)) for p in self.params]
+        return np.stack(cols, axis=1)
+
+    def fit(self, df):
+        self.params = [p for p in self.params if p in df and df[p].nunique() > 1]
+        X, y = self._X(df), np.log2(df["time"].to_numpy(float))
+        self.coef_, *_ = np.linalg.lstsq(X, y, rcond=None)
+        self._X_, self._y_ = X, y
+        return self
+
+    def predict(self, df):
+        return 2.0 ** (self._X(df) @ self.coef_)
+
+    def predict_std(self, df):
+        s = _cov_std(self._X_, self._y_, self.coef_, self._X(df))   # in log2 units
+        return self.predict(df) * np.log(2) * s
+
+    def describe(self):
+        names = ["1", "log2 q"] + (["(log2 q)^2"] if self.degree == 2 else []) + \
+            [f"log2 {p}" for p in self.params]
+        return "log2 T = " + " + ".join(f"{c:.4g} {n}" for c, n in zip(self.coef_, names))
+
+
+class NPT:
+    def __init__(self, nonneg: bool = True):
+        self.nonneg = nonneg
+        self.name = "npt" if nonneg else "npt-ls"
+
+    def _X(self, df):
+        P = df["procs"].to_numpy(float)
+        N = df["size"].to_numpy(float) if "size" in df else np.ones_like(P)
+        if self.cubic:
+            cols = [N ** 3 / P, N ** 2 / P, N / P, 1 / P, np.log2(P), np.ones_like(P)]
+        else:                                   # one size: the N terms collapse into k3
+            cols = [1 / P, np.log2(P), np.ones_like(P)]
+        return np.stack(cols, axis=1)
+
+    def fit(self, df):
+        self.cubic = "size" in df and df["size"].nunique() > 1
+        X, y = self._X(df), df["time"].to_numpy(float)
+        # scale columns so the solvers see comparable magnitudes
+        self._s = np.maximum(np.abs(X).max(axis=0), 1e-300)
+        Xs = X / self._s
+        if self.nonneg:
+            c, _ = nnls(Xs, y)
+        else:
+            c, *_ = np.linalg.lstsq(Xs, y, rcond=None)
+        self.coef_ = c / self._s
+        self._X_, self._y_ = X, y
+        return self
+
+    def predict(self, df):
+        return self._X(df) @ self.coef_
+
+    def predict_std(self, df):
+        return _cov_std(self._X_, self._y_, self.coef_, self._X(df))
+
+    def describe(self):
+        k = self.coef_
+        if self.cubic:
+            return (f"T = ({k[0]:.4g} N^3 + {k[1]:.4g} N^2 + {k[2]:.4g} N + {k[3]:.4g})/P "
+                    f"+ {k[4]:.4g} log2 P + {k[5]:.4g}")
+        return f"T = {k[0]:.4g}/P + {k[1]:.4g} log2 P + {k[2]:.4g}"
+
+
+class PMNF:
+    name = "pmnf"
+    EXPONENTS = (-1, -0.5, 0, 0.5, 1, 1.5, 2, 3)
+    LOGS = (0, 1, 2)
+
+    def __init__(self, terms: int = 2):
+        self.terms = terms
+
+    @staticmethod
+    def _col(p, i, j):
+        return p ** i * np.log2(p) ** j
+
+    def _X(self, p, hyp):
+        return np.stack([np.ones_like(p)] + [self._col(p, i, j) for i, j in hyp], axis=1)
+
+    def fit(self, df):
+        p, y = df["procs"].to_numpy(float), df["time"].to_numpy(float)
+        basis = [(i, j) for i in self.EXPONENTS for j in self.LOGS if (i, j) != (0, 0)]
+        best = (np.inf, None)
+        for k in range(1, self.terms + 1):
+            for hyp in itertools.combinations(basis, k):
+                if len(y) <= k + 1:
+                    continue
+                err = self._loo(p, y, hyp)
+                if err < best[0]:
+                    best = (err, hyp)
+        if best[1] is None:
+            raise ValueError("PMNF needs at least 3 configurations")
+        self.hyp, self.cv_error = best[1], best[0]
+        X = self._X(p, self.hyp)
+        self.coef_, *_ = np.linalg.lstsq(X, y, rcond=None)
+        self._X_, self._y_ = X, y
+        return self
+
+    def _loo(self, p, y, hyp):
+        X = self._X(p, hyp)
+        if np.linalg.matrix_rank(X) < X.shape[1]:
+            return np.inf
+        errs = []
+        for i in range(len(y)):
+            m = np.arange(len(y)) != i
+            c, *_ = np.linalg.lstsq(X[m], y[m], rcond=None)
+            errs.append(abs(X[i] @ c - y[i]) / y[i])
+        return float(np.mean(errs))
+
+    def predict(self, df):
+        return self._X(df["procs"].to_numpy(float), self.hyp) @ self.coef_
+
+    def predict_std(self, df):
+        return _cov_std(self._X_, self._y_, self.coef_,
+                        self._X(df["procs"].to_numpy(float), self.hyp))
+
+    def describe(self):
+        def term(i, j):
+            s = "" if i == 0 else f"p^{i:g}"
+            return s + ("" if j == 0 else f" log2(p)^{j}")
+        return "T = " + " + ".join([f"{self.coef_[0]:.4g}"] + [
+            f"{c:.4g} {term(i, j)}" for c, (i, j) in zip(self.coef_[1:], self.hyp)])
+
+
+def make(name: str, params=()):
+    """A model by its command-line name."""
+    return {"abc": lambda: ABC(), "abc-abs": lambda: ABC("absolute"),
+            "loglinear": lambda: LogLinear(1, params), "loglinear2": lambda: LogLinear(2, params),
+            "npt": lambda: NPT(True), "npt-ls": lambda: NPT(False),
+            "pmnf": lambda: PMNF()}[name]()
+
+
+MODELS = ["abc", "abc-abs", "loglinear", "loglinear2", "npt", "npt-ls", "pmnf"]

@@ -1,0 +1,152 @@
+"""Empirical scalability models, metric, heterogeneous optimum, grid search."""
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import run
+from scaling import ABC, NPT, PMNF, LogLinear, reduce
+from scaling import grids as G
+from scaling import hetero as H
+from scaling.metric import metric
+
+
+def table(q, t, **cols):
+    return pd.DataFrame(dict({"procs": np.asarray(q, float), "time": np.asarray(t, float)},
+                             **cols))
+
+
+def test_abc_recovers_its_coefficients_and_stays_nonnegative():
+    q = np.array([4, 8, 16, 32, 64, 128])
+    m = ABC().fit(table(q, 2e-4 * q + 30 / q + 2 / np.sqrt(q)))
+    assert m.coef_ == pytest.approx([2e-4, 30, 2], rel=1e-6)
+    # data a negative coefficient would fit better: the bound holds
+    m = ABC("absolute").fit(table(q, 10 - 0.01 * q))
+    assert (m.coef_ >= 0).all()
+
+
+def test_repeats_reduce_to_the_minimum():
+    df = table([4, 4, 4, 8, 8], [3.0, 1.0, 2.0, 5.0, 0.5])
+    r = reduce(df, "min")
+    assert list(r["time"]) == [1.0, 0.5]
+
+
+def test_loglinear_recovers_a_power_law_with_size():
+    q = np.array([2, 4, 8, 16, 2, 4, 8, 16])
+    n = np.array([100] * 4 + [400] * 4)
+    df = table(q, 3 * q ** -0.9 * n ** 1.5, size=n)
+    m = LogLinear(1, ["size"]).fit(df)
+    assert m.coef_ == pytest.approx([np.log2(3), -0.9, 1.5], abs=1e-9)
+    assert m.predict(table([64], [1], size=[400]))[0] == pytest.approx(3 * 64 ** -0.9 * 400 ** 1.5)
+
+
+def test_npt_nnls_never_negative_and_differs_from_least_squares():
+    rng = np.random.default_rng(4)
+    P = np.array([1, 2, 4, 8, 16] * 3)
+    N = np.repeat([50, 100, 200], 5)
+    t = (2e-6 * N ** 3 + 1e-3 * N) / P + 0.01 * np.log2(P) + 0.05
+    t = t * (1 + rng.normal(0, 0.08, len(t)))
+    df = table(P, t, size=N)
+    nn, ls = NPT(True).fit(df), NPT(False).fit(df)
+    assert (nn.coef_ >= 0).all()
+    assert (ls.coef_ < 0).any()        # plain least squares goes negative on noisy data
+    big = table([1024], [1], size=[30])
+    assert nn.predict(big)[0] > 0
+
+
+def test_pmnf_finds_the_generating_terms():
+    p = np.array([2, 4, 8, 16, 32, 64, 128], float)
+    m = PMNF().fit(table(p, 3 + 50 / p + 0.1 * p * np.log2(p)))
+    assert set(m.hyp) == {(-1, 0), (1, 1)}
+    assert m.predict(table([256], [1]))[0] == pytest.approx(3 + 50 / 256 + 0.1 * 256 * 8)
+
+
+def test_fit_cli_reports_held_out_errors_and_plots(tmp_path):
+    q = np.repeat([4, 8, 16, 32, 64, 128, 256, 512], 2)
+    t = 2e-4 * q + 30 / q + 2 / np.sqrt(q)
+    t[::2] *= 1.5                       # the repeat that lost: reduced away
+    table(q, t).to_csv(tmp_path / "d.csv", index=False)
+    p = run([sys.executable, "-m", "scaling", "fit", str(tmp_path / "d.csv"), "--model", "all",
+             "--train", "procs<=128", "--predict", "1024", "--plot", str(tmp_path / "f.png"),
+             "-o", str(tmp_path / "e.csv")])
+    assert "relative error on 2 held-out configuration(s)" in p.stdout
+    e = pd.read_csv(tmp_path / "e.csv").set_index("model")
+    assert e.loc["abc", "max_error"] < 1e-6
+    assert (tmp_path / "f.png").stat().st_size > 10000
+    p = run([sys.executable, "-m", "scaling", "fit", str(tmp_path / "nope.csv")], check=False)
+    assert p.returncode == 2 and "nope.csv: cannot read" in p.stderr
+
+
+def grid(E, p=(1, 2), d=(10, 20)):
+    rows = [(pp, dd, E[i][j]) for i, dd in enumerate(d) for j, pp in enumerate(p)]
+    return pd.DataFrame(rows, columns=["procs", "size", "efficiency"])
+
+
+def test_metric_properties():
+    one = metric(grid([[0.9, 0.7], [0.95, 0.8]]))        # E11 E12 / E21 E22
+    assert one["MarkProcs"] == pytest.approx(((0.7 - 0.9) + (0.8 - 0.95)) / 2)
+    assert one["MarkData"] == pytest.approx(((0.95 - 0.9) + (0.8 - 0.7)) / 2)
+    assert one["MarkAll"] == pytest.approx((one["MarkProcs"] + one["MarkData"]) / 2)
+    E = np.array([[0.9, 0.7, 0.6], [0.95, 0.8, 0.7], [0.97, 0.9, 0.8]])
+    base = metric(grid(E, (1, 2, 4), (10, 20, 40)))
+    shifted = metric(grid(E - 0.1, (1, 2, 4), (10, 20, 40)))
+    for k in ("MarkProcs", "MarkData", "MarkAll", "min_procs", "max_size"):
+        assert shifted[k] == pytest.approx(base[k])
+    assert shifted["max_E"] == pytest.approx(base["max_E"] - 0.1)
+    flat = metric(grid(np.full((3, 3), 0.8), (1, 2, 4), (10, 20, 40)))
+    assert flat["MarkProcs"] == flat["MarkData"] == flat["MarkAll"] == 0
+
+
+def test_metric_cli_ranks_programs(tmp_path):
+    rows = []
+    for prog, slope in (("flat", 0.0), ("falling", 0.05)):
+        for p in (1, 2, 4, 8):
+            for d in (100, 200):
+                rows.append((prog, p, d, 1 - slope * np.log2(p)))
+    pd.DataFrame(rows, columns=["program", "procs", "size", "efficiency"]).to_csv(
+        tmp_path / "m.csv", index=False)
+    out = run([sys.executable, "-m", "scaling", "metric", str(tmp_path / "m.csv"),
+               "--plots", str(tmp_path / "s")]).stdout
+    by = out.split("by MarkProcs (best first):")[1].split()
+    assert by.index("flat") < by.index("falling")
+    assert (tmp_path / "s" / "falling_efficiency.png").exists()
+
+
+def test_hetero_optimum_matches_brute_force():
+    rows = []
+    speed = {"fast": 1.0, "slow": 3.0}
+    for c, s in speed.items():
+        for m in (1, 2):
+            for P in (1, 2, 4, 8):
+                for N in (10, 20, 40):
+                    t = s * (1e-3 * N ** 3 * (1 + 0.3 * (m - 1))) / P + 0.01 * np.log2(P) + 0.02
+                    rows.append((c, m, N, P, t))
+    df = pd.DataFrame(rows, columns=["cluster", "m", "size", "procs", "time"])
+    allowed = H.parse_allowed(["fast:P=0-2:M=1,2", "slow:P=0-4:M=1"])
+    models = H.fit_models(df, True)
+    cfg, t, n = H.optimum(models, allowed, 40)
+    configs = list(H.configurations(allowed))
+    assert n == len(configs) == (1 + 2 * 2) * (1 + 4) - 1
+    brute = min(H.predict(models, configs, 40))
+    assert t == pytest.approx(brute)
+    assert all(mm.coef_.min() >= 0 for mm in models.values())
+
+
+def test_grid_heuristics_on_hand_checkable_cases():
+    assert G.uniformity([(10,)], (3,)) == pytest.approx(0.5)       # blocks 4, 4, 2
+    assert G.uniformity([(10,)], (6,)) == 0                        # 2,2,2,2,2,0
+    S = G.search([(10,)], 1, 8, lambda g: 1.0 / g[0])
+    assert (S.candidates, S.after_h1) == (8, 5)                    # g = 6, 7, 8 idle
+    # a time with its minimum at 4 processors: the class walk stops at 5
+    S = G.search([(100,)], 1, 8, lambda g: abs(g[0] - 4) + 1.0, exhaustive=True)
+    assert S.best == (4,) and S.exhaustive_best == (4,)
+    assert S.evaluated_h2 == 5 and S.evaluated_exhaustive == 8
+    assert len(G.grids(2, 4)) == 8          # 1x1..1x4, 2x1, 2x2, 3x1, 4x1
+
+
+def test_grids_cli_shows_counts_and_the_exhaustive_optimum():
+    out = run([sys.executable, "-m", "scaling", "grids", "--shape", "10000x10000",
+               "--max-procs", "64", "--dims", "1,2", "--exhaustive", "--evaluator",
+               "jacobi:t_elem=1e-9,latency=2e-4"]).stdout
+    assert "candidates" in out and "after heuristic 1" in out and "exhaustive optimum" in out
