@@ -66,6 +66,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeline", help="Chrome trace event JSON (open in ui.perfetto.dev)")
     ap.add_argument("--goal-in", action="store_true", help="the input is a GOAL schedule")
     ap.add_argument("--goal-out", help="also write the schedule as GOAL text")
+    ap.add_argument("--simgrid-out", metavar="DIR",
+                    help="also write SimGrid time-independent traces (one file per rank)")
+    ap.add_argument("--flops", type=float, default=1e9,
+                    help="flop/s that turn computation seconds into SimGrid compute "
+                         "actions (default 1e9)")
     a = ap.parse_args(argv)
     try:
         if bool(a.platform) == bool(a.loggops):
@@ -93,6 +98,12 @@ def main(argv=None) -> int:
                 t.events[a.vector].to_numpy())
             print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
             sched = from_trace(t, plat, comp)
+            if a.simgrid_out:
+                from .simgrid import write_ti
+                left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale)
+                if left:
+                    print("netsim: SimGrid export left out: " + ", ".join(
+                        f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
         if a.goal_out:
             from .goal import write_goal
             write_goal(a.goal_out, sched)

@@ -213,3 +213,25 @@ def test_cli_errors_are_clear(jacobi_trace, tmp_path):
     p = run([sys.executable, "-m", "netsim", str(tmp_path / "none"), "--platform",
              "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "x.json")], check=False)
     assert p.returncode == 2 and "no such trace directory" in p.stderr
+
+
+def test_simgrid_time_independent_export(jacobi_trace, tmp_path):
+    p = run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform",
+             "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "p.json"),
+             "--simgrid-out", str(tmp_path / "sg")])
+    from instrument import load_trace
+    ev = load_trace(str(jacobi_trace)).events
+    index = (tmp_path / "sg" / "index.txt").read_text().split()
+    assert len(index) == 4
+    for r in range(4):
+        lines = (tmp_path / "sg" / f"rank{r}.txt").read_text().splitlines()
+        assert lines[0] == f"{r} init" and lines[-1] == f"{r} finalize"
+        mine = ev[ev["rank"] == r]
+        acts = [x.split()[1] for x in lines]
+        assert acts.count("Isend") == ((mine.op == "isend") & (mine.peer >= 0)).sum()
+        assert acts.count("Irecv") == ((mine.op == "irecv") & (mine.peer >= 0)).sum()
+        # the Cartesian grid is all ranks in world order: its Allreduce stays
+        assert acts.count("allreduce") == (mine.op == "allreduce").sum() > 0
+        total = sum(float(x.split()[2]) for x in lines if x.split()[1] == "compute")
+        assert total == pytest.approx(mine.loc[mine.op != "init", "cpu"].sum() * 1e9, rel=1e-4)
+    assert "left out" not in p.stderr
