@@ -20,7 +20,7 @@ def _loggops(spec: str):
             "network": {"levels": [{"name": "net", "latency": L, "byte_time": G}],
                         "overhead": {"send": o, "recv": o},
                         "overhead_byte": {"send": O, "recv": O},
-                        "gap": g, "eager_limit": int(S)},
+                        "gap": g, "eager_limit": int(S), "semantics": "loggopsim"},
             "collectives": {"default": "binomial"}}
 
 
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     ap.add_argument("trace", help="trace directory, or a GOAL file with --goal-in")
     ap.add_argument("--platform", help="platform YAML (config/platforms/)")
     ap.add_argument("--loggops", metavar="L,o,g,G,O,S",
-                    help="instead of --platform: one network level with these LogGOPS "
+                    help="instead of --platform: LogGOPSim's model and rules with these "
                          "parameters (seconds, seconds/byte, eager limit S in bytes)")
     ap.add_argument("--compute", help="CSV/Parquet with rank, seq, comp (seconds): target "
                                       "computation times (from replay); default: the trace's")

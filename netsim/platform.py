@@ -13,7 +13,9 @@ seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
 one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 ``network.contention`` (true: a node's NIC serialises the messages that
-leave and enter the node); ``collectives``: ``{default: analytic|<algorithm>,
+leave and enter the node); ``network.semantics``: ``detailed`` (default,
+netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
+netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
 host time x this factor).
 """
@@ -56,6 +58,7 @@ class Platform:
     contention: bool = False
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
+    semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
     source: str = ""
 
     # ---- derived per-rank tables -------------------------------------
@@ -112,7 +115,8 @@ class Platform:
                 "overhead": {"send": self.o_send, "recv": self.o_recv},
                 "overhead_byte": {"send": self.O_send, "recv": self.O_recv},
                 "gap": self.gap, "eager_limit": self.eager_limit,
-                "contention": self.contention, "collectives": self.collectives,
+                "contention": self.contention, "semantics": self.semantics,
+                "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
 
 
@@ -122,6 +126,12 @@ def _num(d: dict, key: str, where: str, default=None, integer=False, positive=Fa
             raise PlatformError(f"{where}: missing key '{key}'")
         return default
     v = d[key]
+    if isinstance(v, str):
+        # YAML 1.1 reads 6e-9 (no dot) as a string: accept what is a number
+        try:
+            v = float(v)
+        except ValueError:
+            pass
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise PlatformError(f"{where}: '{key}' must be a number, not {v!r}")
     if integer and int(v) != v:
@@ -133,7 +143,8 @@ def _num(d: dict, key: str, where: str, default=None, integer=False, positive=Fa
 
 _TOP_KEYS = {"name", "nodes", "cores_per_node", "placement", "network", "collectives",
              "compute_scale", "description"}
-_NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention"}
+_NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention",
+             "semantics"}
 
 
 def from_dict(d: dict, source: str = "<dict>") -> Platform:
@@ -193,6 +204,11 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         if alg != "analytic" and alg not in ALGORITHMS:
             raise PlatformError(f"{source}: collectives.{op}: unknown algorithm {alg!r}; "
                                 f"choose analytic or one of {sorted(ALGORITHMS)}")
+    semantics = net.get("semantics", "detailed")
+    if semantics not in ("detailed", "loggopsim"):
+        raise PlatformError(f"{source}: network.semantics must be detailed or loggopsim")
+    if semantics == "loggopsim" and len(raw_levels) != 1:
+        raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
     contention = net.get("contention", False)
     if not isinstance(contention, bool):
         raise PlatformError(f"{source}: network.contention must be true or false")
@@ -207,7 +223,7 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         eager_limit=_num(net, "eager_limit", f"{source}: network", 65536, integer=True),
         contention=contention, collectives=dict(coll),
         compute_scale=_num(d, "compute_scale", source, 1.0, positive=True),
-        source=source)
+        semantics=semantics, source=source)
 
 
 def load_platform(path: str) -> Platform:

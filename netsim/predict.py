@@ -41,6 +41,8 @@ def run(s: Schedule, platform) -> Result:
     ndeps, sp, si, ip, ii = s.graph()
     core = platform.core_of(s.nranks)
     span, lat, bt = platform.level_arrays()
+    if platform.semantics == "loggopsim":
+        return _run_loggops(s, platform, ndeps, sp, si, ip, ii, lat[0], bt[0])
     t0 = time.perf_counter()
     start, end, matched, coll_last, events = engine.simulate(
         s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, s.coll, s.coll_need,
@@ -54,11 +56,31 @@ def run(s: Schedule, platform) -> Result:
                   _breakdown(s, start, end, matched, coll_last), start, end, int(events), secs)
 
 
-def _breakdown(s, start, end, matched, coll_last) -> pd.DataFrame:
+def _run_loggops(s, platform, ndeps, sp, si, ip, ii, L, G) -> Result:
+    from .loggops import simulate_loggops
+    if (s.kind == COLL).any():
+        raise ScheduleError("loggopsim semantics have no analytic collectives: choose "
+                            "decomposed algorithms (collectives: {default: binomial})")
+    if platform.o_send != platform.o_recv or platform.O_send != platform.O_recv:
+        raise ScheduleError("loggopsim semantics take one o and one O for sends and receives")
+    t0 = time.perf_counter()
+    start, end, matched, finish, events = simulate_loggops(
+        s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, ndeps, sp, si, ip, ii, s.nranks,
+        L, platform.o_send, platform.gap, G, platform.O_send, platform.eager_limit)
+    secs = time.perf_counter() - t0
+    if np.isnan(end).any():
+        raise ScheduleError(deadlock_report(s, start, end, matched))
+    return Result(float(finish.max()) if len(finish) else 0.0,
+                  _breakdown(s, start, end, matched, np.zeros(0), finish), start, end,
+                  int(events), secs)
+
+
+def _breakdown(s, start, end, matched, coll_last, finish=None) -> pd.DataFrame:
     n = s.nranks
     comp = np.bincount(s.rank, weights=np.where(s.kind == CALC, s.dur, 0.0), minlength=n)
-    finish = np.zeros(n)
-    np.maximum.at(finish, s.rank, end)
+    if finish is None:
+        finish = np.zeros(n)
+        np.maximum.at(finish, s.rank, end)
     wait = np.zeros(len(s.kind))
     rv = (s.kind == RECV) & (matched >= 0)
     m = matched[rv]

@@ -235,3 +235,33 @@ def test_simgrid_time_independent_export(jacobi_trace, tmp_path):
         total = sum(float(x.split()[2]) for x in lines if x.split()[1] == "compute")
         assert total == pytest.approx(mine.loc[mine.op != "init", "cpu"].sum() * 1e9, rel=1e-4)
     assert "left out" not in p.stderr
+
+
+def test_loggopsim_semantics_hand_computed(tmp_path):
+    # LogGOPSim's own numbers for this ping-pong (L=2500, o=1500, g=1000, G=6 ns):
+    # rank 0 sends at 0, message at 4000, handled until 4000+1500+99*6 = 6094;
+    # rank 1 replies at 6094, its message handled at rank 0 until 12188
+    (tmp_path / "pp.goal").write_text(
+        "num_ranks 2\nrank 0 {\nl1: send 100b to 1 tag 0\nl2: recv 100b from 1 tag 0\n"
+        "l2 requires l1\n}\nrank 1 {\nl1: recv 100b from 0 tag 0\nl2: send 100b to 0 tag 0\n"
+        "l2 requires l1\n}\n")
+    out = tmp_path / "o.json"
+    run([sys.executable, "-m", "netsim", str(tmp_path / "pp.goal"), "--goal-in", "--loggops",
+         "2500e-9,1500e-9,1000e-9,6e-9,0,65535", "-o", str(out)])
+    ranks = json.loads(out.read_text())["ranks"]
+    assert ranks[0]["finish"] == pytest.approx(12188e-9, rel=1e-12)
+    assert ranks[1]["finish"] == pytest.approx(7594e-9, rel=1e-12)
+    # analytic collectives have no place in LogGOPSim's model
+    with pytest.raises(ScheduleError, match="loggopsim semantics have no analytic"):
+        B = Builder(2)
+        c = B.new_coll(2)
+        B.op(4 - 1, 0, [], coll=c, dur=1e-6)
+        B.op(4 - 1, 1, [], coll=c, dur=1e-6)
+        simulate(B.done(), from_dict({"nodes": 2, "cores_per_node": 1, "network": {
+            "levels": [{"latency": 1e-6, "byte_time": 0}], "semantics": "loggopsim"}}))
+
+
+def test_yaml_exponents_without_a_dot_are_numbers(tmp_path):
+    (tmp_path / "p.yaml").write_text("nodes: 1\ncores_per_node: 1\nnetwork:\n  levels:\n"
+                                     "    - {latency: 2e-6, byte_time: 6e-9}\n")
+    assert load_platform(str(tmp_path / "p.yaml")).levels[0].byte_time == 6e-9

@@ -1,0 +1,223 @@
+"""LogGOPSim-compatible event loop, for GOAL schedules (``--loggops``).
+
+The default engine (netsim/engine.py) models a rendezvous handshake, wire
+time and NIC contention.  LogGOPSim (Hoefler, Schneider, Lumsdaine, HPDC
+2010) charges messages differently, and its users compare numbers, so this
+loop follows its rules exactly (with the same L, o, g, G, O, S):
+
+* an operation waits until its CPU (and for a send, the NIC's send gap) is
+  free: it is put back into the queue at that time, not started early;
+* a send starting at t occupies the CPU until t + o + (s-1) O and the
+  NIC until t + g + (s-1) G; its message is at the receiver at t + o + L;
+  an eager send (s <= S) is complete at t;
+* the receiver handles an arriving message once its CPU and its NIC's
+  receive gap are free, at t': CPU busy until t' + o + max((s-1) O,
+  (s-1) G), NIC until t' + g + (s-1) G; a posted matching receive is then
+  complete at t'; otherwise the message waits, and a later receive is
+  complete when it is posted;
+* a rendezvous send (s > S) completes when its message is matched, and its
+  rank's CPU and NIC clocks are moved up to that time;
+* a rank finishes when its CPU is last free;
+* operations that become ready are queued at their rank's clock, by rank,
+  sends before receives before computations; ties in time go in order of
+  first queueing; a receive is posted at its queued time;
+* (s-1) is charged even for empty messages, with LogGOPSim's unsigned
+  arithmetic.
+
+Only CALC, SEND and RECV: GOAL has no collective op.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .engine import CALC, READY, RECV, SEND, _matches, _pop, _push
+
+MSG = 1
+
+
+@njit(cache=True, inline="always")
+def _recv_charge(sz, O, G):
+    """max((s-1) O, (s-1) G) as LogGOPSim computes it, in unsigned 64-bit
+    arithmetic: for an empty message both terms wrap around, and the
+    larger wrapped value is the smaller of -O, -G that is not zero."""
+    if sz > 0:
+        return max((sz - 1) * O, (sz - 1) * G)
+    if O == 0:
+        return -G
+    if G == 0:
+        return -O
+    return -min(O, G)
+
+
+@njit(cache=True)
+def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, succ_idx,
+                     isucc_ptr, isucc_idx, nranks, L, o, g, G, O, S):
+    """Returns (start, end, matched, finish per rank, events)."""
+    n = len(kind)
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    left = ndeps.copy()
+    cpu = np.zeros(nranks)            # nexto
+    gs = np.zeros(nranks)             # nextgs: the NIC's send gap
+    gr = np.zeros(nranks)             # nextgr: the NIC's receive gap
+    post_head = np.full(nranks, -1, np.int64); post_tail = np.full(nranks, -1, np.int64)
+    unex_head = np.full(nranks, -1, np.int64); unex_tail = np.full(nranks, -1, np.int64)
+    nxt = np.full(n, -1, np.int64)
+    matched = np.full(n, -1, np.int64)
+    # Ties in time go in order of first insertion (LogGOPSim's STRICT_ORDER):
+    # the heap orders (time, seq); seq_op/seq_ev say what entry seq is
+    cap = n + int((kind == SEND).sum()) + 1
+    ht = np.empty(cap)
+    hp = np.empty(cap, np.int64)
+    seq_op = np.empty(cap, np.int64)
+    seq_ev = np.empty(cap, np.int64)
+    hn = 0
+    nseq = 0
+    for i in range(n):
+        if left[i] == 0:
+            seq_op[nseq] = i; seq_ev[nseq] = READY
+            _push(ht, hp, hn, 0.0, nseq)
+            hn += 1; nseq += 1
+    events = 0
+    note_op = np.empty(4, np.int64); note_st = np.empty(4, np.bool_)
+    freed = np.empty(16, np.int64)
+    while hn > 0:
+        t, payload = _pop(ht, hp, hn)
+        hn -= 1
+        op = seq_op[payload]
+        ev = seq_ev[payload]
+        events += 1
+        nn = 0
+        if ev == READY:
+            h = rank[op]
+            k = kind[op]
+            # sends wait for CPU and send gap, computations for the CPU; a
+            # receive is posted at its queued time (LogGOPSim checks nothing)
+            busy = max(cpu[h], gs[h]) if k == SEND else (cpu[h] if k == CALC else t)
+            if busy > t:                          # not yet: back into the queue
+                _push(ht, hp, hn, busy, payload)
+                hn += 1
+                continue
+            start[op] = t
+            note_op[0] = op; note_st[0] = True
+            nn = 1
+            if k == CALC:
+                cpu[h] = t + dur[op]
+                end[op] = t + dur[op]
+                note_op[1] = op; note_st[1] = False
+                nn = 2
+            elif k == SEND:
+                sz = size[op]
+                cpu[h] = t + o + (sz - 1) * O
+                gs[h] = t + g + (sz - 1) * G
+                seq_op[nseq] = op; seq_ev[nseq] = MSG
+                _push(ht, hp, hn, t + o + L, nseq)
+                hn += 1; nseq += 1
+                if sz <= S:
+                    end[op] = t
+                    note_op[1] = op; note_st[1] = False
+                    nn = 2
+            else:                                 # RECV: an already handled message?
+                prev, m = -1, unex_head[h]
+                while m >= 0 and not _matches(ctx, peer, tag, rank, op, m):
+                    prev, m = m, nxt[m]
+                if m >= 0:
+                    if prev < 0:
+                        unex_head[h] = nxt[m]
+                    else:
+                        nxt[prev] = nxt[m]
+                    if unex_tail[h] == m:
+                        unex_tail[h] = prev
+                    matched[op] = m
+                    matched[m] = op
+                    end[op] = t
+                    note_op[1] = op; note_st[1] = False
+                    nn = 2
+                    if size[m] > S:               # rendezvous: the sender is released
+                        s_ = rank[m]
+                        cpu[s_] = max(cpu[s_], t)
+                        gs[s_] = max(gs[s_], t)
+                        end[m] = t
+                        note_op[2] = m; note_st[2] = False
+                        nn = 3
+                else:
+                    if post_tail[h] < 0:
+                        post_head[h] = op
+                    else:
+                        nxt[post_tail[h]] = op
+                    post_tail[h] = op
+        else:                                     # MSG at the receiver
+            r = peer[op]
+            busy = max(cpu[r], gr[r])
+            if busy > t:
+                _push(ht, hp, hn, busy, payload)
+                hn += 1
+                continue
+            sz = size[op]
+            cpu[r] = t + o + _recv_charge(sz, O, G)
+            gr[r] = t + g + (sz - 1) * G
+            prev, m = -1, post_head[r]
+            while m >= 0 and not _matches(ctx, peer, tag, rank, m, op):
+                prev, m = m, nxt[m]
+            if m >= 0:
+                if prev < 0:
+                    post_head[r] = nxt[m]
+                else:
+                    nxt[prev] = nxt[m]
+                if post_tail[r] == m:
+                    post_tail[r] = prev
+                matched[m] = op
+                matched[op] = m
+                end[m] = t
+                note_op[0] = m; note_st[0] = False
+                nn = 1
+                if sz > S:
+                    s_ = rank[op]
+                    cpu[s_] = max(cpu[s_], t)
+                    gs[s_] = max(gs[s_], t)
+                    end[op] = t
+                    note_op[1] = op; note_st[1] = False
+                    nn = 2
+            else:
+                if unex_tail[r] < 0:
+                    unex_head[r] = op
+                else:
+                    nxt[unex_tail[r]] = op
+                unex_tail[r] = op
+        # deliver: ops whose dependencies are now all satisfied are queued
+        # at their rank's clock (CPU, and the send gap for sends), by rank,
+        # sends before receives before computations
+        nf = 0
+        for j in range(nn):
+            o_ = note_op[j]
+            if note_st[j]:
+                lo, hi, lst = isucc_ptr[o_], isucc_ptr[o_ + 1], isucc_idx
+            else:
+                lo, hi, lst = succ_ptr[o_], succ_ptr[o_ + 1], succ_idx
+            for q in range(lo, hi):
+                w = lst[q]
+                left[w] -= 1
+                if left[w] == 0:
+                    if nf == len(freed):
+                        freed = np.concatenate((freed, np.empty(nf, np.int64)))
+                    freed[nf] = w
+                    nf += 1
+        if nf:
+            keys = np.empty(nf, np.int64)
+            for j in range(nf):
+                w = freed[j]
+                kw = 0 if kind[w] == SEND else (1 if kind[w] == RECV else 2)
+                keys[j] = (rank[w] * 3 + kw) * n + w
+            for j in np.argsort(keys, kind="mergesort"):
+                w = freed[j]
+                h = rank[w]
+                tw = max(cpu[h], gs[h]) if kind[w] == SEND else cpu[h]
+                seq_op[nseq] = w; seq_ev[nseq] = READY
+                _push(ht, hp, hn, tw, nseq)
+                hn += 1; nseq += 1
+    finish = cpu.copy()
+    for i in range(n):
+        if end[i] > finish[rank[i]]:
+            finish[rank[i]] = end[i]
+    return start, end, matched, finish, events
