@@ -12,16 +12,21 @@ import argparse
 import sys
 
 
-def _split_target(argv: list[str]):
-    """Split ``[opts] (app.py | -m mod | -c cmd) [app args]`` like python does."""
+VALUED = ("-o", "--output", "--ranks", "--reps")
+
+
+def _split_target(argv: list[str], valued=VALUED, prog="instrument"):
+    """Split ``[opts] (app.py | -m mod | -c cmd) [app args]`` like python does.
+
+    ``valued``: the options that take a value (the next word is not the app)."""
     opts, i = [], 0
     while i < len(argv):
         a = argv[i]
         if a in ("-m", "-c"):
             if i + 1 >= len(argv):
-                raise SystemExit(f"instrument: {a} needs an argument")
+                raise SystemExit(f"{prog}: {a} needs an argument")
             return opts, ("module" if a == "-m" else "command"), argv[i + 1:]
-        if a in ("-o", "--output", "--ranks", "--reps"):
+        if a in valued:
             opts += argv[i:i + 2]
             i += 2
             continue

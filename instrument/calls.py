@@ -161,3 +161,20 @@ def describe_comm(c) -> dict | None:
     if c.Is_inter():
         d.update(cls="Intercomm", remote_size=c.Get_remote_size())
     return d
+
+
+# mpi4py's communicator classes and their parents
+COMM_PARENTS = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
+                "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
+                "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
+
+
+def mixin_hierarchy(prefix: str, methods_for, root=(object,)) -> dict:
+    """Mixin classes mirroring mpi4py's communicator hierarchy, so that each
+    subclass gets its own and its ancestors' methods: {class name: mixin}.
+    ``methods_for(class name)`` gives the methods that class level defines."""
+    mixins: dict = {}
+    for cname, ps in COMM_PARENTS.items():
+        mixins[cname] = type(prefix + cname + "Methods", tuple(mixins[p] for p in ps) or root,
+                             methods_for(cname))
+    return mixins

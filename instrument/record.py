@@ -16,8 +16,8 @@ import pickle
 
 from mpi4py import MPI
 
-from .calls import (CREATION, KIND, OP, bytes_view, describe_comm, output_of, peer_tag,
-                    status_tuple)
+from .calls import (COMM_PARENTS, CREATION, KIND, OP, bytes_view, describe_comm,
+                    mixin_hierarchy, output_of, peer_tag, status_tuple)
 from .intercept import _Meta
 from .msglog import LogWriter
 
@@ -255,20 +255,13 @@ def _build():
     for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
                  "Intercomm", "Request", "Prequest", "Message"):
         REAL[name] = getattr(MPI, name)
-    parents = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
-               "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
-               "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
-    mixins = {}
-    for cname, ps in parents.items():
-        own = set(vars(REAL[cname]))
-        ns = {n: _comm_method(cname, n) for n in KIND if n in own}
-        mixins[cname] = type("Rec" + cname + "Methods",
-                             tuple(mixins[p] for p in ps) or (object,), ns)
+    mixins = mixin_hierarchy("Rec", lambda c: {n: _comm_method(c, n) for n in KIND
+                                               if n in vars(REAL[c])})
     mixins["Intracomm"].Create_from_group = _from_group("Intracomm", "Create_from_group",
                                                         "comm_create_from_group")
     mixins["Intercomm"].Create_from_groups = _from_group("Intercomm", "Create_from_groups",
                                                          "intercomm_create_from_groups")
-    for cname in parents:
+    for cname in COMM_PARENTS:
         _BY_REAL[REAL[cname]] = _Meta("Rec" + cname, (mixins[cname], REAL[cname]),
                                       {"_real": REAL[cname]})
     req_ns = {"__slots__": ()}

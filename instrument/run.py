@@ -84,24 +84,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         os._exit(128 + signum)
     signal.signal(signal.SIGTERM, on_term)
 
-    status, code = "complete", 0
-    sys.argv = list(target)
-    try:
-        if mode == "module":
-            runpy.run_module(target[0], run_name="__main__", alter_sys=True)
-        elif mode == "command":
-            sys.argv = ["-c"] + target[1:]
-            exec(compile(target[0], "<string>", "exec"), {"__name__": "__main__"})
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
-            runpy.run_path(target[0], run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            code = e.code if isinstance(e.code, int) else 1
-            status = "exited with %s" % e.code
-    except BaseException:
-        traceback.print_exc()
-        status, code = "failed: %s" % sys.exc_info()[0].__name__, 1
+    status, code = _run_target(target, mode)
     intercept.finish(status)
     if code != 0:
         # like `python -m mpi4py`: one failing rank must not leave the others

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engine import CALC, READY, RECV, SEND, _matches, _pop, _push
+from .engine import CALC, READY, RECV, SEND, _append, _pop, _push, _take
 
 MSG = 1
 
@@ -119,16 +119,8 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                     note_op[1] = op; note_st[1] = False
                     nn = 2
             else:                                 # RECV: an already handled message?
-                prev, m = -1, unex_head[h]
-                while m >= 0 and not _matches(ctx, peer, tag, rank, op, m):
-                    prev, m = m, nxt[m]
+                m = _take(unex_head, unex_tail, nxt, h, ctx, peer, tag, rank, op, True)
                 if m >= 0:
-                    if prev < 0:
-                        unex_head[h] = nxt[m]
-                    else:
-                        nxt[prev] = nxt[m]
-                    if unex_tail[h] == m:
-                        unex_tail[h] = prev
                     matched[op] = m
                     matched[m] = op
                     end[op] = t
@@ -142,11 +134,7 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                         note_op[2] = m; note_st[2] = False
                         nn = 3
                 else:
-                    if post_tail[h] < 0:
-                        post_head[h] = op
-                    else:
-                        nxt[post_tail[h]] = op
-                    post_tail[h] = op
+                    _append(post_head, post_tail, nxt, h, op)
         else:                                     # MSG at the receiver
             r = peer[op]
             busy = max(cpu[r], gr[r])
@@ -157,16 +145,8 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
             sz = size[op]
             cpu[r] = t + o + _recv_charge(sz, O, G)
             gr[r] = t + g + (sz - 1) * G
-            prev, m = -1, post_head[r]
-            while m >= 0 and not _matches(ctx, peer, tag, rank, m, op):
-                prev, m = m, nxt[m]
+            m = _take(post_head, post_tail, nxt, r, ctx, peer, tag, rank, op, False)
             if m >= 0:
-                if prev < 0:
-                    post_head[r] = nxt[m]
-                else:
-                    nxt[prev] = nxt[m]
-                if post_tail[r] == m:
-                    post_tail[r] = prev
                 matched[m] = op
                 matched[op] = m
                 end[m] = t
@@ -180,11 +160,7 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                     note_op[1] = op; note_st[1] = False
                     nn = 2
             else:
-                if unex_tail[r] < 0:
-                    unex_head[r] = op
-                else:
-                    nxt[unex_tail[r]] = op
-                unex_tail[r] = op
+                _append(unex_head, unex_tail, nxt, r, op)
         # deliver: ops whose dependencies are now all satisfied are queued
         # at their rank's clock (CPU, and the send gap for sends), by rank,
         # sends before receives before computations

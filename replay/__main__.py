@@ -62,24 +62,8 @@ def main(argv=None) -> int:
 
 
 def _split_target_replay(argv):
-    opts, i = [], 0
-    valued = {"--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output", "--concurrent"}
-    while i < len(argv):
-        x = argv[i]
-        if x in ("-m", "-c"):
-            if i + 1 >= len(argv):
-                raise SystemExit(f"replay: {x} needs an argument")
-            return opts, ("module" if x == "-m" else "command"), argv[i + 1:]
-        if x in valued:
-            opts += argv[i:i + 2]
-            i += 2
-            continue
-        if x.startswith("-"):
-            opts.append(x)
-            i += 1
-            continue
-        return opts, "path", argv[i:]
-    return opts, None, []
+    return _split_target(argv, ("--rank", "--ranks", "--reps", "--size", "--log", "-o",
+                                "--output", "--concurrent"), "replay")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ import time
 
 from mpi4py import MPI
 
-from instrument.calls import KIND, OP, bytes_view, fill_status, output_of, peer_tag
+from instrument.calls import (COMM_PARENTS, KIND, OP, bytes_view, fill_status,
+                              mixin_hierarchy, output_of, peer_tag)
 from instrument.intercept import _Meta
 from instrument.msglog import LogReader
 
@@ -473,18 +474,12 @@ def build():
     for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
                  "Intercomm", "Request", "Prequest", "Message"):
         REAL[name] = getattr(MPI, name)
-    parents = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
-               "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
-               "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
-    mixins = {}
-    for cname, ps in parents.items():
-        own = set(vars(REAL[cname]))
-        ns = {n: _comm_method(cname, n) for n in KIND if n in own and KIND[n] != "free"}
-        mixins[cname] = type("Replay" + cname + "Methods",
-                             tuple(mixins[p] for p in ps) or (_Queries,), ns)
+    mixins = mixin_hierarchy("Replay", lambda c: {
+        n: _comm_method(c, n) for n in KIND if n in vars(REAL[c]) and KIND[n] != "free"},
+        root=(_Queries,))
     mixins["Intracomm"].Create_from_group = _from_group("comm_create_from_group")
     mixins["Intercomm"].Create_from_groups = _from_group("intercomm_create_from_groups")
-    for cname in parents:
+    for cname in COMM_PARENTS:
         _CLS[cname] = _Meta("Replay" + cname, (mixins[cname], REAL[cname]),
                             {"_real": REAL[cname]})
     for cname, what, names in (

