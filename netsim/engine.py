@@ -96,41 +96,6 @@ def _matches(ctx, peer, tag, rank, recv, send):
             and (tag[recv] < 0 or tag[recv] == tag[send]))
 
 
-@njit(cache=True, inline="always")
-def _take(head, tail, nxt, r, ctx, peer, tag, rank, op, op_is_recv):
-    """Remove from rank r's queue (a list linked through ``nxt``) the oldest
-    entry that matches op, and return it; -1 when none does.  The posted
-    receive queue holds receives, the unexpected queue messages."""
-    prev, m = -1, head[r]
-    while m >= 0:
-        if op_is_recv:
-            hit = _matches(ctx, peer, tag, rank, op, m)
-        else:
-            hit = _matches(ctx, peer, tag, rank, m, op)
-        if hit:
-            break
-        prev, m = m, nxt[m]
-    if m >= 0:
-        if prev < 0:
-            head[r] = nxt[m]
-        else:
-            nxt[prev] = nxt[m]
-        if tail[r] == m:
-            tail[r] = prev
-        nxt[m] = -1
-    return m
-
-
-@njit(cache=True, inline="always")
-def _append(head, tail, nxt, r, op):
-    """Add op at the end of rank r's queue."""
-    if tail[r] < 0:
-        head[r] = op
-    else:
-        nxt[tail[r]] = op
-    tail[r] = op
-
-
 @njit(cache=True)
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
@@ -225,13 +190,26 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 note_op[0] = op; note_t[0] = t; note_isstart[0] = True
                 nn = 1
                 # the oldest matching unexpected message, else queue the receive
-                m = _take(unex_head, unex_tail, nxt, h, ctx, peer, tag, rank, op, True)
+                prev, m = -1, unex_head[h]
+                while m >= 0 and not _matches(ctx, peer, tag, rank, op, m):
+                    prev, m = m, nxt[m]
                 if m >= 0:
+                    if prev < 0:
+                        unex_head[h] = nxt[m]
+                    else:
+                        nxt[prev] = nxt[m]
+                    if unex_tail[h] == m:
+                        unex_tail[h] = prev
+                    nxt[m] = -1
                     matched[op] = m
                     matched[m] = op
                     ev = -1                      # handled below as a match at time t
                 else:
-                    _append(post_head, post_tail, nxt, h, op)
+                    if post_tail[h] < 0:
+                        post_head[h] = op
+                    else:
+                        nxt[post_tail[h]] = op
+                    post_tail[h] = op
             else:                                # COLL: wait for the last member
                 c = coll[op]
                 start[op] = t
@@ -273,14 +251,27 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 nn = 1
             else:
                 arrive[op] = t
-                m = _take(post_head, post_tail, nxt, d, ctx, peer, tag, rank, op, False)
+                prev, m = -1, post_head[d]
+                while m >= 0 and not _matches(ctx, peer, tag, rank, m, op):
+                    prev, m = m, nxt[m]
                 if m >= 0:
+                    if prev < 0:
+                        post_head[d] = nxt[m]
+                    else:
+                        nxt[prev] = nxt[m]
+                    if post_tail[d] == m:
+                        post_tail[d] = prev
+                    nxt[m] = -1
                     matched[m] = op
                     matched[op] = m
                     op = m                        # continue as a match of receive m
                     ev = -1
                 else:
-                    _append(unex_head, unex_tail, nxt, d, op)
+                    if unex_tail[d] < 0:
+                        unex_head[d] = op
+                    else:
+                        nxt[unex_tail[d]] = op
+                    unex_tail[d] = op
         elif ev == CTS:                            # the sender may now send the data
             h = rank[op]
             d = peer[op]
