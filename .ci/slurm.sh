@@ -86,4 +86,7 @@ export PATH="$(dirname "$PY"):$PATH"
 "$PY" -m snakemake --profile slurm --config results="$RESULTS" --forceall \
     --seconds-between-status-checks 1 --slurm-init-seconds-before-status-checks 1
 test -s "$RESULTS/report.html"
+# what ran where: partition and the executor's comment (rule and wildcards)
+echo "slurm jobs (partition comment):"
+squeue -h -t all -o "%P %k"
 echo "slurm workflow: $RESULTS/report.html"
