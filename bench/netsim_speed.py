@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import resource
-import time
 
 import numpy as np
 

@@ -83,8 +83,6 @@ def bytes_view(spec):
     data = spec[0] if isinstance(spec, (list, tuple)) else spec
     if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
         return None
-    if isinstance(data, MPI.buffer):
-        return memoryview(data).cast("B")
     return memoryview(data).cast("B")
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import itertools
 
 from mpi4py import MPI
 

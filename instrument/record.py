@@ -16,7 +16,8 @@ import pickle
 
 from mpi4py import MPI
 
-from .calls import (COMM_PARENTS, CREATION, KIND, OP, bytes_view, describe_comm,
+from .bufsize import nbytes
+from .calls import (COMM_PARENTS, KIND, OP, bytes_view, describe_comm,
                     mixin_hierarchy, output_of, peer_tag, status_tuple)
 from .intercept import _Meta
 from .msglog import LogWriter
@@ -36,7 +37,6 @@ def _sig(cls, name):
 
 
 def _nbytes(spec) -> int:
-    from .bufsize import nbytes
     try:
         return nbytes(spec)
     except Exception:
@@ -185,7 +185,7 @@ def _multi(name):
                 idx = res[0] if lower else res
                 done = list(idx or [])
             sts = {i: status_tuple(sts_[i]) for i in done}
-        payloads, objs = [], None
+        payloads = []
         if lower:
             # the objects come back in the return value: pickle it whole
             payloads.append(pickle.dumps(res, protocol=5))
@@ -195,7 +195,7 @@ def _multi(name):
                 if p is not None:
                     payloads.append(p)
         W.write(lname, -1, -1, 0, ([(i, sts[i]) for i in done],
-                                   None if lower else res, objs), payloads)
+                                   None if lower else res), payloads)
         return res
     f.__name__ = name
     return classmethod(f)
@@ -305,5 +305,3 @@ def finish(status: str = "complete") -> None:
         W.write("finalize", -1, -1, 0, None)
         W.close(status)
 
-
-_ = CREATION  # re-exported name used by replay through calls

@@ -76,7 +76,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     from . import intercept
     from .steady import steady_malloc
     steady_malloc()
-    rec = intercept.install(trace_dir)
+    intercept.install(trace_dir)
 
     def on_term(signum, frame):
         # killed by the launcher or the batch system: keep what we have

@@ -25,7 +25,6 @@ import argparse
 import os
 import sys
 
-import numpy as np
 import pandas as pd
 
 

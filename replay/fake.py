@@ -100,7 +100,6 @@ def _request(out=None):
 
 
 # ---- communicator methods ------------------------------------------------
-_SIG: dict = {}
 
 
 def _comm_method(cls_name, name):
@@ -392,7 +391,7 @@ def _multi(name):
     def f(cls, requests, statuses=None):
         RP.enter()
         requests = list(requests)
-        (done, ret, _), payloads = RP.next(lname, check=False)
+        (done, ret), payloads = RP.next(lname, check=False)
         payloads = list(payloads)
         if lower:
             ret = pickle.loads(payloads.pop())

@@ -31,7 +31,6 @@ def platform(**over):
 def pingpong(a, b, size, nranks=4):
     B = Builder(nranks)
     lo, hi = sorted((a, b))
-    ops = {}
     # ranks' ops must be contiguous: add the lower rank's first
     for r in (lo, hi):
         if r == a:

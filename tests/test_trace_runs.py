@@ -1,5 +1,4 @@
 """Tracing real example runs: identical output, summaries, crashes and kills."""
-import json
 import os
 import signal
 import subprocess
