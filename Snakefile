@@ -212,8 +212,8 @@ rule validate:
     resources:
         tasks=N,
     shell:
-        "{PY} -m netsim.validate --prediction {input.prediction} --repeats {params.repeats} "
-        "-o {output} -- {MPIEXEC} -n {N} {PY} {APP} > {log} 2>&1"
+        "{PY} -m netsim.validate --prediction {input.prediction} --ranks {N} "
+        "--repeats {params.repeats} --mpiexec {MPIEXEC} -o {output} -- {APP} > {log} 2>&1"
 
 
 rule report:

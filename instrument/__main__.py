@@ -2,6 +2,7 @@
 
   mpiexec -n N python -m instrument trace -o DIR [--force] app.py [args...]
   mpiexec -n N python -m instrument trace -o DIR -m module [args...]
+  mpiexec -n N python -m instrument trace --count-c-calls -o DIR app.py [args...]
   mpiexec -n N python -m instrument record --ranks R1,R2 -o LOG_DIR app.py [args...]
   python -m instrument show DIR
   python -m instrument merge DIR      (salvage a run that crashed or was killed)
@@ -70,6 +71,10 @@ def main(argv=None) -> int:
                    help="replace an existing trace directory")
     p.add_argument("--keep-raw", action="store_true",
                    help="keep the per-rank raw files after merging")
+    p.add_argument("--count-c-calls", action="store_true",
+                   help="also count MPI calls at the C level (a PMPI shim built with the "
+                        "MPI library's mpicc) and warn about calls made below Python, "
+                        "which the trace cannot contain (c_calls.csv in the trace)")
     p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
                              "--reps REPS.csv) -o LOG_DIR [--force] (app.py | -m module | "
@@ -92,9 +97,17 @@ def main(argv=None) -> int:
         args = parser.parse_args(["trace"] + opts)
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
+        if args.count_c_calls:
+            from .ccount import CcountError, load
+            try:
+                load()                      # before MPI is initialised
+            except CcountError as e:
+                print(f"instrument trace: error: --count-c-calls: {e}", file=sys.stderr)
+                return 2
         from .run import trace_main
         return trace_main(args.output, target, mode, force=args.force,
-                          keep_raw=True if args.keep_raw else None)
+                          keep_raw=True if args.keep_raw else None,
+                          count_c_calls=args.count_c_calls)
     if argv and argv[0] == "record":
         opts, mode, target = _split_target(argv[1:])
         args = parser.parse_args(["record"] + opts)

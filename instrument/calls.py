@@ -83,7 +83,13 @@ def bytes_view(spec):
     data = spec[0] if isinstance(spec, (list, tuple)) else spec
     if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
         return None
-    return memoryview(data).cast("B")
+    m = memoryview(data)
+    if not m.c_contiguous and m.f_contiguous:
+        # a Fortran-ordered array (pylops-mpi passes them): MPI reads and
+        # writes its memory in memory order, which its transpose's C order is
+        import numpy as np
+        return memoryview(np.asarray(m).T).cast("B")
+    return m.cast("B")
 
 
 def output_of(name: str, a: dict):

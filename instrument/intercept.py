@@ -41,13 +41,21 @@ _comm_keys: dict = {}         # communicator key -> count of comms seen with it
 
 
 class _Meta(type):
-    """``isinstance``/``issubclass`` against a traced class ask the real one."""
+    """``isinstance``/``issubclass`` against a traced class ask the real one.
+
+    Only for the traced classes themselves: an application's subclass of
+    them (``mpi4py.util.pkl5.Comm`` subclasses whatever ``MPI.Comm`` is at
+    import) answers for its own instances only, as it would untraced."""
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, cls._real)
+        if "_real" in cls.__dict__:
+            return isinstance(obj, cls._real)
+        return type.__instancecheck__(cls, obj)
 
     def __subclasscheck__(cls, sub):
-        return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._real)
+        if "_real" in cls.__dict__:
+            return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._real)
+        return type.__subclasscheck__(cls, sub)
 
 
 def code(name: str) -> int:
@@ -933,11 +941,25 @@ _TRACED_BY_REAL: dict = {}
 TracedRequest = TracedPrequest = TracedMessage = None
 
 
+_COMM_REGISTRATION = ("_tidx", "_tkey", "_w", "_p", "_me")
+
+
+def _comm_init(self, comm=None):
+    """``Cls(comm)`` shares ``comm``'s handle (mpi4py's copy constructor): the
+    same communicator, so the same registration.  Libraries construct their
+    own subclasses that way (``pkl5.Intracomm(MPI.COMM_WORLD)``)."""
+    if comm is not None:
+        for a in _COMM_REGISTRATION:
+            v = getattr(comm, a, None)
+            if v is not None:
+                setattr(self, a, v)
+
+
 def _methods_for(cls_name):
     """Traced methods a mixin for the mpi4py class ``cls_name`` defines."""
     real = REAL[cls_name]
     own = set(vars(real))
-    ns = {}
+    ns = {"__init__": _comm_init} if cls_name == "Comm" else {}
     for name, factory in _P2P.items():
         if name in own:
             ns[name] = factory(name)

@@ -275,6 +275,16 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> 
     meta["hosts"] = sorted({r["host"] for r in ranks if r["host"]})
     meta["events"] = total
     meta["unmodelled"] = unmodelled
+    ccount_files = sorted(glob.glob(os.path.join(trace_dir, "raw", "ccount*.tsv")))
+    if ccount_files:
+        # C-level call counts (--count-c-calls): kept beside the trace, and the
+        # calls no Python-level event stands for named in meta.json
+        from .ccount import read_counts
+        counts = read_counts(ccount_files)
+        counts.to_csv(os.path.join(trace_dir, "c_calls.csv"), index=False)
+        meta["invisible_calls"] = {str(r.function): int(r.invisible)
+                                   for r in counts.itertuples() if r.invisible}
+        meta["c_calls_counted_ranks"] = len(ccount_files)
     meta["merged"] = True
     write_json(meta_path, meta)
     if keep_raw is None:

@@ -56,6 +56,12 @@ def show(path: str, max_ranks: int = 32) -> str:
         lines.append("  UNMODELLED  : " + ", ".join(
             f"{k} x{v}" for k, v in sorted(m["unmodelled"].items()))
             + "  (not simulated: predictions will miss this traffic)")
+    if m.get("invisible_calls"):
+        from .run import invisible_warning
+        lines.append("  INVISIBLE   : " + invisible_warning(m).split("WARNING: ", 1)[1])
+    elif "c_calls_counted_ranks" in m:
+        lines.append("  C-level     : every MPI call went through mpi4py (counted with "
+                     "--count-c-calls)")
     s = summary(t)
     lines.append("")
     lines.append("events per op:")

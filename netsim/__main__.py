@@ -80,6 +80,7 @@ def main(argv=None) -> int:
         if not a.compute_scale > 0:
             raise PlatformError(f"--compute-scale must be > 0, not {a.compute_scale}")
         plat.compute_scale *= a.compute_scale
+        warnings = []
         if a.goal_in:
             from .goal import read_goal
             sched = read_goal(a.trace)
@@ -94,6 +95,9 @@ def main(argv=None) -> int:
                 raise ScheduleError(f"{a.trace}: rank(s) {t.incomplete_ranks[:20]} did not "
                                     f"finish; their traces are truncated, so the run cannot "
                                     f"be simulated")
+            warnings = trace_warnings(t.meta)
+            for w in warnings:
+                print(f"netsim: WARNING: {w}", file=sys.stderr)
             comp = _load_compute(a.compute, t.events) if a.compute else (
                 t.events[a.vector].to_numpy())
             print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
@@ -114,7 +118,8 @@ def main(argv=None) -> int:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     out = prediction_json(res, plat, {"input": os.path.abspath(a.trace),
-                                      "compute": a.compute or f"trace:{a.vector}"})
+                                      "compute": a.compute or f"trace:{a.vector}",
+                                      "warnings": warnings})
     os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
     with open(a.output, "w") as f:
         json.dump(out, f, indent=1)
@@ -127,6 +132,23 @@ def main(argv=None) -> int:
     print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"
           + (f" and {a.timeline}" if a.timeline else ""))
     return 0
+
+
+def trace_warnings(meta: dict) -> list[str]:
+    """What the trace says the simulation cannot account for."""
+    out = []
+    calls = meta.get("invisible_calls") or {}
+    if calls:
+        out.append(f"this application issues {sum(calls.values())} MPI calls the tracer cannot "
+                   f"see (below Python: " + ", ".join(
+                       f"{k} x{v}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8])
+                   + "); the prediction will be wrong")
+    unmodelled = meta.get("unmodelled") or {}
+    if unmodelled:
+        out.append("calls not simulated (one-sided, file I/O): " + ", ".join(
+            f"{k} x{v}" for k, v in sorted(unmodelled.items()))
+            + "; the prediction misses their traffic")
+    return out
 
 
 if __name__ == "__main__":

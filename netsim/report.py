@@ -147,6 +147,8 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
              f"<p class=big>Fastest platform: <b>{html.escape(best['platform']['name'])}</b>, "
              f"predicted run time <b>{best['predicted_time']:.4g} s</b> "
              f"(computation from {html.escape(str(best.get('compute', 'the trace')))}).</p>"]
+    for w in sorted({w for p in preds for w in p.get("warnings", [])}):
+        parts.append(f"<p class=warn><b>Warning:</b> {html.escape(w)}</p>")
     if validate:
         with open(validate) as f:
             v = json.load(f)
@@ -182,7 +184,7 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
             "<style>body{font-family:sans-serif;max-width:1000px;margin:auto;padding:1em}"
             "table.t{border-collapse:collapse;font-size:13px}table.t td,table.t th"
             "{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
-            "img{max-width:100%}.big{font-size:18px}pre{background:#f6f6f6;padding:6px;"
+            "img{max-width:100%}.big{font-size:18px}.warn{background:#fde8e8;border-left:4px solid #c00;padding:6px}pre{background:#f6f6f6;padding:6px;"
             "font-size:12px;overflow:auto}</style></head><body>"
             + "\n".join(parts) + "</body></html>")
     with open(out + ".tmp", "w") as f:

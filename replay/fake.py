@@ -84,11 +84,18 @@ def _copy_in(view, payload, what):
     view[:n] = payload
 
 
+_REAL_SELF = MPI.COMM_SELF
+
+
 def _new_comm(desc):
     if desc is None:
         return MPI.COMM_NULL
-    cls = _CLS[desc["cls"] or "Intracomm"]
-    c = cls()
+    name = desc["cls"] or "Intracomm"
+    cls = _CLS[name]
+    # an intracommunicator gets a real handle of its own (a copy of
+    # COMM_SELF): attribute caching works on it, which libraries use
+    # (mpi4py.util.pkl5 keeps its locks there); communication never reaches it
+    c = cls(REAL["Comm"].Dup(_REAL_SELF)) if name in ("Intracomm", "Comm") else cls()
     c._d = desc
     return c
 
@@ -285,11 +292,20 @@ class _Queries:
     inoutedges = property(lambda self: (self._d["sources"], self._d["destinations"]))
 
 
-class Group:
+_RealGroup = MPI.Group
+
+
+class Group(_RealGroup):
     """A process group as world ranks: the local group operations of MPI.
 
     Groups never communicate, so replay computes them; communicators made
-    from them come from the log like every other creation."""
+    from them come from the log like every other creation.  It stands in
+    for ``MPI.Group`` during replay (a subclass of the real one, so type
+    checks pass), as applications call the class's methods unbound:
+    ``MPI.Group.Translate_ranks(g1, ranks, g2)``, ``MPI.Group.Union(g1, g2)``."""
+
+    def __new__(cls, members=(), me=-1):
+        return _RealGroup.__new__(cls)
 
     def __init__(self, members, me):
         self.members = [int(x) for x in members]
@@ -527,6 +543,7 @@ def install(log: LogReader, rank: int) -> Replayer:
     MPI.COMM_WORLD = world
     for name, cls in _CLS.items():
         setattr(MPI, name, cls)
+    MPI.Group = Group
     return RP
 
 

@@ -17,6 +17,9 @@ def replay(log, out, app, ranks=None, rank=None, extra=(), check=True):
     ([EXAMPLES / "jacobi.py", "--n", "64", "--iters", "12", "--check", "4"], 4, [0, 3]),
     ([EXAMPLES / "cg.py", "--n", "3000", "--iters", "15"], 3, [1]),
     ([EXAMPLES / "master_worker.py", "--tasks", "12"], 4, [0, 2]),   # ANY_SOURCE master
+    ([APPS / "pkl5_poll.py"], 3, [0, 2]),       # pkl5 requests polled, as mpi4py.futures
+    ([APPS / "groups.py"], 4, [1, 2]),          # unbound MPI.Group methods, as pylops-mpi
+    ([APPS / "fortran_buffers.py"], 3, [0, 1]),  # Fortran-ordered buffers, as pylops-mpi
 ])
 def test_replay_reproduces_the_ranks_own_output(tmp_path, app, n, ranks):
     p = record(n, tmp_path / "log", ranks, app)

@@ -1,13 +1,15 @@
 """Tracing real example runs: identical output, summaries, crashes and kills."""
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 
-from conftest import APPS, EXAMPLES, MPIEXEC, ROOT, mpi_env, mpirun, run, trace
+from conftest import APPS, BIN, EXAMPLES, MPIEXEC, ROOT, mpi_env, mpirun, run, trace
 from instrument import TraceError, load_trace
 
 SMALL = {
@@ -137,3 +139,50 @@ def test_damaged_trace_errors_name_the_file(tmp_path):
         load_trace(str(tmp_path / "t"))
     p = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")], check=False)
     assert p.returncode == 2 and "cannot read" in p.stderr
+
+
+def test_library_subclasses_of_mpi_classes_keep_their_isinstance(tmp_path):
+    """mpi4py.futures broke under the tracer: pkl5.Comm subclasses the traced
+    MPI.Comm, and isinstance(plain_comm, pkl5.Comm) answered True."""
+    app = [APPS / "pkl5_poll.py"]
+    plain = per_rank_output(3, app, tmp_path, "plain")
+    traced = per_rank_output(3, ["-m", "instrument", "trace", "-o", tmp_path / "t"] + app,
+                             tmp_path, "traced")
+    assert traced == plain and b"total" in plain[2]
+    ops = set(load_trace(str(tmp_path / "t")).events["op"])
+    assert {"issend", "testall", "iprobe", "recv"} <= ops
+
+
+def test_calls_below_python_are_counted_and_warned_about(tmp_path):
+    """--count-c-calls: a C library calling MPI itself (as FFTW-MPI does) is
+    invisible to the trace; the counter names those calls and every stage warns."""
+    lib = tmp_path / "libbelow.so"
+    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "below_python.c")])
+    p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
+                   APPS / "below_python.py", lib, "3"])
+    assert "ring sums" in p.stdout
+    assert "issues 12 MPI calls the tracer cannot see" in p.stderr
+    assert "MPI_Allreduce x6" in p.stderr and "MPI_Sendrecv x6" in p.stderr
+    t = load_trace(str(tmp_path / "t"))
+    assert t.meta["invisible_calls"] == {"MPI_Allreduce": 6, "MPI_Sendrecv": 6}
+    counts = pd.read_csv(tmp_path / "t" / "c_calls.csv").set_index("function")
+    assert counts.loc["MPI_Allreduce", "invisible"] == 6
+    # the mpi4py-level calls (the app's allreduce, the tracer's own) are visible
+    assert counts["visible"].sum() > 0
+    shown = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")]).stdout
+    assert "INVISIBLE" in shown and "the prediction will be wrong" in shown
+    sim = run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+               str(ROOT / "config" / "platforms" / "this-machine.yaml"), "-o",
+               str(tmp_path / "p.json")])
+    assert "cannot see" in sim.stderr
+    assert any("cannot see" in w for w in json.loads((tmp_path / "p.json").read_text())["warnings"])
+
+
+def test_an_all_python_application_has_no_invisible_calls(tmp_path):
+    p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
+                   EXAMPLES / "jacobi.py"] + SMALL["jacobi.py"])
+    assert "cannot see" not in p.stderr
+    t = load_trace(str(tmp_path / "t"))
+    assert t.meta["invisible_calls"] == {} and t.meta["c_calls_counted_ranks"] == 2
+    counts = pd.read_csv(tmp_path / "t" / "c_calls.csv")
+    assert counts["invisible"].sum() == 0 and counts["visible"].sum() > 0

@@ -59,11 +59,15 @@ def test_report_through_snakemake(default_run, tmp_path):
 def test_validate_compares_with_a_real_run(default_run, tmp_path):
     res, _ = default_run
     pred = res / "prediction" / "ib-cluster.json"
+    # what is measured is MPI init to the application's end on the slowest
+    # rank, not the launch: rank 1 sleeps 0.3 s after a barrier
     p = run([sys.executable, "-m", "netsim.validate", "--prediction", str(pred),
-             "--repeats", "2", "-o", str(tmp_path / "v.json"), "--",
-             sys.executable, "-c", "import time; time.sleep(0.2)"])
+             "--ranks", "2", "--repeats", "2", "-o", str(tmp_path / "v.json"), "--",
+             "-c", "import time; from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); "
+                   "time.sleep(0.3 * MPI.COMM_WORLD.rank)"])
     v = json.loads((tmp_path / "v.json").read_text())
-    assert len(v["runs"]) == 2 and v["measured"] >= 0.2
+    assert len(v["runs"]) == 2 and 0.3 <= v["measured"] < 0.6
+    assert all(w > r for w, r in zip(v["wall"], v["runs"]))
     assert v["error"] == pytest.approx((v["predicted"] - v["measured"]) / v["measured"])
     assert "error" in p.stdout
 

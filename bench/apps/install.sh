@@ -1,0 +1,43 @@
+#!/bin/bash
+# Install the third-party applications of bench/apps/recipes.yaml into the
+# project's virtual environment and unpack the source distributions whose
+# examples and demos the recipes run (into bench/apps/src/, not committed).
+#
+#   bash bench/apps/install.sh            (after the README's setup command)
+#
+# mpi4py-fft builds against FFTW: Debian's libfftw3-dev (installed here when
+# run as root).  heat pins torch<2.11.1; on x86_64 PyPI only has CUDA builds
+# in that range (about 4 GB; they run on the CPU).  Where the PyTorch index is
+# reachable, install the CPU build first to save the download:
+#   .venv/bin/pip install torch==2.11.0 torchvision==0.26.0 \
+#       --index-url https://download.pytorch.org/whl/cpu
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+PY="${PY:-$ROOT/.venv/bin/python}"
+
+if [ ! -e /usr/include/fftw3.h ]; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && apt-get install -y -qq libfftw3-dev
+    else
+        echo "install.sh: mpi4py-fft needs FFTW's headers: apt-get install libfftw3-dev" >&2
+        exit 2
+    fi
+fi
+"$PY" -m pip install -q mpi4py-fft pylops-mpi==0.8.0 heat
+
+# the examples and demos live in the source distributions, not the wheels
+mkdir -p "$HERE/src"
+cd "$HERE/src"
+MPI4PY_VERSION="$("$PY" -c 'import mpi4py; print(mpi4py.__version__)')"
+for spec in "pylops-mpi==0.8.0:pylops_mpi-0.8.0:pylops_mpi" \
+            "mpi4py==$MPI4PY_VERSION:mpi4py-$MPI4PY_VERSION:mpi4py"; do
+    IFS=: read -r req dir link <<< "$spec"
+    if [ ! -d "$dir" ]; then
+        "$PY" -m pip download -q --no-deps --no-binary :all: "$req" -d .
+        tar xzf "$dir.tar.gz"
+        rm -f "$dir.tar.gz"
+    fi
+    ln -sfn "$dir" "$link"
+done
+echo "bench/apps: installed; sources in $HERE/src"

@@ -1,0 +1,201 @@
+"""Validate the whole method on third-party applications (issue 8).
+
+    python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 3]
+                             [--out bench/apps/results] [--markdown]
+
+For every recipe of bench/apps/recipes.yaml (install them first with
+bench/apps/install.sh): trace at N (with the C-level call counter beside the
+tracer), cluster, record the representatives, replay them (N at once: the
+contention of the real run), expand, simulate on
+config/platforms/this-machine.yaml, run the application for real (untraced,
+``repeats`` times, MPI init to the end, as ``python -m netsim.validate``)
+and compare.  Writes OUT/results.csv (one row per app) and, with
+``--markdown``, prints the table for bench/RESULTS.md.
+
+Columns: app, N, events (traced), representatives, fidelity (the largest
+relative difference between a representative's replayed and traced total
+computation), predicted and measured seconds, error = (predicted -
+measured) / measured, invisible (MPI calls below Python that the tracer did
+not see), same_output (the recipe's output line identical traced, untraced
+and replayed; "-" when the output is a timing).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+MPIEXEC = str(Path(PY).parent / "mpiexec")
+PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
+
+
+def load_recipes(path=HERE / "recipes.yaml") -> dict:
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def app_args(recipe: dict) -> list[str]:
+    """The recipe's python arguments with src/ resolved to bench/apps/src/."""
+    args = [str(a) for a in recipe["app"]]
+    first = args[0]
+    if first.startswith("src/"):
+        first = str(HERE / first)
+    elif not os.path.isabs(first):
+        first = str(ROOT / first)
+    if not os.path.exists(first):
+        raise SystemExit(f"{first}: missing; run bench/apps/install.sh first")
+    return [first] + args[1:]
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e.update(MPIR_CVAR_ENABLE_HEAVY_YIELD="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1",
+             OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def sh(cmd: list[str], log: Path) -> str:
+    """Run a stage; its output goes to ``log``; a failure stops with the log's tail."""
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       cwd=ROOT, env=env())
+    log.write_text(p.stdout)
+    if p.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode} "
+                           f"(log {log}):\n{p.stdout[-3000:]}")
+    print(f"    {Path(cmd[3] if cmd[0] == MPIEXEC else cmd[2]).name:<12s} "
+          f"{time.perf_counter() - t0:6.1f} s", flush=True)
+    return p.stdout
+
+
+def fidelity(trace: Path, reps: pd.DataFrame, replay: Path) -> float:
+    """Largest |replayed - traced| / traced total computation over representatives."""
+    from instrument import load_trace
+    ev = load_trace(str(trace), columns=["rank", "comp"]).events
+    worst = 0.0
+    for r in sorted(set(reps["representative"])):
+        traced = ev.loc[ev["rank"] == r, "comp"].sum()
+        replayed = pd.read_csv(replay / f"rank{r}.csv")["comp"].sum()
+        worst = max(worst, abs(replayed - traced) / traced)
+    return worst
+
+
+def output_line(text: str, pattern: str | None) -> str | None:
+    if not pattern:
+        return None
+    m = re.search(pattern, text)
+    return m.group(0) if m else "<missing>"
+
+
+def validate_app(name: str, recipe: dict, out: Path, repeats: int) -> dict:
+    """The whole method on one application; returns its row of the table."""
+    n = int(recipe["ranks"])
+    app = app_args(recipe)
+    d = out / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    print(f"{name} (N={n}): {' '.join(recipe['app'])}", flush=True)
+    traced_out = sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "trace", "--count-c-calls",
+                     "-o", str(d / "trace")] + app, d / "trace.log")
+    sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
+    sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
+        "-o", str(d / "msglog")] + app, d / "record.log")
+    sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
+        "--concurrent", str(min(n, os.cpu_count() or 1)), "-o", str(d / "replay")] + app,
+       d / "replay.log")
+    sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
+        "-o", str(d / "compute.csv")], d / "expand.log")
+    sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(PLATFORM), "--compute",
+        str(d / "compute.csv"), "-o", str(d / "prediction.json")], d / "simulate.log")
+    reps = pd.read_csv(d / "reps.csv")
+    meta = json.loads((d / "trace" / "meta.json").read_text())
+    pred = json.loads((d / "prediction.json").read_text())["predicted_time"]
+    row = {"app": name, "package": recipe["package"], "N": n, "events": meta["events"],
+           "representatives": reps["representative"].nunique(),
+           "fidelity": fidelity(d / "trace", reps, d / "replay"), "predicted": pred,
+           "measured": float("nan"), "error": float("nan"),
+           "invisible": sum(meta.get("invisible_calls", {}).values())}
+    pattern = recipe.get("output")
+    replayed_out = "".join(p.read_text() for p in sorted((d / "replay").glob("rank*.out")))
+    if recipe.get("compare", True):
+        from netsim.validate import measure
+        untraced = subprocess.run([MPIEXEC, "-n", str(n), PY] + app, capture_output=True,
+                                  text=True, cwd=ROOT, env=env()).stdout
+        lines = {output_line(t, pattern) for t in (traced_out, untraced)}
+        if pattern and replayed_out:
+            lines.add(output_line(replayed_out, pattern))
+        row["same_output"] = "-" if not pattern else ("yes" if len(lines) == 1 else
+                                                     "NO: " + " | ".join(sorted(lines)))
+        m = measure(app, n, repeats, MPIEXEC, env=env(), log=lambda s: print("    " + s))
+        row["measured"] = m["measured"]
+        row["error"] = (pred - m["measured"]) / m["measured"]
+    else:
+        row["same_output"] = "-"
+    print(f"    predicted {pred:.3f} s, measured {row['measured']:.3f} s, "
+          f"error {100 * row['error']:+.1f} %, fidelity {100 * row['fidelity']:.1f} %",
+          flush=True)
+    return row
+
+
+def markdown(df: pd.DataFrame) -> str:
+    lines = ["| app | package | N | events | reps | replay fidelity | predicted s | "
+             "measured s | error | invisible calls | same output |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        meas = "n/a (N > cores)" if r.measured != r.measured else f"{r.measured:.3f}"
+        err = "-" if r.error != r.error else f"{100 * r.error:+.1f} %"
+        lines.append(f"| {r.app} | {r.package} | {r.N} | {r.events} | {r.representatives} | "
+                     f"{100 * r.fidelity:.1f} % | {r.predicted:.3f} | {meas} | {err} | "
+                     f"{r.invisible} | {r.same_output} |")
+    e = df["error"].abs().dropna()
+    if len(e):
+        lines.append(f"\nCompared: {len(e)} applications; |error| mean {100 * e.mean():.1f} %, "
+                     f"max {100 * e.max():.1f} % (goal: mean < 5 %, max < 10 %).")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--apps", help="comma-separated recipe names (default: all)")
+    ap.add_argument("--repeats", type=int, default=3, help="real runs per app (min is kept)")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    a = ap.parse_args(argv)
+    recipes = load_recipes()
+    names = a.apps.split(",") if a.apps else list(recipes)
+    unknown = [x for x in names if x not in recipes]
+    if unknown:
+        ap.error(f"unknown app(s) {unknown}; recipes: {', '.join(recipes)}")
+    out = Path(a.out)
+    rows, failed = [], []
+    for name in names:
+        try:
+            rows.append(validate_app(name, recipes[name], out, a.repeats))
+        except RuntimeError as e:
+            print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+            failed.append(name)
+    df = pd.DataFrame(rows)
+    if len(df):
+        df.to_csv(out / "results.csv", index=False)
+        print(markdown(df) if a.markdown else df.to_string(index=False))
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""C-level MPI call counter: MPI calls the Python-level tracer cannot see.
+
+Some applications call MPI below Python: a C extension or FFTW-MPI handed
+the raw communicator, ctypes/cffi bindings.  Their traffic is missing from
+the trace, and a prediction from it would be silently wrong.  This module
+builds a PMPI shim (wrappers of every communication, completion, one-sided
+and file call of the MPI library at hand, generated from its own header and
+compiled with its ``mpicc``), loads it before MPI through mpi4py's profiling
+hook, and reads back per function how many calls came from mpi4py (the
+tracer saw them) and how many from anywhere else (it did not).
+
+    mpiexec -n N python -m instrument trace --count-c-calls -o DIR app.py
+
+The shim is built once per MPI library into ``$XDG_CACHE_HOME/repreplay``
+(``~/.cache/repreplay``); ranks starting together wait on a file lock while
+one of them compiles.
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# no pandas here: this module is imported before the application
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB_NAME = "repreplay_ccount"
+_loaded: str | None = None      # path of the shim this process loaded
+
+# the calls that move data or complete its movement: point-to-point,
+# probes, persistent starts, completions, collectives (blocking,
+# nonblocking, persistent, neighbourhood), one-sided, file data access
+_COLL = (r"Barrier|Bcast|Reduce|Allreduce|Gather|Gatherv|Scatter|Scatterv|Allgather|"
+         r"Allgatherv|Alltoall|Alltoallv|Alltoallw|Scan|Exscan|Reduce_scatter|"
+         r"Reduce_scatter_block|Neighbor_allgather|Neighbor_allgatherv|Neighbor_alltoall|"
+         r"Neighbor_alltoallv|Neighbor_alltoallw")
+COUNTED = re.compile(
+    r"^(Send|Recv|Bsend|Ssend|Rsend|Isend|Ibsend|Issend|Irsend|Irecv|Sendrecv|"
+    r"Sendrecv_replace|Isendrecv|Isendrecv_replace|Probe|Iprobe|Mprobe|Improbe|Mrecv|Imrecv|"
+    r"(Send|Recv|Bsend|Ssend|Rsend)_init|Psend_init|Precv_init|Start|Startall|"
+    r"Wait|Waitall|Waitany|Waitsome|Test|Testall|Testany|Testsome|"
+    rf"I?({_COLL})|({_COLL})_init|"
+    r"Put|Get|Accumulate|Get_accumulate|Fetch_and_op|Compare_and_swap|Rput|Rget|"
+    r"Raccumulate|Rget_accumulate|Win_fence|Win_start|Win_complete|Win_post|Win_wait|"
+    r"Win_lock|Win_unlock|Win_lock_all|Win_unlock_all|Win_flush\w*|Win_sync|"
+    r"File_(read|write|iread|iwrite)\w*)(_c)?$")
+
+
+class CcountError(Exception):
+    pass
+
+
+def _mpicc() -> str:
+    beside = os.path.join(os.path.dirname(sys.executable), "mpicc")
+    found = beside if os.path.exists(beside) else shutil.which("mpicc")
+    if not found:
+        raise CcountError("no mpicc beside this python or on PATH: the call counter is "
+                          "compiled with the MPI library's own compiler wrapper")
+    return found
+
+
+def _prototypes(mpicc: str) -> list[tuple[str, str]]:
+    """(name, parameter list) of every PMPI_ function the MPI header declares."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "h.c")
+        with open(src, "w") as f:
+            f.write("#include <mpi.h>\n")
+        p = subprocess.run([mpicc, "-E", src], capture_output=True, text=True)
+    if p.returncode:
+        raise CcountError(f"{mpicc} -E could not read mpi.h: {p.stderr[-1000:]}")
+    text = p.stdout
+    out = []
+    for m in re.finditer(r"\bint\s+PMPI_(\w+)\s*\(", text):
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        out.append((m.group(1), " ".join(text[m.end():i - 1].split())))
+    return out
+
+
+def _param_names(params: str) -> list[str] | None:
+    """Argument names of a C parameter list, or None if one is unnamed."""
+    if params.strip() in ("", "void"):
+        return []
+    parts, depth, cur = [], 0, ""
+    for ch in params:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(ch, 0)
+        cur += ch
+    parts.append(cur)
+    names = []
+    for p in parts:
+        p = re.sub(r"\[[^\]]*\]\s*$", "", p.strip())
+        m = re.search(r"([A-Za-z_]\w*)\s*$", p)
+        if not m or len(p.split()) < 2 and "*" not in p:
+            return None
+        names.append(m.group(1))
+    return names
+
+
+def generate(mpicc: str) -> str:
+    """The C source of the shim for the MPI library behind ``mpicc``."""
+    wrappers, names = [], []
+    seen = set()
+    for name, params in _prototypes(mpicc):
+        if name in seen or not COUNTED.match(name):
+            continue
+        args = _param_names(params)
+        if args is None:
+            continue
+        seen.add(name)
+        i = len(names)
+        names.append("MPI_" + name)
+        wrappers.append(f"int MPI_{name}({params})\n{{\n    rr_count({i}, "
+                        f"__builtin_return_address(0));\n    return PMPI_{name}("
+                        f"{', '.join(args)});\n}}\n")
+    if len(names) > 1024:
+        raise CcountError("more counted MPI functions than the shim's table holds")
+    table = ",\n    ".join(f'"{n}"' for n in names)
+    return ("/* generated by instrument/ccount.py from this MPI library's mpi.h */\n"
+            '#include "ccount.c"\n\n'
+            f"static const char *rr_names[] = {{\n    {table}\n}};\n"
+            f"static int rr_n_functions(void) {{ return {len(names)}; }}\n"
+            "static const char *rr_function_name(int i) { return rr_names[i]; }\n\n"
+            + "\n".join(wrappers))
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "repreplay")
+
+
+def build() -> str:
+    """Build (once per MPI library) and return the directory holding the shim."""
+    mpicc = _mpicc()
+    with open(os.path.join(HERE, "ccount.c"), "rb") as f:
+        fixed = f.read()
+    key = hashlib.sha1(fixed + os.path.realpath(mpicc).encode()
+                       + str(os.stat(mpicc).st_mtime_ns).encode()).hexdigest()[:12]
+    d = os.path.join(cache_dir(), f"ccount-{key}")
+    lib = os.path.join(d, f"lib{LIB_NAME}.so")
+    if os.path.exists(lib):
+        return d
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)          # ranks starting together: one compiles
+        if not os.path.exists(lib):
+            src = os.path.join(d, "shim.c")
+            with open(src, "w") as f:
+                f.write(generate(mpicc))
+            tmp = f"{lib}.{os.getpid()}"
+            p = subprocess.run([mpicc, "-O2", "-shared", "-fPIC", "-I", HERE, "-o", tmp, src,
+                                "-ldl"], capture_output=True, text=True)
+            if p.returncode:
+                raise CcountError(f"compiling the call counter failed:\n{p.stderr[-2000:]}")
+            os.replace(tmp, lib)
+    return d
+
+
+def load() -> None:
+    """Build if needed and load the shim ahead of the MPI library; call
+    before ``from mpi4py import MPI``."""
+    if "mpi4py.MPI" in sys.modules:
+        raise CcountError("the call counter must be loaded before mpi4py.MPI is imported")
+    import mpi4py
+    global _loaded
+    d = build()
+    mpi4py.profile(LIB_NAME, path=[d])
+    _loaded = os.path.join(d, f"lib{LIB_NAME}.so")
+
+
+def dump(path: str) -> bool:
+    """Write this process's counts (TSV: function, visible, invisible) to
+    ``path``; False if the shim is not loaded."""
+    if _loaded is None:
+        return False
+    lib = ctypes.CDLL(_loaded, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    return lib.repreplay_ccount_dump(path.encode()) == 0
+
+
+def read_counts(paths: list[str]):
+    """Sum per-rank count files into one DataFrame: function, visible, invisible."""
+    import pandas as pd
+    frames = [pd.read_csv(p, sep="\t") for p in paths if os.path.exists(p)]
+    if not frames:
+        return pd.DataFrame(columns=["function", "visible", "invisible"])
+    return (pd.concat(frames).groupby("function", as_index=False)[["visible", "invisible"]]
+            .sum().sort_values("invisible", ascending=False))
