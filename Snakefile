@@ -24,6 +24,7 @@ N = config["ranks"]
 APP = " ".join((["-m"] if config["app"]["module"] else []) + [config["app"]["script"]]
                + [str(a) for a in config["app"]["args"]])
 CL = config["cluster"]
+COUNT = "--count-c-calls" if config["count_c_calls"] else ""
 PLATFORMS = {os.path.splitext(os.path.basename(p))[0]: p for p in config["platforms"]}
 for _name, _path in PLATFORMS.items():
     if not os.path.exists(_path):
@@ -56,7 +57,8 @@ rule trace:
     resources:
         tasks=N,
     shell:
-        "{MPIEXEC} -n {N} {PY} -m instrument trace -o {output} --force {APP} > {log} 2>&1"
+        "{MPIEXEC} -n {N} {PY} -m instrument trace {COUNT} -o {output} --force {APP} "
+        "> {log} 2>&1"
 
 
 rule trace_summary:
@@ -211,6 +213,7 @@ rule validate:
         repeats=config["validate"]["repeats"],
     resources:
         tasks=N,
+    threads: N   # a dedicated run: nothing else on these cores meanwhile
     shell:
         "{PY} -m netsim.validate --prediction {input.prediction} --ranks {N} "
         "--repeats {params.repeats} --mpiexec {MPIEXEC} -o {output} -- {APP} > {log} 2>&1"

@@ -31,6 +31,20 @@ def _raw(data) -> int:
     return memoryview(data).nbytes
 
 
+def noncontiguous(spec) -> bool:
+    """Whether a buffer spec names a derived datatype with holes (subarray,
+    vector...): MPI packs and unpacks such data, at memory speed, on top of
+    moving it.  mpi4py-fft's Alltoallw redistributions are all like that."""
+    if not isinstance(spec, (list, tuple)) or len(spec) < 2:
+        return False
+    dts = spec[-1]
+    for dt in (dts if isinstance(dts, (list, tuple)) else (dts,)):
+        if isinstance(dt, MPI.Datatype) and not dt.is_predefined and \
+                dt.Get_true_extent()[1] != dt.Get_size():
+            return True
+    return False
+
+
 def nbytes(spec) -> int:
     """Total bytes described by a buffer spec (0 for None/IN_PLACE/BOTTOM)."""
     try:

@@ -26,9 +26,9 @@ import inspect
 from mpi4py import MPI
 
 from . import ops
-from .bufsize import PickleCounter, nbytes, per_peer
+from .bufsize import PickleCounter, nbytes, noncontiguous, per_peer
 from ._hotpath import enter, leave, leave_ex, new_req
-from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, Recorder
+from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_NONCONTIG, Recorder
 
 R: Recorder = None            # set by install()
 PK = PickleCounter()
@@ -429,14 +429,17 @@ def _coll_done(s, self, sbuf, rbuf, root, res, spec):
                 sb, rb = rb, 0
         else:
             sb = nbytes(sbuf)
-    extra = ("c", per_peer(sbuf), per_peer(rbuf)) if variable else None
+    extra, fl = None, 0
+    if variable:
+        extra = ("c", per_peer(sbuf), per_peer(rbuf))
+        fl = FLAG_NONCONTIG if noncontiguous(sbuf) or noncontiguous(rbuf) else 0
     req = -1
     if mode == "persistent":
         res = _wrap_req(res, pinfo=(kind, self._tidx, peer, -1, sb, rb, -1, -1, extra))
     elif mode == "nonblocking":
         res = _wrap_req(res)
         req = res._tid
-    leave_ex(s, op, self._tidx, peer, -1, sb, rb, req, -1, -1, -1, 0, extra, 2)
+    leave_ex(s, op, self._tidx, peer, -1, sb, rb, req, -1, -1, -1, fl, extra, 2)
     return res
 
 

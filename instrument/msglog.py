@@ -5,8 +5,12 @@ file per recorded rank, ``LOG_DIR/rank<R>.log``, streamed:
 
     header  b"RRMSGLOG" + u32 version + u32 len + JSON (rank, size, argv, ...)
     record  u32 len(meta) + meta (pickle of a small tuple)
-            u32 count + count x (u64 len + raw bytes)      (payloads)
+            u32 count + count x payload
             u32 crc32 of everything above in this record
+    payload u64 len + raw bytes, or, for a payload of at least DEDUP_MIN
+            bytes identical to an earlier one, u64 (len | REPEAT) + u64 file
+            offset of the earlier bytes (benchmarks send the same buffer
+            thousands of times: the OSU bandwidth test logged 72 GB without)
     end     a record whose meta is ("end", status)
 
 A record's meta is ``(index, op, peer, tag, size, result)``: the call's
@@ -18,6 +22,7 @@ checksummed; a damaged, truncated or wrong-version log fails loudly.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -25,9 +30,11 @@ import struct
 import zlib
 
 MAGIC = b"RRMSGLOG"
-VERSION = 1
+VERSION = 2
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+REPEAT = 1 << 63
+DEDUP_MIN = 4096
 
 
 class LogError(Exception):
@@ -42,27 +49,50 @@ class LogWriter:
     """Append records for one rank; flushed every ``flush_bytes``."""
 
     def __init__(self, path: str, header: dict, flush_bytes: int = 1 << 22):
+        self.path = path
         self.f = open(path, "wb")
         h = json.dumps(header).encode()
         self.f.write(MAGIC + _U32.pack(VERSION) + _U32.pack(len(h)) + h)
+        self.pos = 16 + len(h)           # file offset of the next byte written
         self.index = 0
         self.pending = 0
         self.flush_bytes = flush_bytes
+        self.seen: dict[bytes, int] = {}   # digest of a large payload -> its offset
+        self.repeated = 0                  # bytes not written thanks to that
 
     def write(self, op: str, peer: int, tag: int, size: int, result, payloads=()) -> None:
         meta = pickle.dumps((self.index, op, peer, tag, size, result), protocol=5)
         parts = [_U32.pack(len(meta)), meta, _U32.pack(len(payloads))]
+        offset = self.pos + sum(len(p) for p in parts)
+        new = {}
         for p in payloads:
             mv = memoryview(p).cast("B")
-            parts.append(_U64.pack(mv.nbytes))
-            parts.append(mv)
+            n = mv.nbytes
+            if n >= DEDUP_MIN:
+                digest = hashlib.blake2b(mv, digest_size=16).digest()
+                earlier = self.seen.get(digest, new.get(digest))
+                if earlier is not None:
+                    parts += [_U64.pack(n | REPEAT), _U64.pack(earlier)]
+                    offset += 16
+                    self.repeated += n
+                    continue
+                new[digest] = offset + 8
+            parts += [_U64.pack(n), mv]
+            offset += 8 + n
         crc = 0
         for p in parts:
             crc = zlib.crc32(p, crc)
         parts.append(_U32.pack(crc))
-        for p in parts:
-            self.f.write(p)
-            self.pending += len(p) if isinstance(p, bytes) else p.nbytes
+        try:
+            for p in parts:
+                self.f.write(p)
+        except OSError as e:
+            raise LogError(f"{self.path}: cannot write record {self.index} ({op}): "
+                           f"{e.strerror}; the records before it are kept") from None
+        self.seen.update(new)
+        written = offset + 4 - self.pos
+        self.pos += written
+        self.pending += written
         self.index += 1
         if self.pending >= self.flush_bytes:
             self.f.flush()
@@ -105,6 +135,17 @@ class LogReader:
                            f"run did not finish, or the file was cut)")
         return b
 
+    def _earlier(self, offset: int, n: int) -> bytes:
+        """A repeated payload: the bytes an earlier record stored at ``offset``."""
+        here = self.f.tell()
+        if offset + n > here:
+            raise LogError(f"{self.path}: record {self.index} repeats bytes that are not "
+                           f"earlier in the file: the log is damaged")
+        self.f.seek(offset)
+        data = self.f.read(n)
+        self.f.seek(here)
+        return data
+
     def next(self):
         """(op, peer, tag, size, result, payloads) of the next record."""
         raw = self._read(4)
@@ -115,7 +156,13 @@ class LogReader:
         payloads = []
         for _ in range(_U32.unpack(cnt_b)[0]):
             lb = self._read(8)
-            data = self._read(_U64.unpack(lb)[0])
+            n = _U64.unpack(lb)[0]
+            if n & REPEAT:
+                ob = self._read(8)
+                crc = zlib.crc32(ob, zlib.crc32(lb, crc))
+                payloads.append(self._earlier(_U64.unpack(ob)[0], n & ~REPEAT))
+                continue
+            data = self._read(n)
             crc = zlib.crc32(data, zlib.crc32(lb, crc))
             payloads.append(data)
         if _U32.unpack(self._read(4))[0] != crc:

@@ -28,6 +28,7 @@ FIELDS = ["op", "comm", "peer", "tag", "sbytes", "rbytes", "req", "site",
 FLAG_ANY_SOURCE = 1
 FLAG_ANY_TAG = 2
 FLAG_NONE = 8            # a test/probe that found nothing
+FLAG_NONCONTIG = 16      # a v/w collective with a non-contiguous derived datatype
 
 CHUNK = 8192
 FLUSH_SECONDS = 1.0

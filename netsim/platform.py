@@ -13,7 +13,10 @@ seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
 one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 ``network.contention`` (true: a node's NIC serialises the messages that
-leave and enter the node); ``network.semantics``: ``detailed`` (default,
+leave and enter the node); ``network.pack_byte_time`` (seconds per byte
+to pack or unpack data described by a non-contiguous derived datatype,
+charged to the calling rank's CPU for the collectives the trace flags so;
+calibrate measures it); ``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
@@ -56,6 +59,7 @@ class Platform:
     gap: float = 0.0
     eager_limit: int = 65536
     contention: bool = False
+    pack_byte_time: float = 0.0
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
     semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
@@ -115,7 +119,8 @@ class Platform:
                 "overhead": {"send": self.o_send, "recv": self.o_recv},
                 "overhead_byte": {"send": self.O_send, "recv": self.O_recv},
                 "gap": self.gap, "eager_limit": self.eager_limit,
-                "contention": self.contention, "semantics": self.semantics,
+                "contention": self.contention, "pack_byte_time": self.pack_byte_time,
+                "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
 
@@ -144,7 +149,7 @@ def _num(d: dict, key: str, where: str, default=None, integer=False, positive=Fa
 _TOP_KEYS = {"name", "nodes", "cores_per_node", "placement", "network", "collectives",
              "compute_scale", "description"}
 _NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention",
-             "semantics"}
+             "pack_byte_time", "semantics"}
 
 
 def from_dict(d: dict, source: str = "<dict>") -> Platform:
@@ -222,6 +227,7 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         gap=_num(net, "gap", f"{source}: network", 0.0),
         eager_limit=_num(net, "eager_limit", f"{source}: network", 65536, integer=True),
         contention=contention, collectives=dict(coll),
+        pack_byte_time=_num(net, "pack_byte_time", f"{source}: network", 0.0),
         compute_scale=_num(d, "compute_scale", source, 1.0, positive=True),
         semantics=semantics, source=source)
 

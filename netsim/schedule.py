@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instrument.writer import FLAG_NONCONTIG
+
 from . import collectives as C
 from .engine import CALC, COLL, RECV, SEND
 
@@ -168,6 +170,12 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
     comp = comp * platform.compute_scale
     cols = {k: ev[k].to_numpy() for k in ("rank", "op", "comm", "peer", "tag", "sbytes",
                                           "rbytes", "req", "rpeer", "rtag", "flags")}
+    if platform.pack_byte_time:
+        # packing and unpacking non-contiguous datatypes costs the rank CPU
+        # time at the target's memory speed, before and after the transfer
+        # (charged before: the total per rank is what matters)
+        packed = (cols["flags"] & FLAG_NONCONTIG) != 0
+        comp = comp + packed * platform.pack_byte_time * (cols["sbytes"] + cols["rbytes"])
     reqs_col = ev["reqs"].to_numpy()
     started_col = ev["started"].to_numpy() if "started" in ev else None
     scounts = ev["scounts"].to_numpy() if "scounts" in ev else None

@@ -4,7 +4,8 @@
         [--mpiexec PATH] -o validate.json -- (app.py | -m module | -c cmd) [args]
 
 Runs the application untraced ``repeats`` times with ``mpiexec -n N`` on the
-machine the prediction's platform describes, each rank under
+machine the prediction's platform describes (a dedicated run: one rank per
+core, MPI's default busy-polling waits), each rank under
 ``python -m netsim.clock``, which measures what the prediction covers: from
 MPI initialisation to the end of the application (the slowest rank).  Keeps
 the minimum over runs (the least disturbed run, as METHODS.md M2 recommends)
@@ -30,6 +31,11 @@ def measure(target: list[str], ranks: int, repeats: int, mpiexec: str | None = N
     untraced at ``ranks`` ranks ``repeats`` times; returns
     ``{measured, runs, wall}`` (seconds; measured = min of runs)."""
     mpiexec = mpiexec or os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    # a dedicated run, one rank per core: MPI's default busy-polling waits,
+    # not the yielding that oversubscribed tracing needs (with it the OSU and
+    # FFT apps ran 2x slower here); calibrate measures the network that way too
+    env = dict(os.environ if env is None else env)
+    env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "0"
     runs, wall = [], []
     for i in range(repeats):
         out = tempfile.mkdtemp(prefix="validate-")

@@ -5,8 +5,9 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 
-from conftest import EXAMPLES, run, trace
+from conftest import APPS, EXAMPLES, ROOT, run, trace
 from netsim import Builder, PlatformError, ScheduleError, from_dict, load_platform
 from netsim import run as simulate
 from netsim.collectives import steps
@@ -264,3 +265,29 @@ def test_yaml_exponents_without_a_dot_are_numbers(tmp_path):
     (tmp_path / "p.yaml").write_text("nodes: 1\ncores_per_node: 1\nnetwork:\n  levels:\n"
                                      "    - {latency: 2e-6, byte_time: 6e-9}\n")
     assert load_platform(str(tmp_path / "p.yaml")).levels[0].byte_time == 6e-9
+
+
+def test_non_contiguous_datatypes_cost_their_packing(tmp_path):
+    """mpi4py-fft's Alltoallw moves subarrays: the trace flags those calls
+    (flags bit 16) and the platform's pack_byte_time charges every byte
+    packed and unpacked to the rank's CPU; contiguous calls pay nothing."""
+    trace(2, tmp_path / "t", [APPS / "alltoallw_subarray.py"])
+    from instrument import load_trace
+    ev = load_trace(str(tmp_path / "t")).events
+    w, a = ev[ev["op"] == "alltoallw"], ev[ev["op"] == "alltoall"]
+    assert len(w) == 10 and ((w["flags"] & 16) != 0).all()
+    assert len(a) == 2 and ((a["flags"] & 16) == 0).all()
+    base = yaml.safe_load((ROOT / "config" / "platforms" / "this-machine.yaml").read_text())
+    preds = {}
+    for pbt in (0.0, 1e-9):
+        base["network"]["pack_byte_time"] = pbt
+        plat = tmp_path / f"p{pbt}.yaml"
+        plat.write_text(yaml.safe_dump(base))
+        run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform", str(plat),
+             "-o", str(tmp_path / f"{pbt}.json")])
+        preds[pbt] = json.loads((tmp_path / f"{pbt}.json").read_text())
+    packed = w[w["rank"] == 0][["sbytes", "rbytes"]].to_numpy().sum()
+    extra = [b["computation"] - a_["computation"] for a_, b in
+             zip(preds[0.0]["ranks"], preds[1e-9]["ranks"])]
+    assert extra[0] == pytest.approx(packed * 1e-9, rel=1e-6)
+    assert preds[1e-9]["predicted_time"] > preds[0.0]["predicted_time"]
