@@ -79,7 +79,12 @@ _SPECIAL = (None, MPI.IN_PLACE, MPI.BOTTOM)
 
 
 def bytes_view(spec):
-    """A writable byte view of the memory behind a buffer spec (or None)."""
+    """A writable byte view of the memory a buffer spec describes (or None).
+
+    ``[data, count, datatype]`` and ``[data, (count, displ), datatype]``
+    with a predefined datatype describe only part of ``data``: the OSU demos
+    receive a few bytes into a 4 MiB buffer, and logging the whole buffer
+    every time wrote 72 GB.  Other specs describe the whole buffer."""
     data = spec[0] if isinstance(spec, (list, tuple)) else spec
     if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
         return None
@@ -88,8 +93,20 @@ def bytes_view(spec):
         # a Fortran-ordered array (pylops-mpi passes them): MPI reads and
         # writes its memory in memory order, which its transpose's C order is
         import numpy as np
-        return memoryview(np.asarray(m).T).cast("B")
-    return m.cast("B")
+        m = memoryview(np.asarray(m).T)
+    m = m.cast("B")
+    if isinstance(spec, (list, tuple)) and len(spec) == 3:
+        count, dt = spec[1], spec[2]
+        displ = 0
+        if isinstance(count, tuple) and len(count) == 2:
+            count, displ = count
+        if isinstance(dt, str):
+            dt = MPI._typedict[dt]
+        if isinstance(count, int) and isinstance(displ, int) and \
+                isinstance(dt, MPI.Datatype) and dt.is_predefined:
+            ext = dt.Get_extent()[1]
+            return m[displ * ext:displ * ext + count * dt.Get_size()]
+    return m
 
 
 def output_of(name: str, a: dict):

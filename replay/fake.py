@@ -208,6 +208,12 @@ class _Queries:
         RP.next("comm_free", check=False)
         RP.leave("comm_free")
 
+    def Disconnect(self):
+        # mpi4py.futures disconnects its intercommunicator at shutdown
+        RP.enter()
+        RP.next("comm_disconnect", check=False)
+        RP.leave("comm_disconnect")
+
     def __eq__(self, other):
         return self is other
 

@@ -7,9 +7,10 @@ For every recipe of bench/apps/recipes.yaml (install them first with
 bench/apps/install.sh): trace at N (with the C-level call counter beside the
 tracer), cluster, record the representatives, replay them (N at once: the
 contention of the real run), expand, simulate on
-config/platforms/this-machine.yaml, run the application for real (untraced,
+config/platforms/this-machine.yaml (or the recipe's platform), run the application for real (untraced,
 ``repeats`` times, MPI init to the end, as ``python -m netsim.validate``)
-and compare.  Writes OUT/results.csv (one row per app) and, with
+and compare.  Writes OUT/APP/row.json per app and OUT/results.csv (every app with a
+row under OUT: runs of subsets accumulate) and, with
 ``--markdown``, prints the table for bench/RESULTS.md.
 
 Columns: app, N, events (traced), representatives, fidelity (the largest
@@ -119,7 +120,8 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int) -> dict:
        d / "replay.log")
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
         "-o", str(d / "compute.csv")], d / "expand.log")
-    sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(PLATFORM), "--compute",
+    platform = ROOT / recipe["platform"] if "platform" in recipe else PLATFORM
+    sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
         str(d / "compute.csv"), "-o", str(d / "prediction.json")], d / "simulate.log")
     reps = pd.read_csv(d / "reps.csv")
     meta = json.loads((d / "trace" / "meta.json").read_text())
@@ -145,6 +147,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int) -> dict:
         row["error"] = (pred - m["measured"]) / m["measured"]
     else:
         row["same_output"] = "-"
+    (d / "row.json").write_text(json.dumps(row))
     print(f"    predicted {pred:.3f} s, measured {row['measured']:.3f} s, "
           f"error {100 * row['error']:+.1f} %, fidelity {100 * row['fidelity']:.1f} %",
           flush=True)
@@ -181,14 +184,18 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown app(s) {unknown}; recipes: {', '.join(recipes)}")
     out = Path(a.out)
-    rows, failed = [], []
+    failed = []
     for name in names:
         try:
-            rows.append(validate_app(name, recipes[name], out, a.repeats))
+            validate_app(name, recipes[name], out, a.repeats)
         except RuntimeError as e:
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
             failed.append(name)
-    df = pd.DataFrame(rows)
+    # the table: every app with a result under OUT, in recipe order (runs of
+    # subsets accumulate)
+    saved = [json.loads((out / n / "row.json").read_text()) for n in recipes
+             if (out / n / "row.json").exists()]
+    df = pd.DataFrame(saved)
     if len(df):
         df.to_csv(out / "results.csv", index=False)
         print(markdown(df) if a.markdown else df.to_string(index=False))

@@ -1,6 +1,7 @@
 """Local group operations called the ways libraries call them (found by
 pylops-mpi's halo example): the class's methods unbound, on a Cartesian
-communicator's group; a communicator made from a group."""
+communicator's group; a communicator made from a group; an
+intercommunicator disconnected, as mpi4py.futures does at shutdown."""
 from mpi4py import MPI
 
 comm = MPI.COMM_WORLD
@@ -15,5 +16,10 @@ common = MPI.Group.Intersection(union, evens)
 sub = comm.Create_group(evens) if comm.rank % 2 == 0 else None
 total = sub.allreduce(comm.rank) if sub is not None else -1
 left = cart.sendrecv(comm.rank, dest=(me + 1) % comm.size, source=(me - 1) % comm.size)
-print(f"rank {comm.rank} cart {me} union {union.Get_size()} common {common.Get_size()} "
+color = comm.rank % 2
+half = comm.Split(color, comm.rank)
+inter = half.Create_intercomm(0, comm, 1 - color, tag=9)
+remote = inter.allreduce(comm.rank)
+inter.Disconnect()
+print(f"rank {comm.rank} remote {remote} cart {me} union {union.Get_size()} common {common.Get_size()} "
       f"evens' sum {total} left {left}")

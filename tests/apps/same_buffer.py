@@ -14,4 +14,12 @@ for _ in range(reps):
     elif comm.rank == 1:
         MPI.Request.Waitall([comm.Irecv(g, source=0, tag=5) for g in got])
         total += sum(float(g[::4096].sum()) for g in got)
+# a short message into a large buffer, as the OSU demos do for every size
+big = bytearray(8 << 20)
+for n in (1, 100, 5000):
+    if comm.rank == 0:
+        comm.Send([bytes(range(256)) * 20, n, MPI.BYTE], dest=1, tag=6)
+    elif comm.rank == 1:
+        comm.Recv([big, n, MPI.BYTE], source=0, tag=6)
+        total += sum(big[:n])
 print(f"rank {comm.rank} received total {total:g}")
