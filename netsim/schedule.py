@@ -140,8 +140,14 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
     ``trace.events``); ``platform.compute_scale`` multiplies them."""
     ev = trace.events
     n = trace.size
-    members = {int(c): np.asarray(m, dtype=np.int64)
-               for c, m in zip(trace.comms["comm"], trace.comms["members"])}
+    # a collective over an intercommunicator involves both of its groups:
+    # simulated over their union, the same on both sides (mpi4py.futures
+    # broadcasts and reduces over one)
+    members = {}
+    for c, m, remote in zip(trace.comms["comm"], trace.comms["members"],
+                            trace.comms["remote"]):
+        both = sorted(set(m) | set(remote)) if remote is not None and len(remote) else m
+        members[int(c)] = np.asarray(both, dtype=np.int64)
     index_of = {c: {int(w): i for i, w in enumerate(m)} for c, m in members.items()}
     core = platform.core_of(n)
     span, lat, bt = platform.level_arrays()

@@ -291,3 +291,14 @@ def test_non_contiguous_datatypes_cost_their_packing(tmp_path):
              zip(preds[0.0]["ranks"], preds[1e-9]["ranks"])]
     assert extra[0] == pytest.approx(packed * 1e-9, rel=1e-6)
     assert preds[1e-9]["predicted_time"] > preds[0.0]["predicted_time"]
+
+
+def test_intercommunicator_collectives_simulate(tmp_path):
+    """mpi4py.futures reduces over an intercommunicator: the simulator runs
+    such collectives over both groups (it failed with a KeyError)."""
+    trace(4, tmp_path / "t", [APPS / "groups.py"])
+    p = run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+             str(ROOT / "config" / "platforms" / "ib-cluster.yaml"),
+             "-o", str(tmp_path / "p.json")])
+    pred = json.loads((tmp_path / "p.json").read_text())
+    assert pred["predicted_time"] > 0 and len(pred["ranks"]) == 4, p.stderr
