@@ -8,9 +8,6 @@ placed block-wise the pairs cross every level of the machine: same socket,
 same node, other nodes), over message sizes from 0 bytes to 4 MiB, and
 keeps the minimum of the repetitions (columns ``peer, bytes, one_way``).
 Also the time of a 0-byte blocking send is kept as the send overhead.
-A row with peer -1 is rank 0 alone packing and unpacking 4 MiB described
-by a strided datatype (512-byte blocks, MPI_Pack/MPI_Unpack; one_way: the
-mean of the two): ``fit`` turns it into ``network.pack_byte_time``.
 
 ``fit``: assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -25,28 +22,6 @@ import argparse
 import sys
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304]
-
-
-PACK_BYTES = 1 << 22
-
-
-def _pack_time(repeats: int = 5) -> float:
-    """Seconds to pack (and, averaged, to unpack) PACK_BYTES of strided data."""
-    import numpy as np
-    from mpi4py import MPI
-    block = 64                                   # doubles: 512-byte runs
-    count = PACK_BYTES // (8 * block)
-    src = np.ones(2 * count * block)
-    vec = MPI.DOUBLE.Create_vector(count, block, 2 * block).Commit()
-    packed = np.empty(PACK_BYTES, dtype=np.uint8)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = MPI.Wtime()
-        vec.Pack(src, packed, 0, MPI.COMM_SELF)
-        vec.Unpack(packed, 0, src, MPI.COMM_SELF)
-        best = min(best, (MPI.Wtime() - t0) / 2)
-    vec.Free()
-    return best
 
 
 def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
@@ -72,7 +47,6 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
             if w.rank == 0:
                 rows.append((peer, n, best))
     if w.rank == 0:
-        rows.append((-1, PACK_BYTES, _pack_time()))
         with open(out, "w") as f:
             f.write("peer,bytes,one_way\n")
             f.writelines(f"{p},{n},{t!r}\n" for p, n, t in rows)
@@ -85,8 +59,6 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     import pandas as pd
     from scipy.optimize import nnls
     df = pd.read_csv(raw)
-    pack = df[df["peer"] < 0]
-    df = df[df["peer"] >= 0]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
 
@@ -114,9 +86,7 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     levels[-1].pop("span", None)
     return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
             "network": {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
-                        "eager_limit": eager_limit, "contention": nodes > 1,
-                        "pack_byte_time": float((pack["one_way"] / pack["bytes"]).min())
-                        if len(pack) else 0.0},
+                        "eager_limit": eager_limit, "contention": nodes > 1},
             "collectives": {"default": "analytic"}, "compute_scale": 1.0}
 
 

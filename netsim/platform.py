@@ -16,7 +16,8 @@ one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 leave and enter the node); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
 charged to the calling rank's CPU for the collectives the trace flags so;
-calibrate measures it); ``network.semantics``: ``detailed`` (default,
+default 0: MPICH on shared memory overlaps packing with the copy; set it
+for an MPI that packs separately, e.g. from an MPI_Pack measurement); ``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
