@@ -3,7 +3,7 @@
     bash bench/apps/install.sh && .venv/bin/python -m pytest -m apps
 
 Not in the default run (installing the applications downloads several GB,
-heat's torch above all, and the tier takes about 15 minutes here).  Each
+heat's torch above all, and the tier takes about 8 minutes here).  Each
 recipe of bench/apps/recipes.yaml goes through trace (with the C-level call
 counter), cluster, record, replay, expand and simulate, then one untraced
 run; the test checks that every stage succeeds, that tracing and replay
