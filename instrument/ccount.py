@@ -143,9 +143,11 @@ def cache_dir() -> str:
 def build() -> str:
     """Build (once per MPI library) and return the directory holding the shim."""
     mpicc = _mpicc()
-    with open(os.path.join(HERE, "ccount.c"), "rb") as f:
-        fixed = f.read()
-    key = hashlib.sha1(fixed + os.path.realpath(mpicc).encode()
+    source = b""
+    for part in ("ccount.c", "ccount.py"):       # the fixed part and the generator
+        with open(os.path.join(HERE, part), "rb") as f:
+            source += f.read()
+    key = hashlib.sha1(source + os.path.realpath(mpicc).encode()
                        + str(os.stat(mpicc).st_mtime_ns).encode()).hexdigest()[:12]
     d = os.path.join(cache_dir(), f"ccount-{key}")
     lib = os.path.join(d, f"lib{LIB_NAME}.so")

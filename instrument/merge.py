@@ -294,6 +294,27 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> 
     return meta
 
 
+def trace_warnings(meta: dict) -> dict:
+    """What a merged trace's meta says later stages cannot account for, in
+    words: ``{"invisible": ..., "unmodelled": ...}`` (keys present only when
+    there is something to say).  The tracer, ``show``, netsim and the report
+    all say it this way."""
+    out = {}
+    calls = meta.get("invisible_calls") or {}
+    if calls:
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+        out["invisible"] = (
+            f"this application issues {sum(calls.values())} MPI calls the tracer cannot see "
+            f"(made below Python, not through mpi4py: "
+            f"{', '.join(f'{k} x{v}' for k, v in top)}); the prediction will be wrong")
+    unmodelled = meta.get("unmodelled") or {}
+    if unmodelled:
+        out["unmodelled"] = (
+            "calls no later stage models (not simulated: the prediction misses their "
+            "traffic): " + ", ".join(f"{k} x{v}" for k, v in sorted(unmodelled.items())))
+    return out
+
+
 def needs_merge(trace_dir: str) -> bool:
     return not os.path.exists(os.path.join(trace_dir, "events.parquet")) and \
         bool(glob.glob(os.path.join(trace_dir, "raw", "r*.ev")))

@@ -58,7 +58,6 @@ class LogWriter:
         self.pending = 0
         self.flush_bytes = flush_bytes
         self.seen: dict[bytes, int] = {}   # digest of a large payload -> its offset
-        self.repeated = 0                  # bytes not written thanks to that
 
     def write(self, op: str, peer: int, tag: int, size: int, result, payloads=()) -> None:
         meta = pickle.dumps((self.index, op, peer, tag, size, result), protocol=5)
@@ -74,7 +73,6 @@ class LogWriter:
                 if earlier is not None:
                     parts += [_U64.pack(n | REPEAT), _U64.pack(earlier)]
                     offset += 16
-                    self.repeated += n
                     continue
                 new[digest] = offset + 8
             parts += [_U64.pack(n), mv]

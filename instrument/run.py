@@ -91,7 +91,11 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     intercept.finish(status)
     if count_c_calls:
         from . import ccount
-        ccount.dump(os.path.join(trace_dir, "raw", f"ccount{rank}.tsv"))
+        path = os.path.join(trace_dir, "raw", f"ccount{rank}.tsv")
+        if not ccount.dump(path):
+            print(f"instrument trace: warning: rank {rank}: could not write the C-level call "
+                  f"counts to {path}; this rank's calls below Python go uncounted",
+                  file=sys.stderr)
     if code != 0:
         # like `python -m mpi4py`: one failing rank must not leave the others
         # blocked; what every rank wrote stays readable (merge it later).
@@ -118,21 +122,10 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
             "INCOMPLETE ranks %s" % meta["incomplete_ranks"]
         print(f"instrument: trace of {size} ranks, {meta['events']} events -> {trace_dir} "
               f"({state})", file=sys.stderr)
-        if meta.get("invisible_calls"):
-            print(invisible_warning(meta), file=sys.stderr)
-        if meta.get("unmodelled"):
-            print("instrument: warning: calls no later stage models: %s" % ", ".join(
-                f"{k} x{v}" for k, v in sorted(meta["unmodelled"].items())), file=sys.stderr)
+        from .merge import trace_warnings
+        for w in trace_warnings(meta).values():
+            print(f"instrument: WARNING: {w}", file=sys.stderr)
     return 0
-
-
-def invisible_warning(meta: dict) -> str:
-    """The warning for MPI calls the C-level counter saw and the tracer did not."""
-    calls = meta["invisible_calls"]
-    top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
-    return (f"instrument: WARNING: this application issues {sum(calls.values())} MPI calls the "
-            f"tracer cannot see (made below Python, not through mpi4py: "
-            f"{', '.join(f'{k} x{v}' for k, v in top)}); the prediction will be wrong")
 
 
 def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:

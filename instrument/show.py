@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import load_trace
+from .merge import trace_warnings
 
 
 def summary(trace) -> dict[str, pd.DataFrame]:
@@ -52,16 +53,17 @@ def show(path: str, max_ranks: int = 32) -> str:
             f"{r} ({status.get(r)})" for r in inc[:20]) + (" ..." if len(inc) > 20 else ""))
     else:
         lines.append("  complete    : yes, every rank")
-    if m.get("unmodelled"):
-        lines.append("  UNMODELLED  : " + ", ".join(
-            f"{k} x{v}" for k, v in sorted(m["unmodelled"].items()))
-            + "  (not simulated: predictions will miss this traffic)")
-    if m.get("invisible_calls"):
-        from .run import invisible_warning
-        lines.append("  INVISIBLE   : " + invisible_warning(m).split("WARNING: ", 1)[1])
-    elif "c_calls_counted_ranks" in m:
+    warn = trace_warnings(m)
+    if "unmodelled" in warn:
+        lines.append("  UNMODELLED  : " + warn["unmodelled"])
+    if "invisible" in warn:
+        lines.append("  INVISIBLE   : " + warn["invisible"])
+    elif m.get("c_calls_counted_ranks", 0) >= int(m["size"]):
         lines.append("  C-level     : every MPI call went through mpi4py (counted with "
                      "--count-c-calls)")
+    elif "c_calls_counted_ranks" in m:
+        lines.append(f"  C-level     : counted on {m['c_calls_counted_ranks']} of {m['size']} "
+                     f"ranks only; none below Python there")
     s = summary(t)
     lines.append("")
     lines.append("events per op:")

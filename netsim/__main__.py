@@ -86,6 +86,7 @@ def main(argv=None) -> int:
             sched = read_goal(a.trace)
         else:
             from instrument import TraceError, load_trace
+            from instrument.merge import trace_warnings
             from .schedule import from_trace
             try:
                 t = load_trace(a.trace)
@@ -95,7 +96,7 @@ def main(argv=None) -> int:
                 raise ScheduleError(f"{a.trace}: rank(s) {t.incomplete_ranks[:20]} did not "
                                     f"finish; their traces are truncated, so the run cannot "
                                     f"be simulated")
-            warnings = trace_warnings(t.meta)
+            warnings = list(trace_warnings(t.meta).values())
             for w in warnings:
                 print(f"netsim: WARNING: {w}", file=sys.stderr)
             comp = _load_compute(a.compute, t.events) if a.compute else (
@@ -132,23 +133,6 @@ def main(argv=None) -> int:
     print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"
           + (f" and {a.timeline}" if a.timeline else ""))
     return 0
-
-
-def trace_warnings(meta: dict) -> list[str]:
-    """What the trace says the simulation cannot account for."""
-    out = []
-    calls = meta.get("invisible_calls") or {}
-    if calls:
-        out.append(f"this application issues {sum(calls.values())} MPI calls the tracer cannot "
-                   f"see (below Python: " + ", ".join(
-                       f"{k} x{v}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8])
-                   + "); the prediction will be wrong")
-    unmodelled = meta.get("unmodelled") or {}
-    if unmodelled:
-        out.append("calls not simulated (one-sided, file I/O): " + ", ".join(
-            f"{k} x{v}" for k, v in sorted(unmodelled.items()))
-            + "; the prediction misses their traffic")
-    return out
 
 
 if __name__ == "__main__":

@@ -145,3 +145,13 @@ def test_repeated_payloads_are_logged_once(tmp_path):
     replay(tmp_path / "log", tmp_path / "rep", app, ranks=[1])
     assert (tmp_path / "rep" / "rank1.out").read_text().strip() == \
         host_lines(p.stdout, "rank ")[1]
+
+
+def test_a_full_disk_names_the_log_and_the_record():
+    """Recording the OSU demo once filled the disk: the error names the file,
+    the record and the call, and says what is kept."""
+    from instrument.msglog import LogError, LogWriter
+    w = LogWriter("/dev/full", {"rank": 0})
+    with pytest.raises(LogError, match=r"/dev/full: cannot write record 0 \(recv\): No space "
+                                       r"left on device; the records before it are kept"):
+        w.write("recv", 1, 5, 0, None, [b"x" * (1 << 20)])

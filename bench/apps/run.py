@@ -78,8 +78,7 @@ def sh(cmd: list[str], log: Path) -> str:
     if p.returncode:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode} "
                            f"(log {log}):\n{p.stdout[-3000:]}")
-    print(f"    {Path(cmd[3] if cmd[0] == MPIEXEC else cmd[2]).name:<12s} "
-          f"{time.perf_counter() - t0:6.1f} s", flush=True)
+    print(f"    {log.stem:<12s} {time.perf_counter() - t0:6.1f} s", flush=True)
     return p.stdout
 
 
