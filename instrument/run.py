@@ -99,10 +99,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     if code != 0:
         # like `python -m mpi4py`: one failing rank must not leave the others
         # blocked; what every rank wrote stays readable (merge it later).
-        sys.stderr.flush()
-        REAL = intercept.REAL
-        if not MPI.Is_finalized():
-            REAL["Comm"].Abort(world, code)
+        _abort(world, code, intercept.REAL["Comm"].Abort)
         return code
 
     if not MPI.Is_finalized():
@@ -126,6 +123,21 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         for w in trace_warnings(meta).values():
             print(f"instrument: WARNING: {w}", file=sys.stderr)
     return 0
+
+
+def _abort(world, code: int, abort) -> None:
+    """Abort the job after a rank failed, without losing its traceback.
+
+    The launcher kills every process as soon as Abort reaches it, and output
+    still in the pipe to the launcher is lost; so flush, then give the
+    forwarding a moment first.
+    """
+    from mpi4py import MPI
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if not MPI.Is_finalized():
+        time.sleep(1.0)
+        abort(world, code)
 
 
 def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
@@ -207,9 +219,7 @@ def record_main(log_dir: str, ranks: list[int], target: list[str], mode: str,
     if rec is not None:
         rec.finish(status)
     if code != 0:
-        sys.stderr.flush()
-        if not MPI.Is_finalized():
-            world.Abort(code)
+        _abort(world, code, MPI.Comm.Abort)
         return code
     if rank == 0:
         print(f"instrument: message log of rank(s) {ranks} -> {log_dir}", file=sys.stderr)
