@@ -28,7 +28,8 @@ def main(argv=None) -> int:
               "-o OUT_DIR [--size N] [--concurrent K] (app.py | -m module | -c cmd) [args]",
         description="Replay ranks of a recorded run one at a time (or K at once) on this "
                     "node and measure their computation between MPI calls.  Writes "
-                    "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu.")
+                    "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu (seconds; the "
+                    "replay's own cost per call, measured at the end, is taken out).")
     ap.add_argument("--rank", type=int, help="replay this rank in this process")
     ap.add_argument("--ranks", help="comma-separated ranks, each in its own process")
     ap.add_argument("--reps", help="representatives CSV from `python -m cluster`")

@@ -22,7 +22,8 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     start-up span must cost what it cost in the traced run.
 
     Columns: ``seq`` (call index, as in the trace), ``op``, ``comp`` (wall
-    seconds of computation before the call, on this node), ``cpu``."""
+    seconds of computation before the call, on this node), ``cpu``; both
+    less the replay's own per-call overhead (:func:`replay.fake.overhead`)."""
     from instrument.run import _run_target
     log = LogReader(log_path(log_dir, rank))
     h = log.header
@@ -39,12 +40,17 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         raise ReplayError(f"rank {rank}: the application {status} during replay "
                           f"(at log record {log.index})")
     fake.finish()
+    # the replay's own cost between calls is not the application's computation
+    ow, oc = fake.overhead()
+    rows = [(seq, op, max(c - ow, 0.0), max(u - oc, 0.0)) for seq, op, c, u in rp.rows]
+    print(f"replay: rank {rank}: {ow * 1e6:.2f} us of replay overhead per call taken out of "
+          f"{len(rows)} computation spans", file=sys.stderr)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"rank{rank}.csv")
     with open(path + ".tmp", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["rank", "seq", "op", "comp", "cpu"])
-        w.writerows((rank, seq, op, repr(c), repr(u)) for seq, op, c, u in rp.rows)
+        w.writerows((rank, seq, op, repr(c), repr(u)) for seq, op, c, u in rows)
     os.replace(path + ".tmp", path)
     return path
 

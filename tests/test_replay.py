@@ -155,3 +155,20 @@ def test_a_full_disk_names_the_log_and_the_record():
     with pytest.raises(LogError, match=r"/dev/full: cannot write record 0 \(recv\): No space "
                                        r"left on device; the records before it are kept"):
         w.write("recv", 1, 5, 0, None, [b"x" * (1 << 20)])
+
+
+def test_replay_overhead_is_not_counted_as_computation(tmp_path):
+    # a loop of tiny collectives: between two calls the application computes
+    # next to nothing, but each replayed call costs ~1 us of Python around
+    # its timers; that must not be charged to the application
+    app = [APPS / "tight_loop.py"]
+    record(2, tmp_path / "log", [0], app)
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0)
+    assert "us of replay overhead per call taken out" in p.stderr
+    overhead = float(p.stderr.split("us of replay overhead")[0].split()[-1])
+    idle = float(p.stdout.split()[-4])
+    vec = pd.read_csv(tmp_path / "rep" / "rank0.csv")
+    loop = vec[vec["op"] == "allreduce"]["comp"].iloc[100:] * 1e6
+    assert overhead > 0.2
+    # uncharged, a span would be idle + overhead
+    assert loop.median() < idle + 0.5 * overhead, (loop.median(), idle, overhead)
