@@ -1,6 +1,5 @@
 """Every covered mpi4py operation appears in the trace with the right op,
 peer (world rank), bytes, tag and communicator (tests/apps/coverage.py)."""
-import numpy as np
 import pytest
 
 EXPECTED_OPS = """
