@@ -9,7 +9,8 @@ it *requires* has completed and every op it *irequires* has started, like
 LogGOPSim's GOAL schedules.
 
 Timing of a message of s bytes between ranks whose innermost common
-network level has latency L and per-byte time G (o/O send and receive
+network level has latency L and per-byte time G (the level's rendezvous
+byte time for messages over the eager limit; o/O send and receive
 overheads per message/per byte, g the gap between two messages of a NIC):
 
 * send starts when the op is ready, the CPU and the NIC are free;
@@ -99,7 +100,7 @@ def _matches(ctx, peer, tag, rank, recv, send):
 @njit(cache=True)
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
-             core, cores_per_node, span, lat, byte_time,
+             core, cores_per_node, span, lat, byte_time, byte_time_rdv,
              o_s, o_r, O_s, O_r, gap, eager_limit, contention, nranks):
     """Run the schedule.  Returns (start, end, matched, coll_last, events).
 
@@ -240,7 +241,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 if core[h] // cores_per_node != core[d] // cores_per_node:
                     lv = _level(core[h], core[d], span)
                     node = core[d] // cores_per_node
-                    t = max(t, in_free[node] + max(sz - 1, 0) * byte_time[lv])
+                    G = byte_time_rdv[lv] if sz > eager_limit else byte_time[lv]
+                    t = max(t, in_free[node] + max(sz - 1, 0) * G)
                     in_free[node] = t
             if ev == DATA:
                 r = matched[op]
@@ -276,7 +278,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             h = rank[op]
             d = peer[op]
             lv = _level(core[h], core[d], span)
-            L, G = lat[lv], byte_time[lv]
+            L, G = lat[lv], byte_time_rdv[lv]
             sz = size[op]
             s = max(t, cpu_free[h], nic_free[h])
             cpu_free[h] = s + o_s + sz * O_s

@@ -6,9 +6,11 @@ Keys (see ARCHITECTURE.md; every key but ``network.levels`` has a default):
 fill node after node), ``cyclic`` (rank r on node r mod nodes) or
 ``{map: FILE}`` (a text/CSV file with one node number per rank, in rank
 order); ``network.levels``: innermost first, each ``{name, span, latency,
-byte_time}`` where ``span`` is how many consecutive cores (numbered node
-after node over the whole machine) the level joins; the last level has no
-span and joins everything; ``network.overhead: {send, recv}`` (LogGP o,
+byte_time}`` and optionally ``rendezvous_byte_time`` (seconds per byte of
+messages over the eager limit; default byte_time: shared-memory MPIs
+stream large messages faster than they copy small ones) where ``span``
+is how many consecutive cores (numbered node after node over the whole
+machine) the level joins; the last level has no span and joins everything; ``network.overhead: {send, recv}`` (LogGP o,
 seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
 one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
@@ -44,6 +46,7 @@ class Level:
     span: int | None          # consecutive cores joined; None = everything
     latency: float            # seconds
     byte_time: float          # seconds per byte
+    rendezvous_byte_time: float | None = None   # over the eager limit; None: byte_time
 
 
 @dataclass
@@ -107,6 +110,11 @@ class Platform:
         lat = np.array([lv.latency for lv in self.levels], dtype=np.float64)
         bt = np.array([lv.byte_time for lv in self.levels], dtype=np.float64)
         return span, lat, bt
+
+    def rendezvous_byte_times(self) -> np.ndarray:
+        """Per-byte time of messages over the eager limit, per level."""
+        return np.array([lv.byte_time if lv.rendezvous_byte_time is None
+                         else lv.rendezvous_byte_time for lv in self.levels], dtype=np.float64)
 
     def algorithm(self, op: str) -> str:
         return self.collectives.get(op, self.collectives.get("default", DEFAULT_ALGORITHM))
@@ -185,8 +193,13 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
             prev = span
         elif not last:
             raise PlatformError(f"{where}: only the last (outermost) level may omit 'span'")
+        unknown = set(lv) - {"name", "span", "latency", "byte_time", "rendezvous_byte_time"}
+        if unknown:
+            raise PlatformError(f"{where}: unknown key(s) {sorted(unknown)}")
         levels.append(Level(str(lv.get("name", f"level{i}")), None if last else span,
-                            _num(lv, "latency", where), _num(lv, "byte_time", where)))
+                            _num(lv, "latency", where), _num(lv, "byte_time", where),
+                            _num(lv, "rendezvous_byte_time", where)
+                            if "rendezvous_byte_time" in lv else None))
     place = d.get("placement", "block")
     if isinstance(place, dict):
         if set(place) != {"map"}:

@@ -42,11 +42,12 @@ def run(s: Schedule, platform) -> Result:
     core = platform.core_of(s.nranks)
     span, lat, bt = platform.level_arrays()
     if platform.semantics == "loggopsim":
-        return _run_loggops(s, platform, ndeps, sp, si, ip, ii, lat[0], bt[0])
+        return _run_loggops(s, platform, ndeps, sp, si, ip, ii, lat[0], bt)
     t0 = time.perf_counter()
     start, end, matched, coll_last, events = engine.simulate(
         s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, s.coll, s.coll_need,
         ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, bt,
+        platform.rendezvous_byte_times(),
         platform.o_send, platform.o_recv, platform.O_send, platform.O_recv, platform.gap,
         platform.eager_limit, platform.contention, s.nranks)
     secs = time.perf_counter() - t0
@@ -56,11 +57,14 @@ def run(s: Schedule, platform) -> Result:
                   _breakdown(s, start, end, matched, coll_last), start, end, int(events), secs)
 
 
-def _run_loggops(s, platform, ndeps, sp, si, ip, ii, L, G) -> Result:
+def _run_loggops(s, platform, ndeps, sp, si, ip, ii, L, bt) -> Result:
+    G = bt[0]
     from .loggops import simulate_loggops
     if (s.kind == COLL).any():
         raise ScheduleError("loggopsim semantics have no analytic collectives: choose "
                             "decomposed algorithms (collectives: {default: binomial})")
+    if (platform.rendezvous_byte_times() != bt).any():
+        raise ScheduleError("loggopsim semantics take one G: drop rendezvous_byte_time")
     if platform.o_send != platform.o_recv or platform.O_send != platform.O_recv:
         raise ScheduleError("loggopsim semantics take one o and one O for sends and receives")
     t0 = time.perf_counter()

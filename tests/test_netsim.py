@@ -60,6 +60,21 @@ def test_rendezvous_adds_the_handshake():
     assert eager.predicted_time == pytest.approx(2 * (o + L + (n - 1) * G + o), rel=1e-12)
 
 
+def test_rendezvous_byte_time_applies_over_the_eager_limit():
+    o, L, G, Gr = 0.5 * US, 7 * US, 4e-9, 1e-9
+    levels = [{"name": "node", "span": 2, "latency": 1 * US, "byte_time": 1e-9},
+              {"name": "net", "latency": L, "byte_time": G, "rendezvous_byte_time": Gr}]
+    plat = platform(network={"levels": levels})
+    big, small = 5000, 800
+    one_way = (o + L) + (o + L) + (o + L + (big - 1) * Gr) + o
+    assert simulate(pingpong(0, 2, big), plat).predicted_time == pytest.approx(2 * one_way,
+                                                                               rel=1e-12)
+    eager = 2 * (o + L + (small - 1) * G + o)
+    assert simulate(pingpong(0, 2, small), plat).predicted_time == pytest.approx(eager, rel=1e-12)
+    with pytest.raises(PlatformError, match="unknown key"):
+        platform(network={"levels": [dict(levels[1], rendezvous_bytetime=1e-9)]})
+
+
 def collective_schedule(family, alg, p, n, root=0):
     B = Builder(p)
     for i in range(p):
@@ -302,3 +317,20 @@ def test_intercommunicator_collectives_simulate(tmp_path):
              "-o", str(tmp_path / "p.json")])
     pred = json.loads((tmp_path / "p.json").read_text())
     assert pred["predicted_time"] > 0 and len(pred["ranks"]) == 4, p.stderr
+
+
+def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
+    # a shared-memory MPI: small copies at 2 GB/s, large messages streamed at 5
+    rows = ["peer,bytes,one_way"]
+    for n in (0, 8, 64, 512, 4096, 32768):
+        rows.append(f"1,{n},{3e-6 + n * 0.5e-9!r}")
+    for n in (262144, 1048576, 4194304):
+        rows.append(f"1,{n},{12e-6 + n * 0.2e-9!r}")
+    (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
+    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+             "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
+    assert "5.00 GB/s over the eager limit" in p.stdout
+    lv = load_platform(str(tmp_path / "p.yaml")).levels[0]
+    assert lv.latency == pytest.approx(3e-6, rel=1e-6)
+    assert lv.byte_time == pytest.approx(0.5e-9, rel=1e-6)
+    assert lv.rendezvous_byte_time == pytest.approx(0.2e-9, rel=1e-6)

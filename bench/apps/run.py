@@ -7,7 +7,9 @@ For every recipe of bench/apps/recipes.yaml (install them first with
 bench/apps/install.sh): trace at N (with the C-level call counter beside the
 tracer), cluster, record the representatives, replay them (N at once: the
 contention of the real run), expand, simulate on
-config/platforms/this-machine.yaml (or the recipe's platform), run the application for real (untraced,
+config/platforms/this-machine.yaml with its latency and bandwidth measured
+again first (OUT/platform.yaml; ``--no-calibrate`` keeps the file's) or on
+the recipe's platform, run the application for real (untraced,
 ``repeats`` times, MPI init to the end, as ``python -m netsim.validate``)
 and compare.  Writes OUT/APP/row.json per app and OUT/results.csv (every app with a
 row under OUT: runs of subsets accumulate) and, with
@@ -101,7 +103,42 @@ def output_line(text: str, pattern: str | None) -> str | None:
     return m.group(0) if m else "<missing>"
 
 
-def validate_app(name: str, recipe: dict, out: Path, repeats: int) -> dict:
+def calibrate(out: Path, template: Path = PLATFORM) -> Path:
+    """Ping-pong this machine now and write OUT/platform.yaml: ``template``
+    with the fitted latency and byte times.
+
+    A shared machine's memory bandwidth and latency drift by tens of per
+    cent over hours; a platform measured in the same session as the real
+    runs is the honest target description.  The template's per-message
+    overheads are part of the fitted one-way time, so they come off the
+    latency."""
+    out.mkdir(parents=True, exist_ok=True)
+    raw = out / "pingpong.csv"
+    env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
+    subprocess.run([MPIEXEC, "-n", "2", PY, "-m", "netsim.calibrate", "measure", "-o", str(raw)],
+                   check=True, env=env, cwd=ROOT, capture_output=True)
+    from netsim.calibrate import fit
+    fitted = fit(str(raw), cores_per_node=2, nodes=1, spans=None, eager_limit=65536,
+                 name="this-machine")["network"]["levels"][0]
+    plat = yaml.safe_load(template.read_text())
+    net = plat["network"]
+    o = net["overhead"]["send"] + net["overhead"]["recv"]
+    lv = net["levels"][0]
+    lv["latency"] = max(fitted["latency"] - o, 0.0)
+    lv["byte_time"] = fitted["byte_time"]
+    if "rendezvous_byte_time" in fitted:
+        lv["rendezvous_byte_time"] = fitted["rendezvous_byte_time"]
+    path = out / "platform.yaml"
+    path.write_text(yaml.safe_dump(plat, sort_keys=False))
+    print(f"calibrated: one-way {fitted['latency'] * 1e6:.2f} us, "
+          f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
+          f"{1e-9 / lv.get('rendezvous_byte_time', fitted['byte_time']):.2f} GB/s "
+          f"rendezvous -> {path}", flush=True)
+    return path
+
+
+def validate_app(name: str, recipe: dict, out: Path, repeats: int,
+                 platform: Path = PLATFORM) -> dict:
     """The whole method on one application; returns its row of the table."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
@@ -119,7 +156,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int) -> dict:
        d / "replay.log")
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
         "-o", str(d / "compute.csv")], d / "expand.log")
-    platform = ROOT / recipe["platform"] if "platform" in recipe else PLATFORM
+    platform = ROOT / recipe["platform"] if "platform" in recipe else platform
     sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
         str(d / "compute.csv"), "-o", str(d / "prediction.json")], d / "simulate.log")
     reps = pd.read_csv(d / "reps.csv")
@@ -176,6 +213,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="real runs per app (min is kept)")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="simulate on config/platforms/this-machine.yaml as it is, instead of "
+                         "re-measuring its latency and bandwidth first")
     a = ap.parse_args(argv)
     recipes = load_recipes()
     names = a.apps.split(",") if a.apps else list(recipes)
@@ -183,10 +223,11 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown app(s) {unknown}; recipes: {', '.join(recipes)}")
     out = Path(a.out)
+    platform = PLATFORM if a.no_calibrate else calibrate(out)
     failed = []
     for name in names:
         try:
-            validate_app(name, recipes[name], out, a.repeats)
+            validate_app(name, recipes[name], out, a.repeats, platform)
         except RuntimeError as e:
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
             failed.append(name)
