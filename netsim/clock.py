@@ -28,7 +28,7 @@ def main(argv=None) -> int:
         return 2
     out = opts[1]
     from mpi4py import MPI
-    from instrument.run import _run_target
+    from instrument.run import _abort, _run_target
     rank = MPI.COMM_WORLD.Get_rank()
     MPI.COMM_WORLD.Barrier()
     t0 = time.perf_counter()
@@ -37,9 +37,8 @@ def main(argv=None) -> int:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "span": span, "status": status}, f)
-    if code and not MPI.Is_finalized():
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(code)
+    if code:
+        _abort(MPI.COMM_WORLD, code, MPI.Comm.Abort)
     return code
 
 

@@ -10,7 +10,8 @@ byte_time}`` and optionally ``rendezvous_byte_time`` (seconds per byte of
 messages over the eager limit; default byte_time: shared-memory MPIs
 stream large messages faster than they copy small ones) where ``span``
 is how many consecutive cores (numbered node after node over the whole
-machine) the level joins; the last level has no span and joins everything; ``network.overhead: {send, recv}`` (LogGP o,
+machine) the level joins; the last level has no span and joins
+everything; ``network.overhead: {send, recv}`` (LogGP o,
 seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
 one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
@@ -19,7 +20,8 @@ leave and enter the node); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
 charged to the calling rank's CPU for the collectives the trace flags so;
 default 0: MPICH on shared memory overlaps packing with the copy; set it
-for an MPI that packs separately, e.g. from an MPI_Pack measurement); ``network.semantics``: ``detailed`` (default,
+for an MPI that packs separately, e.g. from an MPI_Pack measurement);
+``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =

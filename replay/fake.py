@@ -557,8 +557,7 @@ class _Canned(Replayer):
     """A replayer that answers every call with nothing, to time the wrappers."""
 
     def __init__(self):
-        self.rank, self.seq, self.rows = -1, 0, []
-        self.last_exit, self.last_cpu = time.perf_counter(), time.process_time()
+        super().__init__(log=None, rank=-1)
 
     def next(self, op, peer=-1, tag=-1, check=True):
         return None, []
@@ -585,10 +584,9 @@ def overhead(calls: int = 20000) -> tuple[float, float]:
             comm.Allreduce(inplace, spec)
     finally:
         rows, RP = RP.rows, saved
-    rows = sorted(rows[calls // 10:], key=lambda r: r[2])   # after warm-up
-    wall = rows[len(rows) // 2][2]
-    cpu = sorted(r[3] for r in rows)[len(rows) // 2]
-    return wall, cpu
+    from statistics import median
+    rows = rows[calls // 10:]                                # after warm-up
+    return median(r[2] for r in rows), median(r[3] for r in rows)
 
 
 def finish() -> Replayer:
