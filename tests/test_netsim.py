@@ -274,6 +274,12 @@ def test_loggopsim_semantics_hand_computed(tmp_path):
         B.op(4 - 1, 1, [], coll=c, dur=1e-6)
         simulate(B.done(), from_dict({"nodes": 2, "cores_per_node": 1, "network": {
             "levels": [{"latency": 1e-6, "byte_time": 0}], "semantics": "loggopsim"}}))
+    # nor a second per-byte time: LogGOPSim has one G
+    with pytest.raises(ScheduleError, match="loggopsim semantics take one G"):
+        simulate(pingpong(0, 1, 10, nranks=2), from_dict({
+            "nodes": 2, "cores_per_node": 1, "network": {
+                "levels": [{"latency": 1e-6, "byte_time": 1e-9, "rendezvous_byte_time": 5e-10}],
+                "semantics": "loggopsim"}}))
 
 
 def test_yaml_exponents_without_a_dot_are_numbers(tmp_path):
