@@ -126,9 +126,11 @@ rule replay:
         f"{RES}/logs/replay_rank{{rank}}.log",
     benchmark:
         f"{RES}/benchmarks/replay_rank{{rank}}.tsv"
+    params:
+        repeats=config["replay"]["repeats"],
     shell:
         "{PY} -m replay --rank {wildcards.rank} --size {N} --log {input} -o {RES}/replay "
-        "{APP} > {log} 2>&1"
+        "--repeats {params.repeats} {APP} > {log} 2>&1"
 
 
 def replayed(wildcards):

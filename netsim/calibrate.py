@@ -7,7 +7,9 @@
 placed block-wise the pairs cross every level of the machine: same socket,
 same node, other nodes), over message sizes from 0 bytes to 4 MiB, and
 keeps the minimum of the repetitions (columns ``peer, bytes, one_way``).
-Also the time of a 0-byte blocking send is kept as the send overhead.
+A last row with peer -1 holds the cost of one call that MPI completes at
+once (a Send to and a Recv from ``MPI.PROC_NULL``, median per call): the
+binding's own per-call cost (mpi4py: about 0.5 us).
 
 ``fit``: assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -15,8 +17,12 @@ nodes), and fits one_way = latency + bytes * byte_time per level over the
 sizes up to the eager limit, by non-negative least squares (scipy),
 weighting every point by 1/one_way so that small messages count as much
 as large ones; the sizes over the eager limit give the level's
-``rendezvous_byte_time`` (their slope).  Writes a platform YAML (eager
-limit from ``--eager-limit``).
+``rendezvous_byte_time`` (their slope).  With the peer -1 row, that cost
+becomes ``network.call_overhead`` (charged per call the application makes)
+and comes off every level's latency, so that a ping-pong (one call per
+one-way trip on its critical path) still costs what was measured while a
+collective or a window of Isends pays it once per call, not per message.
+Writes a platform YAML (eager limit from ``--eager-limit``).
 """
 from __future__ import annotations
 
@@ -48,6 +54,16 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
                     w.Send(buf, 0, 7)
             if w.rank == 0:
                 rows.append((peer, n, best))
+    # the binding's cost per call: calls that MPI answers at once
+    buf, n = np.zeros(8, dtype=np.uint8), 2000
+    spans = []
+    for _ in range(repeats):
+        t0 = MPI.Wtime()
+        for _ in range(n):
+            w.Send(buf, MPI.PROC_NULL, 7)
+            w.Recv(buf, MPI.PROC_NULL, 7)
+        spans.append((MPI.Wtime() - t0) / (2 * n))
+    rows.append((-1, 0, float(np.median(spans))))
     if w.rank == 0:
         with open(out, "w") as f:
             f.write("peer,bytes,one_way\n")
@@ -70,6 +86,9 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         eager_limit: int, name: str) -> dict:
     import pandas as pd
     df = pd.read_csv(raw)
+    per_call = df[df["peer"] < 0]["one_way"]
+    call = float(per_call.min()) if len(per_call) else 0.0
+    df = df[df["peer"] >= 0]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
 
@@ -87,7 +106,7 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         d = d.groupby("bytes", as_index=False)["one_way"].min()
         eager, rdv = d[d["bytes"] <= eager_limit], d[d["bytes"] > eager_limit]
         lat, bt = _line(eager if len(eager) >= 2 else d)
-        lv = {"name": lname, "latency": lat, "byte_time": bt}
+        lv = {"name": lname, "latency": max(lat - call, 0.0), "byte_time": bt}
         if len(rdv) >= 2:
             # large messages stream at their own rate (shared memory: a
             # pipelined copy); their intercept is the handshake, modelled apart
@@ -98,9 +117,12 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     if not levels:
         raise ValueError(f"{raw}: no measurements")
     levels[-1].pop("span", None)
+    net = {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
+           "eager_limit": eager_limit, "contention": nodes > 1}
+    if call:
+        net["call_overhead"] = call
     return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
-            "network": {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
-                        "eager_limit": eager_limit, "contention": nodes > 1},
+            "network": net,
             "collectives": {"default": "analytic"}, "compute_scale": 1.0}
 
 
@@ -139,6 +161,8 @@ def main(argv=None) -> int:
         print(f"{lv['name']}: latency {lv['latency'] * 1e6:.3f} us, "
               f"{gbs(lv['byte_time']):.2f} GB/s" +
               (f", {gbs(rdv):.2f} GB/s over the eager limit" if rdv is not None else ""))
+    if "call_overhead" in d["network"]:
+        print(f"call overhead {d['network']['call_overhead'] * 1e6:.3f} us per call")
     print(f"wrote {a.output}")
     return 0
 

@@ -21,7 +21,13 @@ to pack or unpack data described by a non-contiguous derived datatype,
 charged to the calling rank's CPU for the collectives the trace flags so;
 default 0: MPICH on shared memory overlaps packing with the copy; set it
 for an MPI that packs separately, e.g. from an MPI_Pack measurement);
-``network.semantics``: ``detailed`` (default,
+``network.call_overhead`` (seconds of CPU per traced MPI call, charged to
+the calling rank before the call: the language binding's own cost around
+MPI, e.g. mpi4py parsing a buffer argument; per call, not per message, so
+that a collective or a window of nonblocking sends is charged it once per
+call and the network levels keep MPI's own per-message latency; default
+0: the binding's cost folded into the latency, as a Python ping-pong
+measures it); ``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
@@ -66,6 +72,7 @@ class Platform:
     eager_limit: int = 65536
     contention: bool = False
     pack_byte_time: float = 0.0
+    call_overhead: float = 0.0
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
     semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
@@ -131,7 +138,7 @@ class Platform:
                 "overhead_byte": {"send": self.O_send, "recv": self.O_recv},
                 "gap": self.gap, "eager_limit": self.eager_limit,
                 "contention": self.contention, "pack_byte_time": self.pack_byte_time,
-                "semantics": self.semantics,
+                "call_overhead": self.call_overhead, "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
 
@@ -160,7 +167,7 @@ def _num(d: dict, key: str, where: str, default=None, integer=False, positive=Fa
 _TOP_KEYS = {"name", "nodes", "cores_per_node", "placement", "network", "collectives",
              "compute_scale", "description"}
 _NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention",
-             "pack_byte_time", "semantics"}
+             "pack_byte_time", "call_overhead", "semantics"}
 
 
 def from_dict(d: dict, source: str = "<dict>") -> Platform:
@@ -244,6 +251,7 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         eager_limit=_num(net, "eager_limit", f"{source}: network", 65536, integer=True),
         contention=contention, collectives=dict(coll),
         pack_byte_time=_num(net, "pack_byte_time", f"{source}: network", 0.0),
+        call_overhead=_num(net, "call_overhead", f"{source}: network", 0.0),
         compute_scale=_num(d, "compute_scale", source, 1.0, positive=True),
         semantics=semantics, source=source)
 

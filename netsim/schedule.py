@@ -182,6 +182,9 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
         # (charged before: the total per rank is what matters)
         packed = (cols["flags"] & FLAG_NONCONTIG) != 0
         comp = comp + packed * platform.pack_byte_time * (cols["sbytes"] + cols["rbytes"])
+    if platform.call_overhead:
+        # the binding's own CPU cost, once per call the application made
+        comp = comp + platform.call_overhead * (cols["op"] != "init")
     reqs_col = ev["reqs"].to_numpy()
     started_col = ev["started"].to_numpy() if "started" in ev else None
     scounts = ev["scounts"].to_numpy() if "scounts" in ev else None

@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m replay",
         usage="python -m replay (--rank R | --ranks R1,R2 | --reps REPS.csv) --log LOG_DIR "
-              "-o OUT_DIR [--size N] [--concurrent K] (app.py | -m module | -c cmd) [args]",
+              "-o OUT_DIR [--size N] [--concurrent K] [--repeats K] (app.py | -m module | -c cmd) [args]",
         description="Replay ranks of a recorded run one at a time (or K at once) on this "
                     "node and measure their computation between MPI calls.  Writes "
                     "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu (seconds; the "
@@ -39,15 +39,25 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrent", type=int, default=1,
                     help="replay K ranks at once, one per core, to mimic a loaded node "
                          "(default 1: one at a time)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="replay every rank K times (each in its own process, into "
+                         "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and keep, per rank, the replay with the least "
+                         "total computation: the least disturbed run, as a validation keeps "
+                         "the fastest of its real runs (default 1)")
     opts, mode, target = _split_target_replay(argv)
     a = ap.parse_args(opts)
     if mode is None:
         ap.error("give the application: app.py, -m module or -c command")
+    if a.repeats < 1:
+        ap.error("--repeats must be >= 1")
     from instrument.msglog import LogError
     from .fake import Divergence
     from .run import ReplayError, replay_many, replay_rank
     try:
-        if a.rank is not None:
+        if a.rank is not None and a.repeats > 1:
+            replay_many([a.rank], a.size, a.log, a.output, target, mode, 1,
+                        repeats=a.repeats)
+        elif a.rank is not None:
             path = replay_rank(a.rank, a.size, a.log, a.output, target, mode)
             print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
         else:
@@ -55,7 +65,8 @@ def main(argv=None) -> int:
                 ranks = _ranks_arg(a.ranks, a.reps)
             except ValueError as e:
                 ap.error(str(e))
-            replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent)
+            replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
+                        repeats=a.repeats)
     except (LogError, Divergence, ReplayError) as e:
         print(f"replay: error: {e}", file=sys.stderr)
         return 2
@@ -64,7 +75,7 @@ def main(argv=None) -> int:
 
 def _split_target_replay(argv):
     return _split_target(argv, ("--rank", "--ranks", "--reps", "--size", "--log", "-o",
-                                "--output", "--concurrent"), "replay")
+                                "--output", "--concurrent", "--repeats"), "replay")
 
 
 if __name__ == "__main__":

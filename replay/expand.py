@@ -16,6 +16,15 @@ Test/Iprobe a different number of times in the recording run), the traced
 vector of that representative is scaled so its total equals the replayed
 total, and a warning says so.
 
+Waiting by polling is not computation.  A span that follows a poll which
+found nothing (Iprobe, Test*: the replay's ``empty`` column) is the
+application waiting for a message: sleeping, yielding or working while it
+waits.  Its replayed wall time reflects how long the *recorded* run waited,
+which the simulator must work out for the target instead, so such a span
+counts with its CPU time only (the work done between polls stays, sleeps
+and yields go).  A loop that spins on Iprobe without sleeping still counts
+its spins as computation.
+
 Output columns: ``rank, seq, comp`` (seconds) for every traced event, the
 input of ``python -m netsim --compute``.
 """
@@ -25,11 +34,22 @@ import argparse
 import os
 import sys
 
+import numpy as np
 import pandas as pd
 
 
 class ExpandError(Exception):
     pass
+
+
+def target_seconds(rp: pd.DataFrame) -> np.ndarray:
+    """The computation seconds of a replay CSV: wall time, but only the CPU
+    time of the spans after a poll that found nothing (waiting)."""
+    comp = rp["comp"].to_numpy(dtype=float)
+    if "empty" not in rp.columns or len(rp) == 0:
+        return comp
+    after_empty = np.r_[False, rp["empty"].to_numpy()[:-1] != 0]
+    return np.where(after_empty, np.minimum(comp, rp["cpu"].to_numpy(dtype=float)), comp)
 
 
 def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "none",
@@ -50,11 +70,16 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
             raise ExpandError(f"{path}: no replay of representative rank {rep}")
         rp = pd.read_csv(path)
         h = host[rep]
+        secs = target_seconds(rp)
+        waited = rp["comp"].sum() - secs.sum()
+        if waited > 0:
+            warn(f"replay.expand: rank {rep}: {waited:.4g} s between polls that found nothing "
+                 f"counted as waiting, not computation ({int(rp['empty'].sum())} such polls)")
         if len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
-            target[rep] = rp["comp"].to_numpy()
+            target[rep] = secs
         else:
             hv = h[column].to_numpy()
-            factor = rp["comp"][rp["op"] != "init"].sum() / max(hv[1:].sum(), 1e-300)
+            factor = secs[rp["op"].to_numpy() != "init"].sum() / max(hv[1:].sum(), 1e-300)
             warn(f"replay.expand: warning: rank {rep}: the replay made {len(rp)} calls, the "
                  f"trace {len(h)} (a non-deterministic application?); using the traced "
                  f"vector scaled by {factor:.4g}")

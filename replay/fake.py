@@ -42,7 +42,7 @@ class Replayer:
         self.seq = 0
         self.last_exit = time.perf_counter()
         self.last_cpu = time.process_time()
-        self.rows = []             # (seq, op, comp, cpu)
+        self.rows = []             # (seq, op, comp, cpu, empty)
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -51,8 +51,9 @@ class Replayer:
         c = time.process_time()
         self._span = (t - self.last_exit, c - self.last_cpu)
 
-    def leave(self, op):
-        self.rows.append((self.seq, op, self._span[0], self._span[1]))
+    def leave(self, op, empty=False):
+        """``empty``: a poll (Iprobe, Test...) that found or completed nothing."""
+        self.rows.append((self.seq, op, self._span[0], self._span[1], empty))
         self.seq += 1
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
@@ -122,7 +123,7 @@ def _comm_method(cls_name, name):
         a = ba.arguments
         peer, tag = peer_tag(kind, a)
         result, payloads = RP.next(op, peer, tag)
-        res = None
+        res, empty = None, False
         if kind == "isend":
             res = _request()
         elif kind == "pinit":
@@ -144,6 +145,7 @@ def _comm_method(cls_name, name):
             if flag:
                 fill_status(a.get("status"), st)
             res = flag if name in ("Iprobe", "iprobe") else True
+            empty = not flag
         elif kind == "mprobe":
             got, st = result
             if got:
@@ -151,6 +153,7 @@ def _comm_method(cls_name, name):
                 res = _CLS["Message"]()
             else:
                 res = None if name in ("Improbe", "improbe") else MPI.MESSAGE_NULL
+            empty = not got
         elif kind == "coll":
             if payloads:
                 _copy_in(bytes_view(output_of(name, a)), payloads[0], op)
@@ -160,7 +163,7 @@ def _comm_method(cls_name, name):
             res = _new_comm(result)
         elif kind == "idup":
             res = (_new_comm(result), _request())
-        RP.leave(op)
+        RP.leave(op, empty)
         return res
     f.__name__ = name
     return f
@@ -400,7 +403,7 @@ def _single(name):
                     res = (True, None) if is_test else None
         elif lower:
             res = (False, None)
-        RP.leave(op)
+        RP.leave(op, not flag)
         return res
     f.__name__ = name
     return f
@@ -429,7 +432,7 @@ def _multi(name):
                 fill_status(statuses[i], st)
             elif isinstance(statuses, MPI.Status):
                 fill_status(statuses, st)
-        RP.leave(lname)
+        RP.leave(lname, lname.startswith("test") and not done)
         return ret
     f.__name__ = name
     return classmethod(f)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +24,9 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
 
     Columns: ``seq`` (call index, as in the trace), ``op``, ``comp`` (wall
     seconds of computation before the call, on this node), ``cpu``; both
-    less the replay's own per-call overhead (:func:`replay.fake.overhead`)."""
+    less the replay's own per-call overhead (:func:`replay.fake.overhead`);
+    ``empty`` (1: the call was a poll, Iprobe or Test*, that found or
+    completed nothing)."""
     from instrument.run import _run_target
     log = LogReader(log_path(log_dir, rank))
     h = log.header
@@ -42,24 +45,81 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     fake.finish()
     # the replay's own cost between calls is not the application's computation
     ow, oc = fake.overhead()
-    rows = [(seq, op, max(c - ow, 0.0), max(u - oc, 0.0)) for seq, op, c, u in rp.rows]
+    rows = [(seq, op, max(c - ow, 0.0), max(u - oc, 0.0), int(e))
+            for seq, op, c, u, e in rp.rows]
     print(f"replay: rank {rank}: {ow * 1e6:.2f} us of replay overhead per call taken out of "
           f"{len(rows)} computation spans", file=sys.stderr)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"rank{rank}.csv")
     with open(path + ".tmp", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["rank", "seq", "op", "comp", "cpu"])
-        w.writerows((rank, seq, op, repr(c), repr(u)) for seq, op, c, u in rows)
+        w.writerow(["rank", "seq", "op", "comp", "cpu", "empty"])
+        w.writerows((rank, seq, op, repr(c), repr(u), e) for seq, op, c, u, e in rows)
     os.replace(path + ".tmp", path)
     return path
 
 
 def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
-                target: list[str], mode: str, concurrent: int = 1, env=None) -> list[str]:
-    """Replay each rank in its own process, ``concurrent`` at a time."""
+                target: list[str], mode: str, concurrent: int = 1, env=None,
+                repeats: int = 1) -> list[str]:
+    """Replay each rank in its own process, ``concurrent`` at a time.
+
+    With ``repeats`` > 1 every rank is replayed that many times (round after
+    round, so that a slow drift of the machine touches all ranks alike) into
+    OUT/repeat<K>/, and OUT/rank<R>.csv is the replay of R with the least
+    total computation: the least disturbed run, as the measured side of a
+    validation keeps its fastest run.  OUT/repeats_rank<R>.csv lists R's
+    repeats (``rank, repeat, comp, cpu, kept``; seconds; one file per rank,
+    so that replays of different ranks can run as separate jobs)."""
     if concurrent < 1:
         raise ReplayError("--concurrent must be >= 1")
+    if repeats < 1:
+        raise ReplayError("--repeats must be >= 1")
+    if repeats == 1:
+        return _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env)
+    rows = []
+    for k in range(1, repeats + 1):
+        print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
+        sub = os.path.join(out_dir, f"repeat{k}")
+        _replay_round(ranks, size, log_dir, sub, target, mode, concurrent, env)
+        for r in ranks:
+            rows.append([r, k, *_totals(os.path.join(sub, f"rank{r}.csv")), False])
+    done = []
+    for r in ranks:
+        mine = [row for row in rows if row[0] == r]
+        best = min(mine, key=lambda row: row[2])
+        best[4] = True
+        src = os.path.join(out_dir, f"repeat{best[1]}", f"rank{r}")
+        for ext in (".csv", ".out"):
+            if os.path.exists(src + ext):
+                dst = os.path.join(out_dir, f"rank{r}{ext}")
+                shutil.copyfile(src + ext, dst + ".tmp")
+                os.replace(dst + ".tmp", dst)
+        spread = max(row[2] for row in mine) / best[2] - 1 if best[2] > 0 else 0.0
+        print(f"replay: rank {r}: kept repeat {best[1]} of {repeats} "
+              f"({best[2]:.4f} s of computation; the slowest took {100 * spread:.1f} % more)",
+              file=sys.stderr, flush=True)
+        done.append(os.path.join(out_dir, f"rank{r}.csv"))
+        with open(os.path.join(out_dir, f"repeats_rank{r}.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["rank", "repeat", "comp", "cpu", "kept"])
+            w.writerows((r, k, repr(c), repr(u), str(kept).lower())
+                        for _, k, c, u, kept in mine)
+    return done
+
+
+def _totals(path: str) -> tuple[float, float]:
+    """Total ``comp`` and ``cpu`` seconds of one replay CSV."""
+    comp = cpu = 0.0
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            comp += float(row["comp"])
+            cpu += float(row["cpu"])
+    return comp, cpu
+
+
+def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env) -> list[str]:
+    """Every rank of ``ranks`` replayed once, each in its own process."""
     todo = list(ranks)
     running: dict = {}
     done, failed = [], []

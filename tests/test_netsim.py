@@ -314,6 +314,27 @@ def test_non_contiguous_datatypes_cost_their_packing(tmp_path):
     assert preds[1e-9]["predicted_time"] > preds[0.0]["predicted_time"]
 
 
+def test_call_overhead_is_charged_once_per_call(jacobi_trace, tmp_path):
+    """The binding's own cost (mpi4py: ~0.4 us) is per call: a collective or
+    a window of Isends pays it once per call, not once per message."""
+    from instrument import load_trace
+    ev = load_trace(str(jacobi_trace)).events
+    base = yaml.safe_load((ROOT / "config" / "platforms" / "this-machine.yaml").read_text())
+    base["nodes"] = 2
+    preds = {}
+    for co in (0.0, 1e-6):
+        base["network"]["call_overhead"] = co
+        plat = tmp_path / f"p{co}.yaml"
+        plat.write_text(yaml.safe_dump(base))
+        run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform", str(plat),
+             "-o", str(tmp_path / f"{co}.json")])
+        preds[co] = json.loads((tmp_path / f"{co}.json").read_text())
+    for a, b in zip(preds[0.0]["ranks"], preds[1e-6]["ranks"]):
+        calls = int(((ev["rank"] == a["rank"]) & (ev["op"] != "init")).sum())
+        assert b["computation"] - a["computation"] == pytest.approx(calls * 1e-6, rel=1e-6)
+    assert preds[1e-6]["predicted_time"] > preds[0.0]["predicted_time"]
+
+
 def test_intercommunicator_collectives_simulate(tmp_path):
     """mpi4py.futures reduces over an intercommunicator: the simulator runs
     such collectives over both groups (it failed with a KeyError)."""
@@ -340,3 +361,13 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     assert lv.latency == pytest.approx(3e-6, rel=1e-6)
     assert lv.byte_time == pytest.approx(0.5e-9, rel=1e-6)
     assert lv.rendezvous_byte_time == pytest.approx(0.2e-9, rel=1e-6)
+    assert load_platform(str(tmp_path / "p.yaml")).call_overhead == 0.0
+    # with the binding's per-call cost measured (peer -1), it becomes the
+    # platform's call overhead and comes off the per-message latency
+    (tmp_path / "pp.csv").write_text("\n".join(rows + ["-1,0,5e-07"]) + "\n")
+    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+             "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
+    assert "call overhead 0.500 us per call" in p.stdout
+    plat = load_platform(str(tmp_path / "p.yaml"))
+    assert plat.call_overhead == 5e-7
+    assert plat.levels[0].latency == pytest.approx(2.5e-6, rel=1e-6)

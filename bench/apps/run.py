@@ -6,10 +6,12 @@
 For every recipe of bench/apps/recipes.yaml (install them first with
 bench/apps/install.sh): trace at N (with the C-level call counter beside the
 tracer), cluster, record the representatives, replay them (N at once: the
-contention of the real run), expand, simulate on
-config/platforms/this-machine.yaml with its latency and bandwidth measured
-again first (OUT/platform.yaml; ``--no-calibrate`` keeps the file's) or on
-the recipe's platform, run the application for real (untraced,
+contention of the real run; ``--replay-repeats`` times, default ``repeats``,
+each representative's least disturbed replay kept), expand, simulate on
+config/platforms/this-machine.yaml with its call overhead, latency and
+bandwidth measured again just before (OUT/APP/platform.yaml: this shared
+machine drifts by tens of per cent within an hour; ``--no-calibrate`` keeps
+the file's) or on the recipe's platform, run the application for real (untraced,
 ``repeats`` times, MPI init to the end, as ``python -m netsim.validate``)
 and compare.  Writes OUT/APP/row.json per app and OUT/results.csv (every app with a
 row under OUT: runs of subsets accumulate) and, with
@@ -105,7 +107,7 @@ def output_line(text: str, pattern: str | None) -> str | None:
 
 def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     """Ping-pong this machine now and write OUT/platform.yaml: ``template``
-    with the fitted latency and byte times.
+    with the fitted call overhead, latency and byte times.
 
     A shared machine's memory bandwidth and latency drift by tens of per
     cent over hours; a platform measured in the same session as the real
@@ -118,8 +120,9 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     subprocess.run([MPIEXEC, "-n", "2", PY, "-m", "netsim.calibrate", "measure", "-o", str(raw)],
                    check=True, env=env, cwd=ROOT, capture_output=True)
     from netsim.calibrate import fit
-    fitted = fit(str(raw), cores_per_node=2, nodes=1, spans=None, eager_limit=65536,
-                 name="this-machine")["network"]["levels"][0]
+    fitted_net = fit(str(raw), cores_per_node=2, nodes=1, spans=None, eager_limit=65536,
+                     name="this-machine")["network"]
+    fitted = fitted_net["levels"][0]
     plat = yaml.safe_load(template.read_text())
     net = plat["network"]
     o = net["overhead"]["send"] + net["overhead"]["recv"]
@@ -128,9 +131,11 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     lv["byte_time"] = fitted["byte_time"]
     if "rendezvous_byte_time" in fitted:
         lv["rendezvous_byte_time"] = fitted["rendezvous_byte_time"]
+    net["call_overhead"] = fitted_net.get("call_overhead", 0.0)
     path = out / "platform.yaml"
     path.write_text(yaml.safe_dump(plat, sort_keys=False))
-    print(f"calibrated: one-way {fitted['latency'] * 1e6:.2f} us, "
+    print(f"    calibrated: {net['call_overhead'] * 1e6:.2f} us per call + one-way "
+          f"{fitted['latency'] * 1e6:.2f} us per message, "
           f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
           f"{1e-9 / lv.get('rendezvous_byte_time', fitted['byte_time']):.2f} GB/s "
           f"rendezvous -> {path}", flush=True)
@@ -138,8 +143,12 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
 
 
 def validate_app(name: str, recipe: dict, out: Path, repeats: int,
-                 platform: Path = PLATFORM) -> dict:
-    """The whole method on one application; returns its row of the table."""
+                 platform: Path | None = PLATFORM, replay_repeats: int = 1) -> dict:
+    """The whole method on one application; returns its row of the table.
+
+    ``platform`` None: measure this machine's network just before simulating
+    (OUT/APP/platform.yaml), i.e. a minute before the real runs it is
+    compared with."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
     d = out / name
@@ -152,11 +161,15 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
         "-o", str(d / "msglog")] + app, d / "record.log")
     sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-        "--concurrent", str(min(n, os.cpu_count() or 1)), "-o", str(d / "replay")] + app,
+        "--concurrent", str(min(n, os.cpu_count() or 1)), "--repeats", str(replay_repeats),
+        "-o", str(d / "replay")] + app,
        d / "replay.log")
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
         "-o", str(d / "compute.csv")], d / "expand.log")
-    platform = ROOT / recipe["platform"] if "platform" in recipe else platform
+    if "platform" in recipe:
+        platform = ROOT / recipe["platform"]
+    elif platform is None:
+        platform = calibrate(d)
     sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
         str(d / "compute.csv"), "-o", str(d / "prediction.json")], d / "simulate.log")
     reps = pd.read_csv(d / "reps.csv")
@@ -211,6 +224,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", help="comma-separated recipe names (default: all)")
     ap.add_argument("--repeats", type=int, default=3, help="real runs per app (min is kept)")
+    ap.add_argument("--replay-repeats", type=int,
+                    help="replays per representative, the least disturbed kept "
+                         "(default: --repeats, like for like with the real runs)")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     ap.add_argument("--no-calibrate", action="store_true",
@@ -223,11 +239,12 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown app(s) {unknown}; recipes: {', '.join(recipes)}")
     out = Path(a.out)
-    platform = PLATFORM if a.no_calibrate else calibrate(out)
+    platform = PLATFORM if a.no_calibrate else None
     failed = []
     for name in names:
         try:
-            validate_app(name, recipes[name], out, a.repeats, platform)
+            validate_app(name, recipes[name], out, a.repeats, platform,
+                         a.replay_repeats or a.repeats)
         except RuntimeError as e:
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
             failed.append(name)
