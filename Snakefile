@@ -128,9 +128,12 @@ rule replay:
         f"{RES}/benchmarks/replay_rank{{rank}}.tsv"
     params:
         repeats=config["replay"]["repeats"],
+        load=config["replay"]["load"],
+    resources:
+        tasks=max(1, config["replay"]["load"]),
     shell:
         "{PY} -m replay --rank {wildcards.rank} --size {N} --log {input} -o {RES}/replay "
-        "--repeats {params.repeats} {APP} > {log} 2>&1"
+        "--repeats {params.repeats} --load {params.load} {APP} > {log} 2>&1"
 
 
 def replayed(wildcards):

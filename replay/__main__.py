@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m replay",
         usage="python -m replay (--rank R | --ranks R1,R2 | --reps REPS.csv) --log LOG_DIR "
-              "-o OUT_DIR [--size N] [--concurrent K] [--repeats K] (app.py | -m module | -c cmd) [args]",
+              "-o OUT_DIR [--size N] [--concurrent K] [--load K] [--repeats K] (app.py | -m module | -c cmd) [args]",
         description="Replay ranks of a recorded run one at a time (or K at once) on this "
                     "node and measure their computation between MPI calls.  Writes "
                     "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu (seconds; the "
@@ -39,6 +39,12 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrent", type=int, default=1,
                     help="replay K ranks at once, one per core, to mimic a loaded node "
                          "(default 1: one at a time)")
+    ap.add_argument("--load", type=int, default=0,
+                    help="keep K replays running on this node at every moment: when fewer "
+                         "measured replays are left, copies of the representatives run "
+                         "beside them as load (their times discarded), so that each replay "
+                         "shares the node as its rank did in the full run (K = ranks per "
+                         "node there; default 0: no copies)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="replay every rank K times (each in its own process, into "
                          "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and keep, per rank, the replay with the least "
@@ -50,13 +56,15 @@ def main(argv=None) -> int:
         ap.error("give the application: app.py, -m module or -c command")
     if a.repeats < 1:
         ap.error("--repeats must be >= 1")
+    if a.load < 0:
+        ap.error("--load must be >= 0")
     from instrument.msglog import LogError
     from .fake import Divergence
     from .run import ReplayError, replay_many, replay_rank
     try:
-        if a.rank is not None and a.repeats > 1:
+        if a.rank is not None and (a.repeats > 1 or a.load > 1):
             replay_many([a.rank], a.size, a.log, a.output, target, mode, 1,
-                        repeats=a.repeats)
+                        repeats=a.repeats, load=a.load)
         elif a.rank is not None:
             path = replay_rank(a.rank, a.size, a.log, a.output, target, mode)
             print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
@@ -66,7 +74,7 @@ def main(argv=None) -> int:
             except ValueError as e:
                 ap.error(str(e))
             replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
-                        repeats=a.repeats)
+                        repeats=a.repeats, load=a.load)
     except (LogError, Divergence, ReplayError) as e:
         print(f"replay: error: {e}", file=sys.stderr)
         return 2
@@ -75,7 +83,7 @@ def main(argv=None) -> int:
 
 def _split_target_replay(argv):
     return _split_target(argv, ("--rank", "--ranks", "--reps", "--size", "--log", "-o",
-                                "--output", "--concurrent", "--repeats"), "replay")
+                                "--output", "--concurrent", "--repeats", "--load"), "replay")
 
 
 if __name__ == "__main__":

@@ -61,8 +61,14 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
 
 def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
                 target: list[str], mode: str, concurrent: int = 1, env=None,
-                repeats: int = 1) -> list[str]:
+                repeats: int = 1, load: int = 0) -> list[str]:
     """Replay each rank in its own process, ``concurrent`` at a time.
+
+    ``load`` K > 0: keep K replays running on this node at every moment,
+    measured ones plus *load copies* (replays of the same representatives
+    whose times are thrown away) where fewer measured ones are left, so
+    that every measured replay shares the node's memory bandwidth and
+    caches as its rank did in the full run (K = ranks per node there).
 
     With ``repeats`` > 1 every rank is replayed that many times (round after
     round, so that a slow drift of the machine touches all ranks alike) into
@@ -75,13 +81,15 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
         raise ReplayError("--concurrent must be >= 1")
     if repeats < 1:
         raise ReplayError("--repeats must be >= 1")
+    if load < 0:
+        raise ReplayError("--load must be >= 0")
     if repeats == 1:
-        return _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env)
+        return _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env, load)
     rows = []
     for k in range(1, repeats + 1):
         print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
         sub = os.path.join(out_dir, f"repeat{k}")
-        _replay_round(ranks, size, log_dir, sub, target, mode, concurrent, env)
+        _replay_round(ranks, size, log_dir, sub, target, mode, concurrent, env, load)
         for r in ranks:
             rows.append([r, k, *_totals(os.path.join(sub, f"rank{r}.csv")), False])
     done = []
@@ -118,38 +126,58 @@ def _totals(path: str) -> tuple[float, float]:
     return comp, cpu
 
 
-def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env) -> list[str]:
-    """Every rank of ``ranks`` replayed once, each in its own process."""
+def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
+                  load=0) -> list[str]:
+    """Every rank of ``ranks`` replayed once, each in its own process, with
+    load copies beside them up to ``load`` processes (see replay_many)."""
     todo = list(ranks)
     running: dict = {}
+    fillers: list = []
     done, failed = [], []
     t0 = time.time()
     tgt = (["-m"] if mode == "module" else ["-c"] if mode == "command" else []) + target
-    while todo or running:
-        while todo and len(running) < concurrent:
-            r = todo.pop(0)
-            cmd = [sys.executable, "-m", "replay", "--rank", str(r), "--log", log_dir,
-                   "-o", out_dir] + (["--size", str(size)] if size else []) + tgt
-            os.makedirs(out_dir, exist_ok=True)
-            # the replayed rank's own output, for comparison with the host run's
-            with open(os.path.join(out_dir, f"rank{r}.out"), "w") as out:
-                running[r] = subprocess.Popen(cmd, env=env, stdout=out,
-                                              stderr=subprocess.PIPE, text=True)
-            print(f"replay: rank {r} started ({len(done) + len(running)}/{len(ranks)})",
-                  file=sys.stderr, flush=True)
-        time.sleep(0.05)
-        for r, p in list(running.items()):
-            if p.poll() is None:
-                continue
-            err = p.stderr.read()
-            del running[r]
-            if p.returncode == 0:
-                done.append(os.path.join(out_dir, f"rank{r}.csv"))
-                print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, "
-                      f"{time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
-            else:
-                failed.append((r, err.strip().splitlines()[-1] if err.strip() else
-                               f"exit code {p.returncode}"))
+    scratch = os.path.join(out_dir, ".load")
+
+    def command(r, out):
+        return [sys.executable, "-m", "replay", "--rank", str(r), "--log", log_dir,
+                "-o", out] + (["--size", str(size)] if size else []) + tgt
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        while todo or running:
+            while todo and len(running) < concurrent:
+                r = todo.pop(0)
+                # the replayed rank's own output, for comparison with the host run's
+                with open(os.path.join(out_dir, f"rank{r}.out"), "w") as out:
+                    running[r] = subprocess.Popen(command(r, out_dir), env=env, stdout=out,
+                                                  stderr=subprocess.PIPE, text=True)
+                print(f"replay: rank {r} started ({len(done) + len(running)}/{len(ranks)})",
+                      file=sys.stderr, flush=True)
+            fillers = [f for f in fillers if f.poll() is None]
+            while running and len(running) + len(fillers) < load:
+                r = ranks[len(fillers) % len(ranks)]
+                fillers.append(subprocess.Popen(command(r, scratch), env=env,
+                                                stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL))
+                print(f"replay: load copy of rank {r} started (its times are not kept)",
+                      file=sys.stderr, flush=True)
+            time.sleep(0.05)
+            for r, p in list(running.items()):
+                if p.poll() is None:
+                    continue
+                err = p.stderr.read()
+                del running[r]
+                if p.returncode == 0:
+                    done.append(os.path.join(out_dir, f"rank{r}.csv"))
+                    print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, "
+                          f"{time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
+                else:
+                    failed.append((r, err.strip().splitlines()[-1] if err.strip() else
+                                   f"exit code {p.returncode}"))
+    finally:
+        for f in fillers:
+            f.kill()
+            f.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
     if failed:
         raise ReplayError("; ".join(f"rank {r}: {msg}" for r, msg in failed))
     return done

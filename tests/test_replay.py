@@ -75,6 +75,19 @@ def test_repeated_replay_keeps_each_ranks_least_disturbed_run(tmp_path):
     assert bad.returncode == 2 and "--repeats must be >= 1" in bad.stderr
 
 
+def test_load_copies_run_beside_a_lone_representative(tmp_path):
+    """One representative replayed alone would have the node to itself,
+    unlike its rank in the full run: --load 2 runs a copy beside it."""
+    app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "6", "--check", "3"]
+    p = record(2, tmp_path / "log", [1], app)
+    rep = tmp_path / "rep"
+    q = replay(tmp_path / "log", rep, app, ranks=[1], extra=["--concurrent", "2", "--load", "2"])
+    assert "load copy of rank 1 started" in q.stderr
+    assert (rep / "rank1.out").read_text().strip() == host_lines(p.stdout, "rank ")[1]
+    assert pd.read_csv(rep / "rank1.csv")["op"].iloc[-1] == "finalize"
+    assert not (rep / ".load").exists()
+
+
 def test_rma_is_refused_clearly(tmp_path):
     app = [APPS / "coverage.py"]
     record(4, tmp_path / "log", [1], app)

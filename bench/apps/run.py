@@ -6,7 +6,8 @@
 For every recipe of bench/apps/recipes.yaml (install them first with
 bench/apps/install.sh): trace at N (with the C-level call counter beside the
 tracer), cluster, record the representatives, replay them (N at once: the
-contention of the real run; ``--replay-repeats`` times, default ``repeats``,
+contention of the real run, with load copies beside a lone representative;
+``--replay-repeats`` times, default ``repeats``,
 each representative's least disturbed replay kept), expand, simulate on
 config/platforms/this-machine.yaml with its call overhead, latency and
 bandwidth measured again just before (OUT/APP/platform.yaml: this shared
@@ -161,7 +162,8 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
         "-o", str(d / "msglog")] + app, d / "record.log")
     sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-        "--concurrent", str(min(n, os.cpu_count() or 1)), "--repeats", str(replay_repeats),
+        "--concurrent", str(min(n, os.cpu_count() or 1)),
+        "--load", str(min(n, os.cpu_count() or 1)), "--repeats", str(replay_repeats),
         "-o", str(d / "replay")] + app,
        d / "replay.log")
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
