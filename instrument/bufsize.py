@@ -76,6 +76,15 @@ def nbytes(spec) -> int:
     return memoryview(spec).nbytes
 
 
+def blocked_nbytes(spec, blocks: int) -> int:
+    """Bytes of a buffer split into ``blocks`` equal blocks, one per process
+    (alltoall's buffers, the gathered and scattered sides): mpi4py reads the
+    count of ``[data, count, datatype]`` there as the count of one block."""
+    if isinstance(spec, (list, tuple)) and len(spec) == 3 and per_peer(spec) is None:
+        return nbytes(spec) * blocks
+    return nbytes(spec)
+
+
 def per_peer(spec, size: int | None = None):
     """Per-peer byte counts of a v/w buffer spec, or None if it has none."""
     if not isinstance(spec, (list, tuple)) or len(spec) < 2:

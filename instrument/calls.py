@@ -78,13 +78,14 @@ ANY_SOURCE, ANY_TAG, PROC_NULL = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.PROC_NULL
 _SPECIAL = (None, MPI.IN_PLACE, MPI.BOTTOM)
 
 
-def bytes_view(spec):
+def bytes_view(spec, blocks: int = 1):
     """A writable byte view of the memory a buffer spec describes (or None).
 
     ``[data, count, datatype]`` and ``[data, (count, displ), datatype]``
     with a predefined datatype describe only part of ``data``: the OSU demos
     receive a few bytes into a 4 MiB buffer, and logging the whole buffer
-    every time wrote 72 GB.  Other specs describe the whole buffer."""
+    every time wrote 72 GB.  Other specs describe the whole buffer.
+    ``blocks``: the count is that of one block of so many (see output_view)."""
     data = spec[0] if isinstance(spec, (list, tuple)) else spec
     if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
         return None
@@ -105,8 +106,26 @@ def bytes_view(spec):
         if isinstance(count, int) and isinstance(displ, int) and \
                 isinstance(dt, MPI.Datatype) and dt.is_predefined:
             ext = dt.Get_extent()[1]
-            return m[displ * ext:displ * ext + count * dt.Get_size()]
+            return m[displ * ext:displ * ext + count * blocks * dt.Get_size()]
     return m
+
+
+# receive buffers holding one block per process: mpi4py reads the count of
+# [data, count, datatype] there as the count of one block
+_BLOCKED_OUT = {"Alltoall", "Ialltoall", "Alltoall_init", "Allgather", "Iallgather",
+                "Allgather_init", "Gather", "Igather", "Gather_init"}
+
+
+def output_view(name: str, a: dict):
+    """A writable byte view of what the call ``name`` (bound arguments
+    ``a``) writes, or None: output_of, one block per process where the
+    receive buffer holds one."""
+    spec = output_of(name, a)
+    blocks = 1
+    if name in _BLOCKED_OUT and spec is a.get("recvbuf"):
+        c = a["self"]
+        blocks = c.Get_remote_size() if c.Is_inter() else c.Get_size()
+    return bytes_view(spec, blocks)
 
 
 def output_of(name: str, a: dict):

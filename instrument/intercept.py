@@ -26,9 +26,9 @@ import inspect
 from mpi4py import MPI
 
 from . import ops
-from .bufsize import PickleCounter, nbytes, noncontiguous, per_peer
+from .bufsize import PickleCounter, blocked_nbytes, nbytes, noncontiguous, per_peer
 from ._hotpath import enter, leave, leave_ex, new_req
-from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_NONCONTIG, Recorder
+from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, Recorder
 
 R: Recorder = None            # set by install()
 PK = PickleCounter()
@@ -422,17 +422,21 @@ def _coll_done(s, self, sbuf, rbuf, root, res, spec):
         n = nbytes(sbuf)
         sb, rb = (n, 0) if peer == self._me else (0, n)
     else:
-        rb = nbytes(rbuf)
+        # the blocked sides of the fixed-count collectives hold one block
+        # per process (mpi4py: an explicit count is the count of one block)
+        p = len(self._w)
+        rb = blocked_nbytes(rbuf, p) if stem in ("alltoall", "allgather", "gather") \
+            else nbytes(rbuf)
         if sbuf is IN_PLACE:
-            sb = rb // len(self._w) if stem in _GATHERS else rb
+            sb = rb // p if stem in _GATHERS else rb
             if stem in ("scatter", "scatterv"):
                 sb, rb = rb, 0
         else:
-            sb = nbytes(sbuf)
-    extra, fl = None, 0
+            sb = blocked_nbytes(sbuf, p) if stem in ("alltoall", "scatter") else nbytes(sbuf)
+    extra, fl = None, FLAG_INPLACE if sbuf is IN_PLACE else 0
     if variable:
         extra = ("c", per_peer(sbuf), per_peer(rbuf))
-        fl = FLAG_NONCONTIG if noncontiguous(sbuf) or noncontiguous(rbuf) else 0
+        fl |= FLAG_NONCONTIG if noncontiguous(sbuf) or noncontiguous(rbuf) else 0
     req = -1
     if mode == "persistent":
         res = _wrap_req(res, pinfo=(kind, self._tidx, peer, -1, sb, rb, -1, -1, extra))

@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from .bufsize import nbytes
 from .calls import (COMM_PARENTS, KIND, OP, bytes_view, describe_comm,
-                    mixin_hierarchy, output_of, peer_tag, status_tuple)
+                    mixin_hierarchy, output_view, peer_tag, status_tuple)
 from .intercept import _Meta
 from .msglog import LogWriter
 
@@ -85,14 +85,14 @@ def _comm_method(cls_name, name):
             if lower:
                 payload = pickle.dumps(res, protocol=5)
             else:
-                v = bytes_view(output_of(name, a))
+                v = output_view(name, a)
                 payload = bytes(v[:st.Get_count(MPI.BYTE)]) if v is not None else b""
             W.write(op, peer, tag, 0, status_tuple(st), [payload])
             return res
         if kind in ("irecv", "isendrecv", "icoll", "pcoll"):
             W.write(op, peer, tag, 0, None)
             r = _wrap(res)
-            r._out = "obj" if lower else bytes_view(output_of(name, a))
+            r._out = "obj" if lower else output_view(name, a)
             return r
         if kind == "probe":
             flag = res
@@ -106,7 +106,7 @@ def _comm_method(cls_name, name):
                 return m
             return res
         if kind == "coll":
-            v = bytes_view(output_of(name, a))
+            v = output_view(name, a)
             W.write(op, peer, tag, 0, None, [bytes(v)] if v is not None else [])
             return res
         if kind == "ocoll":

@@ -29,6 +29,7 @@ FLAG_ANY_SOURCE = 1
 FLAG_ANY_TAG = 2
 FLAG_NONE = 8            # a test/probe that found nothing
 FLAG_NONCONTIG = 16      # a v/w collective with a non-contiguous derived datatype
+FLAG_INPLACE = 32        # a collective called with MPI.IN_PLACE (no local copy)
 
 CHUNK = 8192
 FLUSH_SECONDS = 1.0

@@ -6,10 +6,14 @@
 ``measure``: rank 0 ping-pongs with every other rank in turn (so with ranks
 placed block-wise the pairs cross every level of the machine: same socket,
 same node, other nodes), over message sizes from 0 bytes to 4 MiB, and
-keeps the minimum of the repetitions (columns ``peer, bytes, one_way``).
-A last row with peer -1 holds the cost of one call that MPI completes at
-once (a Send to and a Recv from ``MPI.PROC_NULL``, median per call): the
-binding's own per-call cost (mpi4py: about 0.5 us).
+keeps the minimum of the repetitions (columns ``peer, bytes, one_way,
+what``; ``what`` is ``pingpong`` for these rows).  Further rows, peer -1:
+``call``, the cost of one call that MPI completes at once (a Send to and a
+Recv from ``MPI.PROC_NULL``, median per call): the binding's own per-call
+cost (mpi4py: about 0.5 us); ``copy``, seconds to copy ``bytes`` within a
+process (a memory copy, as MPI copies a collective's own block); and, from
+ranks 0 and 1, ``alltoall``, ``allgather`` and ``sendrecv``: seconds per
+call of each with 8 bytes per member (median of the repetitions).
 
 ``fit``: assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -22,7 +26,13 @@ becomes ``network.call_overhead`` (charged per call the application makes)
 and comes off every level's latency, so that a ping-pong (one call per
 one-way trip on its critical path) still costs what was measured while a
 collective or a window of Isends pays it once per call, not per message.
+The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
+ranks the model of an alltoall or allgather is one exchange, exactly a
+Sendrecv's; what the measured collective costs beyond the measured
+Sendrecv (MPICH's alltoall posts a message to itself and waits on four
+requests) becomes ``network.collective_overhead`` of that family.
 Writes a platform YAML (eager limit from ``--eager-limit``).
+Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
 """
 from __future__ import annotations
 
@@ -30,6 +40,51 @@ import argparse
 import sys
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304]
+COPY_SIZES = [65536, 1048576, 4194304, 16777216]
+COLLECTIVES = ("alltoall", "allgather")      # one exchange at two ranks
+
+
+def _median_per_call(fn, calls: int, repeats: int) -> float:
+    import statistics
+
+    from mpi4py import MPI
+    spans = []
+    for _ in range(repeats):
+        t0 = MPI.Wtime()
+        for _ in range(calls):
+            fn()
+        spans.append((MPI.Wtime() - t0) / calls)
+    return statistics.median(spans)
+
+
+def _pair_costs(w, repeats: int) -> list:
+    """Rows (what, seconds per call) of ranks 0 and 1: the collectives of
+    COLLECTIVES and a Sendrecv, 8 bytes per member.  Interleaved in short
+    blocks, each collective's row is the Sendrecv's median plus the median
+    of its block-by-block excess: the machine's drift cancels out."""
+    import numpy as np
+    from mpi4py import MPI
+    if w.size < 2:
+        return []
+    pair = w.Split(0 if w.rank < 2 else MPI.UNDEFINED, w.rank)
+    if pair == MPI.COMM_NULL:
+        return []
+    other = 1 - pair.rank
+    s, r = np.zeros(16, np.uint8), np.zeros(16, np.uint8)
+    calls = {"sendrecv": lambda: pair.Sendrecv(s[:8], other, 3, r[:8], other, 3),
+             "alltoall": lambda: pair.Alltoall(s, r),
+             "allgather": lambda: pair.Allgather(s[:8], r)}
+    import statistics
+    spans = {what: [] for what in calls}
+    for _ in range(repeats):
+        for what, fn in calls.items():
+            pair.Barrier()
+            spans[what].append(_median_per_call(fn, 500, 1))
+    pair.Free()
+    base = statistics.median(spans["sendrecv"])
+    return [("sendrecv", base)] + [
+        (what, base + statistics.median(t - b for t, b in zip(spans[what], spans["sendrecv"])))
+        for what in COLLECTIVES]
 
 
 def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
@@ -54,20 +109,24 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
                     w.Send(buf, 0, 7)
             if w.rank == 0:
                 rows.append((peer, n, best))
+    rows = [(p, n, t, "pingpong") for p, n, t in rows]
     # the binding's cost per call: calls that MPI answers at once
-    buf, n = np.zeros(8, dtype=np.uint8), 2000
-    spans = []
-    for _ in range(repeats):
-        t0 = MPI.Wtime()
-        for _ in range(n):
-            w.Send(buf, MPI.PROC_NULL, 7)
-            w.Recv(buf, MPI.PROC_NULL, 7)
-        spans.append((MPI.Wtime() - t0) / (2 * n))
-    rows.append((-1, 0, float(np.median(spans))))
+    buf = np.zeros(8, dtype=np.uint8)
+
+    def null_pair():
+        w.Send(buf, MPI.PROC_NULL, 7)
+        w.Recv(buf, MPI.PROC_NULL, 7)
+    rows.append((-1, 0, _median_per_call(null_pair, 2000, repeats) / 2, "call"))
+    # a memory copy within the process, over buffers larger than the caches
+    for n in COPY_SIZES:
+        a, b = np.ones(n, np.uint8), np.zeros(n, np.uint8)
+        rows.append((-1, n, min(_median_per_call(lambda: np.copyto(b, a), 1, 3)
+                                for _ in range(max(3, repeats // 3))), "copy"))
+    rows += [(-1, 8, t, what) for what, t in _pair_costs(w, repeats)]
     if w.rank == 0:
         with open(out, "w") as f:
-            f.write("peer,bytes,one_way\n")
-            f.writelines(f"{p},{n},{t!r}\n" for p, n, t in rows)
+            f.write("peer,bytes,one_way,what\n")
+            f.writelines(f"{p},{n},{t!r},{what}\n" for p, n, t, what in rows)
         print(f"wrote {out} ({len(rows)} points)")
 
 
@@ -86,9 +145,16 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         eager_limit: int, name: str) -> dict:
     import pandas as pd
     df = pd.read_csv(raw)
-    per_call = df[df["peer"] < 0]["one_way"]
+    if "what" not in df:
+        df["what"] = ["pingpong" if p >= 0 else "call" for p in df["peer"]]
+    per_call = df[df["what"] == "call"]["one_way"]
     call = float(per_call.min()) if len(per_call) else 0.0
-    df = df[df["peer"] >= 0]
+    copy = df[df["what"] == "copy"]
+    copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
+    pair = df[df["peer"] < 0].groupby("what")["one_way"].min()
+    coll_over = {f: max(float(pair[f] - pair["sendrecv"]), 0.0)
+                 for f in COLLECTIVES if f in pair and "sendrecv" in pair}
+    df = df[df["what"] == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
 
@@ -121,6 +187,10 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
            "eager_limit": eager_limit, "contention": nodes > 1}
     if call:
         net["call_overhead"] = call
+    if copy_bt:
+        net["copy_byte_time"] = copy_bt
+    if coll_over:
+        net["collective_overhead"] = coll_over
     return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
             "network": net,
             "collectives": {"default": "analytic"}, "compute_scale": 1.0}
@@ -163,6 +233,10 @@ def main(argv=None) -> int:
               (f", {gbs(rdv):.2f} GB/s over the eager limit" if rdv is not None else ""))
     if "call_overhead" in d["network"]:
         print(f"call overhead {d['network']['call_overhead'] * 1e6:.3f} us per call")
+    if "copy_byte_time" in d["network"]:
+        print(f"local copy {gbs(d['network']['copy_byte_time']):.2f} GB/s")
+    for fam, t in d["network"].get("collective_overhead", {}).items():
+        print(f"{fam}: {t * 1e6:.3f} us per call beyond its messages")
     print(f"wrote {a.output}")
     return 0
 

@@ -27,7 +27,12 @@ MPI, e.g. mpi4py parsing a buffer argument; per call, not per message, so
 that a collective or a window of nonblocking sends is charged it once per
 call and the network levels keep MPI's own per-message latency; default
 0: the binding's cost folded into the latency, as a Python ping-pong
-measures it); ``network.semantics``: ``detailed`` (default,
+measures it); ``network.copy_byte_time`` (seconds per byte of a local
+memory copy: the own block that alltoall and allgather copy from the send
+to the receive buffer before exchanging the rest; default 0);
+``network.collective_overhead: {family: seconds}`` (CPU time per call of a
+collective family beyond its messages, e.g. MPICH's alltoall posting a
+message to itself; default none); ``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
@@ -41,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import yaml
 
-from .collectives import ALGORITHMS, DEFAULT_ALGORITHM
+from .collectives import ALGORITHMS, DEFAULT_ALGORITHM, FOR_OP
 
 
 class PlatformError(Exception):
@@ -73,6 +78,8 @@ class Platform:
     contention: bool = False
     pack_byte_time: float = 0.0
     call_overhead: float = 0.0
+    copy_byte_time: float = 0.0
+    collective_overhead: dict = field(default_factory=dict)   # family -> seconds
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
     semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
@@ -138,7 +145,8 @@ class Platform:
                 "overhead_byte": {"send": self.O_send, "recv": self.O_recv},
                 "gap": self.gap, "eager_limit": self.eager_limit,
                 "contention": self.contention, "pack_byte_time": self.pack_byte_time,
-                "call_overhead": self.call_overhead, "semantics": self.semantics,
+                "call_overhead": self.call_overhead, "copy_byte_time": self.copy_byte_time,
+                "collective_overhead": self.collective_overhead, "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
 
@@ -167,7 +175,8 @@ def _num(d: dict, key: str, where: str, default=None, integer=False, positive=Fa
 _TOP_KEYS = {"name", "nodes", "cores_per_node", "placement", "network", "collectives",
              "compute_scale", "description"}
 _NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention",
-             "pack_byte_time", "call_overhead", "semantics"}
+             "pack_byte_time", "call_overhead", "copy_byte_time", "collective_overhead",
+             "semantics"}
 
 
 def from_dict(d: dict, source: str = "<dict>") -> Platform:
@@ -232,6 +241,15 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         if alg != "analytic" and alg not in ALGORITHMS:
             raise PlatformError(f"{source}: collectives.{op}: unknown algorithm {alg!r}; "
                                 f"choose analytic or one of {sorted(ALGORITHMS)}")
+    cov = net.get("collective_overhead", {}) or {}
+    if not isinstance(cov, dict):
+        raise PlatformError(f"{source}: network.collective_overhead must be a mapping "
+                            f"family -> seconds")
+    for fam in cov:
+        if fam not in FOR_OP:
+            raise PlatformError(f"{source}: network.collective_overhead.{fam}: not a collective "
+                                f"family; choose from {sorted(FOR_OP)}")
+    cov = {fam: _num(cov, fam, f"{source}: network.collective_overhead") for fam in cov}
     semantics = net.get("semantics", "detailed")
     if semantics not in ("detailed", "loggopsim"):
         raise PlatformError(f"{source}: network.semantics must be detailed or loggopsim")
@@ -252,6 +270,8 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         contention=contention, collectives=dict(coll),
         pack_byte_time=_num(net, "pack_byte_time", f"{source}: network", 0.0),
         call_overhead=_num(net, "call_overhead", f"{source}: network", 0.0),
+        copy_byte_time=_num(net, "copy_byte_time", f"{source}: network", 0.0),
+        collective_overhead=cov,
         compute_scale=_num(d, "compute_scale", source, 1.0, positive=True),
         semantics=semantics, source=source)
 

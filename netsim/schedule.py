@@ -28,6 +28,13 @@ records which) makes the following op require their completion.
 Wildcard receives use the source and tag that matched in the traced run,
 so the simulation follows the same matching.  Probes, unsuccessful tests,
 communicator management and finalize cost nothing.
+
+A collective first does its local work as a CALC (the platform's
+``collective_overhead`` of its family, and for alltoall and allgather the
+copy of the own block at ``copy_byte_time`` unless called in place), then
+its messages.  A collective with fixed counts that moves no data at all
+(every member passes 0 bytes) is local: MPICH returns from it at once,
+without synchronising (measured for every such collective).
 """
 from __future__ import annotations
 
@@ -35,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from instrument.writer import FLAG_NONCONTIG
+from instrument.writer import FLAG_INPLACE, FLAG_NONCONTIG
 
 from . import collectives as C
 from .engine import CALC, COLL, RECV, SEND
@@ -130,6 +137,28 @@ _COMPLETIONS = {"wait", "waitall", "waitany", "waitsome", "test", "testall", "te
 
 def _base(op: str) -> str:
     return op[:-5] if op.endswith("_init") else op
+
+
+def _fixed_counts(op: str) -> bool:
+    """A collective whose members all pass the same count (not v/w, not a
+    reduce_scatter with its counts vector): when one moves 0 bytes, all do."""
+    b = _base(op)
+    return not (b.endswith("v") or b.endswith("w") or b.lstrip("i") == "reduce_scatter")
+
+
+def _local_work(fam, me, p, sb, per_peer, flags, platform) -> float:
+    """Seconds a member computes on entering a collective, before its
+    messages: the family's software overhead and the copy of its own block
+    (alltoall, allgather; none in place)."""
+    t = platform.collective_overhead.get(fam, 0.0)
+    if platform.copy_byte_time and not flags & FLAG_INPLACE:
+        own = 0
+        if fam == "alltoall":
+            own = per_peer[me] if per_peer is not None else sb / max(p, 1)
+        elif fam == "allgather":
+            own = sb
+        t += own * platform.copy_byte_time
+    return t
 
 
 def from_trace(trace, platform, compute: np.ndarray | None = None,
@@ -258,9 +287,20 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
                 raise ScheduleError(f"rank {r} event {i} ({op}): communicator {comm} is not in "
                                     f"comms.parquet")
             p = len(m)
+            sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
+            if sb + rb == 0 and fam not in ("barrier", "neighbor") and _fixed_counts(op):
+                continue                 # no data anywhere: returns at once
             k = ncoll.get((r, comm), 0)
             ncoll[(r, comm)] = k + 1
-            sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
+            me = index_of[comm][r]
+            per_peer = None
+            if scounts is not None and scounts[i] is not None and len(scounts[i]) == p:
+                per_peer = [int(v) for v in scounts[i]]
+            if fam != "neighbor":
+                work = _local_work(fam, me, p, sb, per_peer, int(cols["flags"][i]), platform)
+                if work > 0:
+                    w_ = B.op(CALC, r, after, dur=work, event=i)
+                    after = [(w_, False)]
             nb = {"bcast": max(sb, rb), "scatter": rb, "alltoall": sb / max(p, 1),
                   "neighbor": max(sb, rb)}.get(fam, sb)
             alg = C.choose(fam, platform.algorithm(fam if fam != "neighbor" else "neighbor"))
@@ -274,11 +314,7 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
                 x = B.op(COLL, r, after, coll=cid, dur=cost, ctx=ctx + 1, event=i)
                 made_first, made_last = [x], [x]
             else:
-                me = index_of[comm][r]
                 root = index_of[comm].get(peer, 0) if peer >= 0 else 0
-                per_peer = None
-                if scounts is not None and scounts[i] is not None and len(scounts[i]) == p:
-                    per_peer = [int(v) for v in scounts[i]]
                 prev = after
                 made_first, made_last = [], []
                 for sends, recvs in C.steps(fam, alg, me, p, root, nb, per_peer):

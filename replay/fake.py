@@ -21,7 +21,7 @@ import time
 from mpi4py import MPI
 
 from instrument.calls import (COMM_PARENTS, KIND, OP, bytes_view, fill_status,
-                              mixin_hierarchy, output_of, peer_tag)
+                              mixin_hierarchy, output_view, peer_tag)
 from instrument.intercept import _Meta
 from instrument.msglog import LogReader
 
@@ -134,12 +134,12 @@ def _comm_method(cls_name, name):
             if lower:
                 res = pickle.loads(payloads[0])
             else:
-                _copy_in(bytes_view(output_of(name, a)), payloads[0], op)
+                _copy_in(output_view(name, a), payloads[0], op)
         elif kind in ("irecv", "isendrecv", "icoll"):
-            res = _request("obj" if lower else bytes_view(output_of(name, a)))
+            res = _request("obj" if lower else output_view(name, a))
         elif kind == "pcoll":
             res = _CLS["Prequest"]()
-            res._out = bytes_view(output_of(name, a))
+            res._out = output_view(name, a)
         elif kind == "probe":
             flag, st = result
             if flag:
@@ -156,13 +156,16 @@ def _comm_method(cls_name, name):
             empty = not got
         elif kind == "coll":
             if payloads:
-                _copy_in(bytes_view(output_of(name, a)), payloads[0], op)
+                _copy_in(output_view(name, a), payloads[0], op)
         elif kind == "ocoll":
             res = pickle.loads(payloads[0])
         elif kind == "create":
             res = _new_comm(result)
         elif kind == "idup":
             res = (_new_comm(result), _request())
+        # free the logged data inside the call: freeing a large payload
+        # (munmap) after leave() would land in the next computation span
+        payloads = result = None
         RP.leave(op, empty)
         return res
     f.__name__ = name
@@ -403,6 +406,7 @@ def _single(name):
                     res = (True, None) if is_test else None
         elif lower:
             res = (False, None)
+        payloads = None
         RP.leave(op, not flag)
         return res
     f.__name__ = name
@@ -432,6 +436,7 @@ def _multi(name):
                 fill_status(statuses[i], st)
             elif isinstance(statuses, MPI.Status):
                 fill_status(statuses, st)
+        payloads = None
         RP.leave(lname, lname.startswith("test") and not done)
         return ret
     f.__name__ = name
@@ -469,6 +474,7 @@ def _message_method(name):
                 _copy_in(bytes_view(args[0] if args else kw["buf"]), payloads[0], op)
         else:
             res = _request("obj" if lower else bytes_view(args[0] if args else kw["buf"]))
+        payloads = None
         RP.leave(op)
         return res
     f.__name__ = name

@@ -229,3 +229,17 @@ def test_replay_overhead_is_not_counted_as_computation(tmp_path):
     assert overhead > 0.2
     # uncharged, a span would be idle + overhead
     assert loop.median() < idle + 0.5 * overhead, (loop.median(), idle, overhead)
+
+
+def test_freeing_a_large_logged_payload_is_not_computation(tmp_path):
+    """osu_alltoall at 1 MiB replayed 44-100 us of computation between calls
+    that have none: the logged payload was freed after the call's exit clock."""
+    app = [APPS / "big_alltoall.py"]
+    p = record(2, tmp_path / "log", [1], app)
+    replay(tmp_path / "log", tmp_path / "rep", app, ranks=[1])
+    assert (tmp_path / "rep" / "rank1.out").read_text().strip() == \
+        host_lines(p.stdout, "rank ")[1]
+    rows = pd.read_csv(tmp_path / "rep" / "rank1.csv")
+    between = rows["comp"][rows["op"].shift(1) == "alltoall"]
+    # what is left between two calls: two one-byte writes
+    assert len(between) == 30 and between.median() < 15e-6, between.describe()

@@ -143,6 +143,12 @@ def test_collectives(tr):
     for op in ("ibarrier", "ibcast", "iallreduce"):
         assert one(tr, 1, op).req >= 0
     assert rows(tr, 1, "allgather").rbytes.max() == 256
+    # [data, count, datatype]: count per block, so 3 doubles to each of 4
+    assert {256, 96} <= set(rows(tr, 1, "alltoall").sbytes)
+    assert rows(tr, 1, "alltoall", sbytes=96).iloc[0].rbytes == 96
+    assert rows(tr, 1, "allgather", sbytes=24).iloc[0].rbytes == 96
+    # IN_PLACE is flagged: no local copy of the own block to simulate
+    assert list(ip["flags"] & 32)[:2] == [0, 32]      # Allreduce(a, b), then in place
 
 
 def test_derived_communicators_name_world_ranks(tr):

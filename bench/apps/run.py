@@ -108,7 +108,8 @@ def output_line(text: str, pattern: str | None) -> str | None:
 
 def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     """Ping-pong this machine now and write OUT/platform.yaml: ``template``
-    with the fitted call overhead, latency and byte times.
+    with the fitted call overhead, latency, byte times, local copy rate and
+    collective overheads.
 
     A shared machine's memory bandwidth and latency drift by tens of per
     cent over hours; a platform measured in the same session as the real
@@ -132,14 +133,18 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     lv["byte_time"] = fitted["byte_time"]
     if "rendezvous_byte_time" in fitted:
         lv["rendezvous_byte_time"] = fitted["rendezvous_byte_time"]
-    net["call_overhead"] = fitted_net.get("call_overhead", 0.0)
+    for key in ("call_overhead", "copy_byte_time"):
+        net[key] = fitted_net.get(key, 0.0)
+    net["collective_overhead"] = fitted_net.get("collective_overhead", {})
     path = out / "platform.yaml"
     path.write_text(yaml.safe_dump(plat, sort_keys=False))
     print(f"    calibrated: {net['call_overhead'] * 1e6:.2f} us per call + one-way "
           f"{fitted['latency'] * 1e6:.2f} us per message, "
           f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
           f"{1e-9 / lv.get('rendezvous_byte_time', fitted['byte_time']):.2f} GB/s "
-          f"rendezvous -> {path}", flush=True)
+          f"rendezvous, {net['copy_byte_time'] * 1e9:.3f} ns/B local copy, " +
+          "".join(f"{f} +{t * 1e6:.2f} us, " for f, t in net["collective_overhead"].items()) +
+          f"-> {path}", flush=True)
     return path
 
 

@@ -121,6 +121,9 @@ sc = [1, 2, 3, 4]; sd = [0, 1, 3, 6]
 w.Alltoallv([ab, (sc, sd)], [np.empty(4 * (r + 1)), [r + 1] * 4])
 w.Alltoallw([ab, ([1] * n, [0, 8, 16, 24]), [MPI.DOUBLE] * n],
             [np.empty(n), ([1] * n, [0, 8, 16, 24]), [MPI.DOUBLE] * n])
+# an explicit count is the count of one block (mpi4py): 3 doubles per rank
+w.Alltoall([ab, 3, MPI.DOUBLE], [np.empty(8 * n), 3, MPI.DOUBLE])
+w.Allgather([a, 3, MPI.DOUBLE], [ab, 3, MPI.DOUBLE])
 w.Reduce(a, b if r == 3 else None, op=MPI.SUM, root=3)
 w.Allreduce(a, b); w.Allreduce(MPI.IN_PLACE, b)
 w.Reduce_scatter_block(ab, b)
