@@ -76,6 +76,13 @@ def nbytes(spec) -> int:
     return memoryview(spec).nbytes
 
 
+# the collectives (stems) whose receive / send buffer holds one block per
+# process: there mpi4py reads the count of [data, count, datatype] as the
+# count of one block
+BLOCKED_RECV = ("alltoall", "allgather", "gather")
+BLOCKED_SEND = ("alltoall", "scatter")
+
+
 def blocked_nbytes(spec, blocks: int) -> int:
     """Bytes of a buffer split into ``blocks`` equal blocks, one per process
     (alltoall's buffers, the gathered and scattered sides): mpi4py reads the

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
+from .bufsize import BLOCKED_RECV
+
 SENDS = ("Send", "Bsend", "Ssend", "Rsend", "send", "bsend", "ssend")
 ISENDS = ("Isend", "Ibsend", "Issend", "Irsend", "isend", "ibsend", "issend")
 COLLECTIVES = ("Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
@@ -110,19 +112,16 @@ def bytes_view(spec, blocks: int = 1):
     return m
 
 
-# receive buffers holding one block per process: mpi4py reads the count of
-# [data, count, datatype] there as the count of one block
-_BLOCKED_OUT = {"Alltoall", "Ialltoall", "Alltoall_init", "Allgather", "Iallgather",
-                "Allgather_init", "Gather", "Igather", "Gather_init"}
-
-
 def output_view(name: str, a: dict):
     """A writable byte view of what the call ``name`` (bound arguments
     ``a``) writes, or None: output_of, one block per process where the
-    receive buffer holds one."""
+    receive buffer holds one (bufsize.BLOCKED_RECV)."""
     spec = output_of(name, a)
+    stem = name.lower().removesuffix("_init")
+    if stem.startswith("i") and stem[1:] in BLOCKED_RECV:
+        stem = stem[1:]
     blocks = 1
-    if name in _BLOCKED_OUT and spec is a.get("recvbuf"):
+    if stem in BLOCKED_RECV and spec is a.get("recvbuf"):
         c = a["self"]
         blocks = c.Get_remote_size() if c.Is_inter() else c.Get_size()
     return bytes_view(spec, blocks)

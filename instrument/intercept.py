@@ -26,7 +26,8 @@ import inspect
 from mpi4py import MPI
 
 from . import ops
-from .bufsize import PickleCounter, blocked_nbytes, nbytes, noncontiguous, per_peer
+from .bufsize import (BLOCKED_RECV, BLOCKED_SEND, PickleCounter, blocked_nbytes, nbytes,
+                      noncontiguous, per_peer)
 from ._hotpath import enter, leave, leave_ex, new_req
 from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, Recorder
 
@@ -422,17 +423,14 @@ def _coll_done(s, self, sbuf, rbuf, root, res, spec):
         n = nbytes(sbuf)
         sb, rb = (n, 0) if peer == self._me else (0, n)
     else:
-        # the blocked sides of the fixed-count collectives hold one block
-        # per process (mpi4py: an explicit count is the count of one block)
         p = len(self._w)
-        rb = blocked_nbytes(rbuf, p) if stem in ("alltoall", "allgather", "gather") \
-            else nbytes(rbuf)
+        rb = blocked_nbytes(rbuf, p) if stem in BLOCKED_RECV else nbytes(rbuf)
         if sbuf is IN_PLACE:
             sb = rb // p if stem in _GATHERS else rb
             if stem in ("scatter", "scatterv"):
                 sb, rb = rb, 0
         else:
-            sb = blocked_nbytes(sbuf, p) if stem in ("alltoall", "scatter") else nbytes(sbuf)
+            sb = blocked_nbytes(sbuf, p) if stem in BLOCKED_SEND else nbytes(sbuf)
     extra, fl = None, FLAG_INPLACE if sbuf is IN_PLACE else 0
     if variable:
         extra = ("c", per_peer(sbuf), per_peer(rbuf))

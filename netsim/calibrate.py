@@ -37,6 +37,7 @@ Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 
 SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304]
@@ -45,8 +46,6 @@ COLLECTIVES = ("alltoall", "allgather")      # one exchange at two ranks
 
 
 def _median_per_call(fn, calls: int, repeats: int) -> float:
-    import statistics
-
     from mpi4py import MPI
     spans = []
     for _ in range(repeats):
@@ -74,7 +73,6 @@ def _pair_costs(w, repeats: int) -> list:
     calls = {"sendrecv": lambda: pair.Sendrecv(s[:8], other, 3, r[:8], other, 3),
              "alltoall": lambda: pair.Alltoall(s, r),
              "allgather": lambda: pair.Allgather(s[:8], r)}
-    import statistics
     spans = {what: [] for what in calls}
     for _ in range(repeats):
         for what, fn in calls.items():

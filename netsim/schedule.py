@@ -146,17 +146,12 @@ def _fixed_counts(op: str) -> bool:
     return not (b.endswith("v") or b.endswith("w") or b.lstrip("i") == "reduce_scatter")
 
 
-def _local_work(fam, me, p, sb, per_peer, flags, platform) -> float:
+def _local_work(fam, own, flags, platform) -> float:
     """Seconds a member computes on entering a collective, before its
     messages: the family's software overhead and the copy of its own block
-    (alltoall, allgather; none in place)."""
+    of ``own`` bytes (alltoall, allgather; none in place)."""
     t = platform.collective_overhead.get(fam, 0.0)
-    if platform.copy_byte_time and not flags & FLAG_INPLACE:
-        own = 0
-        if fam == "alltoall":
-            own = per_peer[me] if per_peer is not None else sb / max(p, 1)
-        elif fam == "allgather":
-            own = sb
+    if fam in ("alltoall", "allgather") and not flags & FLAG_INPLACE:
         t += own * platform.copy_byte_time
     return t
 
@@ -296,13 +291,14 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
             per_peer = None
             if scounts is not None and scounts[i] is not None and len(scounts[i]) == p:
                 per_peer = [int(v) for v in scounts[i]]
+            nb = {"bcast": max(sb, rb), "scatter": rb, "alltoall": sb / max(p, 1),
+                  "neighbor": max(sb, rb)}.get(fam, sb)
             if fam != "neighbor":
-                work = _local_work(fam, me, p, sb, per_peer, int(cols["flags"][i]), platform)
+                own = per_peer[me] if fam == "alltoall" and per_peer is not None else nb
+                work = _local_work(fam, own, int(cols["flags"][i]), platform)
                 if work > 0:
                     w_ = B.op(CALC, r, after, dur=work, event=i)
                     after = [(w_, False)]
-            nb = {"bcast": max(sb, rb), "scatter": rb, "alltoall": sb / max(p, 1),
-                  "neighbor": max(sb, rb)}.get(fam, sb)
             alg = C.choose(fam, platform.algorithm(fam if fam != "neighbor" else "neighbor"))
             if alg == "analytic" or fam == "neighbor":
                 key = (comm, k)

@@ -25,7 +25,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m replay",
         usage="python -m replay (--rank R | --ranks R1,R2 | --reps REPS.csv) --log LOG_DIR "
-              "-o OUT_DIR [--size N] [--concurrent K] [--load K] [--repeats K] (app.py | -m module | -c cmd) [args]",
+              "-o OUT_DIR [--size N] [--concurrent K] [--load K] [--repeats K] "
+              "(app.py | -m module | -c cmd) [args]",
         description="Replay ranks of a recorded run one at a time (or K at once) on this "
                     "node and measure their computation between MPI calls.  Writes "
                     "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu (seconds; the "
@@ -47,9 +48,10 @@ def main(argv=None) -> int:
                          "node there; default 0: no copies)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="replay every rank K times (each in its own process, into "
-                         "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and keep, per rank, the replay with the least "
-                         "total computation: the least disturbed run, as a validation keeps "
-                         "the fastest of its real runs (default 1)")
+                         "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and "
+                         "keep, per rank, the replay with the least total computation: the "
+                         "least disturbed run, as a validation keeps the fastest of its real "
+                         "runs (default 1)")
     opts, mode, target = _split_target_replay(argv)
     a = ap.parse_args(opts)
     if mode is None:
