@@ -14,16 +14,17 @@ from conftest import APPS, EXAMPLES, run, trace
 def uneven_trace(tmp_path_factory):
     # The premise of the tests below is that a rank's CPU time reflects its
     # work class.  On this shared 2-core machine a rank now and then runs a
-    # whole trace ~2.5x slower in CPU time too (a co-runner on the same
+    # whole trace 1.4-2.5x slower in CPU time too (a co-runner on the same
     # physical core or memory bus), which is a genuinely different vector, so
     # such a trace is retaken (at most twice) rather than tested against.
+    # Undisturbed traces keep each class's totals within 11 % of each other.
     for attempt in range(3):
         out = tmp_path_factory.mktemp("uneven") / "trace"
         trace(8, out, [EXAMPLES / "uneven.py", "--iters", "8", "--work", "300000",
                        "--classes", "2"], timeout=300)
         totals = read_rank_vectors(str(out)).table.set_index("rank")["total"]
         spread = totals.groupby(totals.index % 2).agg(lambda t: t.max() / t.min())
-        if spread.max() < 1.5:
+        if spread.max() < 1.25:
             break
     return out
 
