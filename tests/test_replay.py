@@ -234,12 +234,22 @@ def test_replay_overhead_is_not_counted_as_computation(tmp_path):
 def test_freeing_a_large_logged_payload_is_not_computation(tmp_path):
     """osu_alltoall at 1 MiB replayed 44-100 us of computation between calls
     that have none: the logged payload was freed after the call's exit clock."""
+    from instrument import load_trace
     app = [APPS / "big_alltoall.py"]
+    trace(2, tmp_path / "trace", app)
     p = record(2, tmp_path / "log", [1], app)
     replay(tmp_path / "log", tmp_path / "rep", app, ranks=[1])
     assert (tmp_path / "rep" / "rank1.out").read_text().strip() == \
         host_lines(p.stdout, "rank ")[1]
-    rows = pd.read_csv(tmp_path / "rep" / "rank1.csv")
-    between = rows["comp"][rows["op"].shift(1) == "alltoall"]
-    # what is left between two calls: two one-byte writes
-    assert len(between) == 30 and between.median() < 15e-6, between.describe()
+
+    def after_alltoall(rows):
+        return rows["comp"][rows["op"].shift(1) == "alltoall"]
+    ev = load_trace(str(tmp_path / "trace")).events
+    real = after_alltoall(ev[ev["rank"] == 1].reset_index(drop=True))
+    between = after_alltoall(pd.read_csv(tmp_path / "rep" / "rank1.csv"))
+    # Between two calls the application writes two bytes; the real run
+    # spends 5-10 us there (cold caches after a 1 MiB exchange), the fixed
+    # replay 1-2.5x that, the replay that freed late ~10x (105 us).  The
+    # ratio, both measured in this test, cancels this machine's speed.
+    assert len(between) == len(real) == 30
+    assert between.median() < 4 * real.median(), (between.describe(), real.describe())
