@@ -12,8 +12,10 @@ what``; ``what`` is ``pingpong`` for these rows).  Further rows, peer -1:
 Recv from ``MPI.PROC_NULL``, median per call): the binding's own per-call
 cost (mpi4py: about 0.5 us); ``copy``, seconds to copy ``bytes`` within a
 process (a memory copy, as MPI copies a collective's own block); and, from
-ranks 0 and 1, ``alltoall``, ``allgather`` and ``sendrecv``: seconds per
-call of each with 8 bytes per member (median of the repetitions).
+ranks 0 and 1, seconds per call of ``sendrecv``, ``alltoall``,
+``allgather`` and ``allgather_inplace`` (``MPI.IN_PLACE``) with 8 bytes per
+member, measured interleaved so that the machine's drift cancels, and
+``loop``, the timing loop's own cost per call.
 
 ``fit``: assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -27,10 +29,13 @@ and comes off every level's latency, so that a ping-pong (one call per
 one-way trip on its critical path) still costs what was measured while a
 collective or a window of Isends pays it once per call, not per message.
 The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
-ranks the model of an alltoall or allgather is one exchange, exactly a
-Sendrecv's; what the measured collective costs beyond the measured
-Sendrecv (MPICH's alltoall posts a message to itself and waits on four
-requests) becomes ``network.collective_overhead`` of that family.
+ranks the model of an alltoall or allgather is one exchange, which the
+model times as one ping-pong trip (the fitted one-way time at 8 bytes):
+what the measured collective costs beyond that becomes
+``network.collective_overhead`` of its family.  What an allgather costs
+beyond the same allgather in place is ``network.copy_overhead``, the fixed
+cost of copying the own block (MPICH's local copy); the alltoall's
+overhead is counted net of it.
 Writes a platform YAML (eager limit from ``--eager-limit``).
 Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
 """
@@ -57,10 +62,11 @@ def _median_per_call(fn, calls: int, repeats: int) -> float:
 
 
 def _pair_costs(w, repeats: int) -> list:
-    """Rows (what, seconds per call) of ranks 0 and 1: the collectives of
-    COLLECTIVES and a Sendrecv, 8 bytes per member.  Interleaved in short
-    blocks, each collective's row is the Sendrecv's median plus the median
-    of its block-by-block excess: the machine's drift cancels out."""
+    """Rows (what, seconds per call) of ranks 0 and 1: a Sendrecv, the
+    collectives of COLLECTIVES (allgather also in place), 8 bytes per
+    member, and the timing loop's own cost (``loop``).  Interleaved in short
+    blocks, each row but the Sendrecv's is the Sendrecv's median plus the
+    median of its block-by-block difference: the machine's drift cancels."""
     import numpy as np
     from mpi4py import MPI
     if w.size < 2:
@@ -72,7 +78,9 @@ def _pair_costs(w, repeats: int) -> list:
     s, r = np.zeros(16, np.uint8), np.zeros(16, np.uint8)
     calls = {"sendrecv": lambda: pair.Sendrecv(s[:8], other, 3, r[:8], other, 3),
              "alltoall": lambda: pair.Alltoall(s, r),
-             "allgather": lambda: pair.Allgather(s[:8], r)}
+             "allgather": lambda: pair.Allgather(s[:8], r),
+             "allgather_inplace": lambda: pair.Allgather(MPI.IN_PLACE, r),
+             "loop": lambda: None}
     spans = {what: [] for what in calls}
     for _ in range(repeats):
         for what, fn in calls.items():
@@ -82,7 +90,7 @@ def _pair_costs(w, repeats: int) -> list:
     base = statistics.median(spans["sendrecv"])
     return [("sendrecv", base)] + [
         (what, base + statistics.median(t - b for t, b in zip(spans[what], spans["sendrecv"])))
-        for what in COLLECTIVES]
+        for what in calls if what != "sendrecv"]
 
 
 def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
@@ -139,6 +147,25 @@ def _line(d) -> tuple[float, float]:
     return float(a), float(b)
 
 
+def _two_rank_overheads(pair, call: float, level: dict) -> tuple[float, dict]:
+    """(copy_overhead, {family: collective_overhead}) from the two-rank rows
+    (``pair``: what -> seconds per call) against the model's cost of one
+    exchange of 8 bytes: the fitted one-way time of the level joining ranks
+    0 and 1 (the binding's call cost included)."""
+    if not any(f in pair for f in COLLECTIVES):
+        return 0.0, {}
+    exchange = call + level["latency"] + 8 * level["byte_time"]
+    loop = float(pair.get("loop", 0.0))
+    copy_over = 0.0
+    if "allgather" in pair and "allgather_inplace" in pair:
+        copy_over = max(float(pair["allgather"] - pair["allgather_inplace"]), 0.0)
+    measured = {"alltoall": pair.get("alltoall"),
+                "allgather": pair.get("allgather_inplace", pair.get("allgather"))}
+    own_copy = {"alltoall": copy_over, "allgather": 0.0}
+    return copy_over, {f: max(float(t) - loop - exchange - own_copy[f], 0.0)
+                       for f, t in measured.items() if t is not None}
+
+
 def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         eager_limit: int, name: str) -> dict:
     import pandas as pd
@@ -150,8 +177,6 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     copy = df[df["what"] == "copy"]
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     pair = df[df["peer"] < 0].groupby("what")["one_way"].min()
-    coll_over = {f: max(float(pair[f] - pair["sendrecv"]), 0.0)
-                 for f in COLLECTIVES if f in pair and "sendrecv" in pair}
     df = df[df["what"] == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
@@ -181,12 +206,15 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     if not levels:
         raise ValueError(f"{raw}: no measurements")
     levels[-1].pop("span", None)
+    copy_over, coll_over = _two_rank_overheads(pair, call, levels[0])
     net = {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
            "eager_limit": eager_limit, "contention": nodes > 1}
     if call:
         net["call_overhead"] = call
     if copy_bt:
         net["copy_byte_time"] = copy_bt
+    if copy_over:
+        net["copy_overhead"] = copy_over
     if coll_over:
         net["collective_overhead"] = coll_over
     return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
@@ -232,7 +260,9 @@ def main(argv=None) -> int:
     if "call_overhead" in d["network"]:
         print(f"call overhead {d['network']['call_overhead'] * 1e6:.3f} us per call")
     if "copy_byte_time" in d["network"]:
-        print(f"local copy {gbs(d['network']['copy_byte_time']):.2f} GB/s")
+        print(f"local copy {gbs(d['network']['copy_byte_time']):.2f} GB/s"
+              + (f" + {d['network']['copy_overhead'] * 1e6:.3f} us per copy"
+                 if "copy_overhead" in d["network"] else ""))
     for fam, t in d["network"].get("collective_overhead", {}).items():
         print(f"{fam}: {t * 1e6:.3f} us per call beyond its messages")
     print(f"wrote {a.output}")

@@ -31,7 +31,8 @@ communicator management and finalize cost nothing.
 
 A collective first does its local work as a CALC (the platform's
 ``collective_overhead`` of its family, and for alltoall and allgather the
-copy of the own block at ``copy_byte_time`` unless called in place), then
+copy of the own block, ``copy_overhead`` plus ``copy_byte_time`` per byte,
+unless called in place), then
 its messages.  A collective with fixed counts that moves no data at all
 (every member passes 0 bytes) is local: MPICH returns from it at once,
 without synchronising (measured for every such collective).
@@ -152,7 +153,7 @@ def _local_work(fam, own, flags, platform) -> float:
     of ``own`` bytes (alltoall, allgather; none in place)."""
     t = platform.collective_overhead.get(fam, 0.0)
     if fam in ("alltoall", "allgather") and not flags & FLAG_INPLACE:
-        t += own * platform.copy_byte_time
+        t += platform.copy_overhead + own * platform.copy_byte_time
     return t
 
 

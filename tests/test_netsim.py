@@ -374,14 +374,20 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     # with the local copy and the two-rank collectives measured as well
     rows = ["peer,bytes,one_way,what"] + [r + ",pingpong" for r in rows[1:]] + ["-1,0,5e-07,call"]
     rows += [f"-1,{n},{n * 0.1e-9 + 1e-7!r},copy" for n in (65536, 1048576, 4194304)]
-    rows += ["-1,8,5e-06,sendrecv", "-1,8,6.5e-06,alltoall", "-1,8,4e-06,allgather"]
+    # the model's exchange of 8 bytes: 3 us + 8 * 0.5 ns = 3.004 us (the
+    # call included); the timing loop costs 0.1 us of every measured call
+    rows += ["-1,8,5e-06,sendrecv", "-1,8,6.104e-06,alltoall", "-1,8,4.604e-06,allgather",
+             "-1,8,3.404e-06,allgather_inplace", "-1,0,1e-07,loop"]
     (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
     p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
-    assert "local copy 10.00 GB/s" in p.stdout and "alltoall: 1.500 us per call" in p.stdout
+    assert "local copy 10.00 GB/s + 1.200 us per copy" in p.stdout, p.stdout
+    assert "alltoall: 1.800 us per call" in p.stdout, p.stdout
     plat = load_platform(str(tmp_path / "p.yaml"))
     assert plat.copy_byte_time == pytest.approx(0.1e-9, rel=1e-3)
-    assert plat.collective_overhead == pytest.approx({"alltoall": 1.5e-6, "allgather": 0.0})
+    # allgather: in place, beyond the exchange; alltoall: net of the copy
+    assert plat.copy_overhead == pytest.approx(1.2e-6, rel=1e-6)
+    assert plat.collective_overhead == pytest.approx({"alltoall": 1.8e-6, "allgather": 0.3e-6})
     assert plat.levels[0].latency == pytest.approx(2.5e-6, rel=1e-6)
 
 
@@ -424,12 +430,16 @@ def test_zero_byte_collectives_do_not_synchronise(local_trace, tmp_path):
 
 def test_own_block_copy_and_collective_overhead_are_charged_per_call(local_trace, tmp_path):
     """MPICH copies the own block of an alltoall or allgather before
-    exchanging (osu_alltoall at 1 MiB: ~100 us beyond the model), except in
-    place; an alltoall costs more CPU than its messages (+0.6-1.3 us at 2 ranks)."""
+    exchanging (osu_alltoall at 1 MiB: ~100 us beyond the model; at 8 bytes
+    ~1.2 us, which an allgather in place saves), except in place; an
+    alltoall costs more CPU than its messages (+1-1.2 us at 2 ranks)."""
     plain = _predict(local_trace, tmp_path, "plain", copy_byte_time=0.0, collective_overhead={})
     copy = _predict(local_trace, tmp_path, "copy", copy_byte_time=1e-9, collective_overhead={})
     # 40 alltoalls (64 KiB own block) + 40 allgathers (64 KiB); in place: none
     assert copy - plain == pytest.approx(80 * 65536 * 1e-9, rel=0.02)
+    fixed = _predict(local_trace, tmp_path, "fixed", copy_byte_time=0.0, copy_overhead=1e-4,
+                     collective_overhead={})
+    assert fixed - plain == pytest.approx(80 * 1e-4, rel=0.02)
     over = _predict(local_trace, tmp_path, "over", copy_byte_time=0.0,
                     collective_overhead={"alltoall": 1e-4})
     assert over - plain == pytest.approx(40 * 1e-4, rel=0.02)

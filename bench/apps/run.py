@@ -133,7 +133,7 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     lv["byte_time"] = fitted["byte_time"]
     if "rendezvous_byte_time" in fitted:
         lv["rendezvous_byte_time"] = fitted["rendezvous_byte_time"]
-    for key in ("call_overhead", "copy_byte_time"):
+    for key in ("call_overhead", "copy_byte_time", "copy_overhead"):
         net[key] = fitted_net.get(key, 0.0)
     net["collective_overhead"] = fitted_net.get("collective_overhead", {})
     path = out / "platform.yaml"
@@ -142,7 +142,8 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
           f"{fitted['latency'] * 1e6:.2f} us per message, "
           f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
           f"{1e-9 / lv.get('rendezvous_byte_time', fitted['byte_time']):.2f} GB/s "
-          f"rendezvous, {net['copy_byte_time'] * 1e9:.3f} ns/B local copy, " +
+          f"rendezvous, {net['copy_overhead'] * 1e6:.2f} us + "
+          f"{net['copy_byte_time'] * 1e9:.3f} ns/B local copy, " +
           "".join(f"{f} +{t * 1e6:.2f} us, " for f, t in net["collective_overhead"].items()) +
           f"-> {path}", flush=True)
     return path
