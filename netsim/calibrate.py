@@ -38,6 +38,7 @@ cost of copying the own block (MPICH's local copy); the alltoall's
 overhead is counted net of it.
 Writes a platform YAML (eager limit from ``--eager-limit``).
 Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
+A file may hold several measurements (concatenated): each point's minimum is used.
 """
 from __future__ import annotations
 
@@ -174,7 +175,8 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         df["what"] = ["pingpong" if p >= 0 else "call" for p in df["peer"]]
     per_call = df[df["what"] == "call"]["one_way"]
     call = float(per_call.min()) if len(per_call) else 0.0
-    copy = df[df["what"] == "copy"]
+    # several measurements in one file (concatenated): each point's minimum
+    copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].min()
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     pair = df[df["peer"] < 0].groupby("what")["one_way"].min()
     df = df[df["what"] == "pingpong"]
