@@ -178,7 +178,8 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     # several measurements in one file (concatenated): each point's minimum
     copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].min()
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
-    pair = df[df["peer"] < 0].groupby("what")["one_way"].min()
+    # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
+    pair = df[~df["what"].isin(["pingpong", "call", "copy"])].groupby("what")["one_way"].min()
     df = df[df["what"] == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]

@@ -288,6 +288,25 @@ def test_yaml_exponents_without_a_dot_are_numbers(tmp_path):
     assert load_platform(str(tmp_path / "p.yaml")).levels[0].byte_time == 6e-9
 
 
+def _prediction(trace_dir, tmp_path, name, nodes=None, **net) -> dict:
+    """The prediction JSON of a trace on this-machine.yaml with ``net`` keys
+    set (and ``nodes`` nodes)."""
+    base = yaml.safe_load((ROOT / "config" / "platforms" / "this-machine.yaml").read_text())
+    base["network"].update(net)
+    if nodes is not None:
+        base["nodes"] = nodes
+    plat = tmp_path / f"{name}.yaml"
+    plat.write_text(yaml.safe_dump(base))
+    run([sys.executable, "-m", "netsim", str(trace_dir), "--platform", str(plat),
+         "-o", str(tmp_path / f"{name}.json")])
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def _predict(trace_dir, tmp_path, name, **net) -> float:
+    """Predicted seconds of a trace on this-machine.yaml with ``net`` keys set."""
+    return _prediction(trace_dir, tmp_path, name, **net)["predicted_time"]
+
+
 def test_non_contiguous_datatypes_cost_their_packing(tmp_path):
     """mpi4py-fft's Alltoallw moves subarrays: the trace flags those calls
     (flags bit 16) and the platform's pack_byte_time charges every byte
@@ -298,15 +317,8 @@ def test_non_contiguous_datatypes_cost_their_packing(tmp_path):
     w, a = ev[ev["op"] == "alltoallw"], ev[ev["op"] == "alltoall"]
     assert len(w) == 10 and ((w["flags"] & 16) != 0).all()
     assert len(a) == 2 and ((a["flags"] & 16) == 0).all()
-    base = yaml.safe_load((ROOT / "config" / "platforms" / "this-machine.yaml").read_text())
-    preds = {}
-    for pbt in (0.0, 1e-9):
-        base["network"]["pack_byte_time"] = pbt
-        plat = tmp_path / f"p{pbt}.yaml"
-        plat.write_text(yaml.safe_dump(base))
-        run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform", str(plat),
-             "-o", str(tmp_path / f"{pbt}.json")])
-        preds[pbt] = json.loads((tmp_path / f"{pbt}.json").read_text())
+    preds = {pbt: _prediction(tmp_path / "t", tmp_path, f"p{pbt}", pack_byte_time=pbt)
+             for pbt in (0.0, 1e-9)}
     packed = w[w["rank"] == 0][["sbytes", "rbytes"]].to_numpy().sum()
     extra = [b["computation"] - a_["computation"] for a_, b in
              zip(preds[0.0]["ranks"], preds[1e-9]["ranks"])]
@@ -319,16 +331,8 @@ def test_call_overhead_is_charged_once_per_call(jacobi_trace, tmp_path):
     a window of Isends pays it once per call, not once per message."""
     from instrument import load_trace
     ev = load_trace(str(jacobi_trace)).events
-    base = yaml.safe_load((ROOT / "config" / "platforms" / "this-machine.yaml").read_text())
-    base["nodes"] = 2
-    preds = {}
-    for co in (0.0, 1e-6):
-        base["network"]["call_overhead"] = co
-        plat = tmp_path / f"p{co}.yaml"
-        plat.write_text(yaml.safe_dump(base))
-        run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform", str(plat),
-             "-o", str(tmp_path / f"{co}.json")])
-        preds[co] = json.loads((tmp_path / f"{co}.json").read_text())
+    preds = {co: _prediction(jacobi_trace, tmp_path, f"p{co}", nodes=2, call_overhead=co)
+             for co in (0.0, 1e-6)}
     for a, b in zip(preds[0.0]["ranks"], preds[1e-6]["ranks"]):
         calls = int(((ev["rank"] == a["rank"]) & (ev["op"] != "init")).sum())
         assert b["computation"] - a["computation"] == pytest.approx(calls * 1e-6, rel=1e-6)
@@ -398,15 +402,6 @@ def local_trace(tmp_path_factory):
     return out
 
 
-def _predict(trace_dir, tmp_path, name, **net):
-    """Predicted seconds of a trace on this-machine.yaml with ``net`` keys set."""
-    base = yaml.safe_load(open("config/platforms/this-machine.yaml"))
-    base["network"].update(net)
-    plat = tmp_path / f"{name}.yaml"
-    plat.write_text(yaml.safe_dump(base))
-    run([sys.executable, "-m", "netsim", str(trace_dir), "--platform", str(plat),
-         "-o", str(tmp_path / f"{name}.json")])
-    return json.loads((tmp_path / f"{name}.json").read_text())["predicted_time"]
 
 
 def test_zero_byte_collectives_do_not_synchronise(local_trace, tmp_path):
@@ -423,7 +418,8 @@ def test_zero_byte_collectives_do_not_synchronise(local_trace, tmp_path):
     spin0 = ev[(ev["rank"] == 0) & (ev.op == "alltoall")]["cpu"].iloc[0]
     spin1 = ev[(ev["rank"] == 1) & (ev.op == "barrier")]["cpu"].iloc[0]
     assert spin0 >= 0.2 and spin1 >= 0.2, (spin0, spin1)
-    pred = _predict(local_trace, tmp_path, "plain", copy_byte_time=0.0, collective_overhead={})
+    pred = _predict(local_trace, tmp_path, "plain", copy_byte_time=0.0, copy_overhead=0.0,
+                     collective_overhead={})
     # the two spins overlap
     assert pred < busy + 0.05, (pred, busy)
 
@@ -433,14 +429,16 @@ def test_own_block_copy_and_collective_overhead_are_charged_per_call(local_trace
     exchanging (osu_alltoall at 1 MiB: ~100 us beyond the model; at 8 bytes
     ~1.2 us, which an allgather in place saves), except in place; an
     alltoall costs more CPU than its messages (+1-1.2 us at 2 ranks)."""
-    plain = _predict(local_trace, tmp_path, "plain", copy_byte_time=0.0, collective_overhead={})
-    copy = _predict(local_trace, tmp_path, "copy", copy_byte_time=1e-9, collective_overhead={})
+    plain = _predict(local_trace, tmp_path, "plain", copy_byte_time=0.0, copy_overhead=0.0,
+                     collective_overhead={})
+    copy = _predict(local_trace, tmp_path, "copy", copy_byte_time=1e-9, copy_overhead=0.0,
+                    collective_overhead={})
     # 40 alltoalls (64 KiB own block) + 40 allgathers (64 KiB); in place: none
     assert copy - plain == pytest.approx(80 * 65536 * 1e-9, rel=0.02)
     fixed = _predict(local_trace, tmp_path, "fixed", copy_byte_time=0.0, copy_overhead=1e-4,
                      collective_overhead={})
     assert fixed - plain == pytest.approx(80 * 1e-4, rel=0.02)
-    over = _predict(local_trace, tmp_path, "over", copy_byte_time=0.0,
+    over = _predict(local_trace, tmp_path, "over", copy_byte_time=0.0, copy_overhead=0.0,
                     collective_overhead={"alltoall": 1e-4})
     assert over - plain == pytest.approx(40 * 1e-4, rel=0.02)
     with pytest.raises(PlatformError, match="collective_overhead.alltoal: not a collective"):
