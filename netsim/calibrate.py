@@ -5,8 +5,8 @@
 
 ``measure``: rank 0 ping-pongs with every other rank in turn (so with ranks
 placed block-wise the pairs cross every level of the machine: same socket,
-same node, other nodes), over message sizes from 0 bytes to 4 MiB, and
-keeps the minimum of the repetitions (columns ``peer, bytes, one_way,
+same node, other nodes), over message sizes from 0 bytes to 4 MiB, in blocks of back-to-back
+round trips, and keeps the fastest block's time per trip (columns ``peer, bytes, one_way,
 what``; ``what`` is ``pingpong`` for these rows).  Further rows, peer -1:
 ``call``, the cost of one call that MPI completes at once (a Send to and a
 Recv from ``MPI.PROC_NULL``, median per call): the binding's own per-call
@@ -23,7 +23,12 @@ nodes), and fits one_way = latency + bytes * byte_time per level over the
 sizes up to the eager limit, by non-negative least squares (scipy),
 weighting every point by 1/one_way so that small messages count as much
 as large ones; the sizes over the eager limit give the level's
-``rendezvous_byte_time`` (their slope).  With the peer -1 row, that cost
+``rendezvous_byte_time`` (their slope).  Each level also keeps its
+measured curve (``one_way``: [bytes, seconds] per size), which the
+simulator follows between the sizes instead of the straight lines: a
+shared-memory MPI's per-byte cost falls with the size and jumps where its
+protocol changes (MPICH: between 4 and 8 KiB), which no two lines fit
+within 10 % everywhere.  With the peer -1 row, that cost
 becomes ``network.call_overhead`` (charged per call the application makes)
 and comes off every level's latency, so that a ping-pong (one call per
 one-way trip on its critical path) still costs what was measured while a
@@ -36,7 +41,10 @@ what the measured collective costs beyond that becomes
 beyond the same allgather in place is ``network.copy_overhead``, the fixed
 cost of copying the own block (MPICH's local copy); the alltoall's
 overhead is counted net of it.
-Writes a platform YAML (eager limit from ``--eager-limit``).
+Writes a platform YAML (eager limit from ``--eager-limit``; the largest
+alltoall block MPICH sends to itself as a message from
+``--alltoall-self-limit``, default its 32768, and the alltoall's overhead
+is then counted net of that message rather than of the copy).
 Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
 A file may hold several measurements (concatenated): each point's minimum is used.
 """
@@ -46,7 +54,8 @@ import argparse
 import statistics
 import sys
 
-SIZES = [0, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304]
+# every power of two up to 4 MiB: the curve bends at several of them
+SIZES = [0] + [1 << k for k in range(0, 23)]
 COPY_SIZES = [65536, 1048576, 4194304, 16777216]
 COLLECTIVES = ("alltoall", "allgather")      # one exchange at two ranks
 
@@ -94,6 +103,28 @@ def _pair_costs(w, repeats: int) -> list:
         for what in calls if what != "sendrecv"]
 
 
+def _fastest_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
+    """Seconds per call of the fastest block of back-to-back calls (rank 0
+    runs ``on_zero``, ``peer`` runs ``on_peer``; others wait): applications
+    repeat their exchanges, and the first block, which warms up, is not
+    counted.  Returned on rank 0."""
+    from mpi4py import MPI
+    calls = 20 if n < (1 << 20) else 3
+    reps = repeats if n < (1 << 20) else max(5, repeats // 5)
+    best = float("inf")
+    for rep in range(reps + 1):
+        w.Barrier()
+        fn = on_zero if w.rank == 0 else on_peer if w.rank == peer else None
+        if fn is None:
+            continue
+        t0 = MPI.Wtime()
+        for _ in range(calls):
+            fn()
+        if rep:
+            best = min(best, (MPI.Wtime() - t0) / calls)
+    return best
+
+
 def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
     import numpy as np
     from mpi4py import MPI
@@ -101,22 +132,28 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
     rows = []
     for peer in range(1, w.size):
         for n in sizes:
-            buf = np.zeros(max(n, 1), dtype=np.uint8)[:n] if n else np.zeros(0, np.uint8)
-            best = float("inf")
-            reps = repeats if n < (1 << 20) else max(5, repeats // 5)
-            for _ in range(reps):
-                w.Barrier()
-                if w.rank == 0:
-                    t0 = MPI.Wtime()
-                    w.Send(buf, peer, 7)
-                    w.Recv(buf, peer, 7)
-                    best = min(best, (MPI.Wtime() - t0) / 2)
-                elif w.rank == peer:
-                    w.Recv(buf, 0, 7)
-                    w.Send(buf, 0, 7)
+            # separate send and receive buffers, as applications have them:
+            # sending back the buffer just received into measured MPICH's
+            # 8-256 KiB messages up to twice as slow
+            sbuf, rbuf = np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint8)
+
+            def ping():
+                w.Send(sbuf, peer, 7)
+                w.Recv(rbuf, peer, 7)
+
+            def pong():
+                w.Recv(rbuf, 0, 7)
+                w.Send(sbuf, 0, 7)
+            t = _fastest_block(w, peer, ping, pong, n, repeats)
             if w.rank == 0:
-                rows.append((peer, n, best))
-    rows = [(p, n, t, "pingpong") for p, n, t in rows]
+                rows.append((peer, n, t / 2, "pingpong"))
+            if peer == 1:
+                # both directions at once (rank 0 with its nearest peer)
+                def exchange():
+                    w.Sendrecv(sbuf, 1 - w.rank, 7, rbuf, 1 - w.rank, 7)
+                t = _fastest_block(w, peer, exchange, exchange, n, repeats)
+                if w.rank == 0:
+                    rows.append((peer, n, t, "exchange"))
     # the binding's cost per call: calls that MPI answers at once
     buf = np.zeros(8, dtype=np.uint8)
 
@@ -148,27 +185,56 @@ def _line(d) -> tuple[float, float]:
     return float(a), float(b)
 
 
-def _two_rank_overheads(pair, call: float, level: dict) -> tuple[float, dict]:
+def _two_rank_overheads(pair, call: float, level: dict,
+                        self_limit: int) -> tuple[float, dict]:
     """(copy_overhead, {family: collective_overhead}) from the two-rank rows
     (``pair``: what -> seconds per call) against the model's cost of one
-    exchange of 8 bytes: the fitted one-way time of the level joining ranks
-    0 and 1 (the binding's call cost included)."""
+    exchange of 8 bytes: the one-way time of the level joining ranks 0 and
+    1 (the binding's call cost included), read off its measured curve as
+    the simulator does, else off its fitted line.  The alltoall's own block
+    is counted as the simulator charges it: a message to itself (the same
+    one-way time less the binding's call) up to ``self_limit`` bytes, else
+    the local copy."""
     if not any(f in pair for f in COLLECTIVES):
         return 0.0, {}
-    exchange = call + level["latency"] + 8 * level["byte_time"]
+    if "one_way" in level:
+        import numpy as np
+        n, t = zip(*level["one_way"])
+        exchange = float(np.interp(8, n, t))
+    else:
+        exchange = call + level["latency"] + 8 * level["byte_time"]
     loop = float(pair.get("loop", 0.0))
     copy_over = 0.0
     if "allgather" in pair and "allgather_inplace" in pair:
         copy_over = max(float(pair["allgather"] - pair["allgather_inplace"]), 0.0)
     measured = {"alltoall": pair.get("alltoall"),
                 "allgather": pair.get("allgather_inplace", pair.get("allgather"))}
-    own_copy = {"alltoall": copy_over, "allgather": 0.0}
+    own_copy = {"alltoall": exchange - call if self_limit >= 8 else copy_over, "allgather": 0.0}
     return copy_over, {f: max(float(t) - loop - exchange - own_copy[f], 0.0)
                        for f, t in measured.items() if t is not None}
 
 
+def _loaded(pingpong, exchange):
+    """The one-way curve with the reverse direction loaded: per size, the
+    slower of the ping-pong and the exchange less the exchange's fixed extra
+    cost (a Sendrecv call costs ~1.5 us more than a one-way trip: the
+    median difference up to 4 KiB).  On shared memory both transfers are
+    copies through one memory system: MPICH moved 1 MiB each way at 6.9
+    GB/s during an exchange against 11 GB/s alone, and a window of sends
+    (osu_bw) ran at the exchange's rate.  The simulator has no model of
+    that sharing, and applications mostly exchange, so the curve takes
+    the loaded rate."""
+    both = pingpong.index.intersection(exchange.index)
+    small = [n for n in both if n <= 4096] or list(both)
+    if not small:
+        return pingpong
+    extra = float((exchange[small] - pingpong[small]).median())
+    loaded = (exchange.reindex(pingpong.index) - extra).fillna(0.0)
+    return pingpong.combine(loaded, max)
+
+
 def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
-        eager_limit: int, name: str) -> dict:
+        eager_limit: int, name: str, alltoall_self_limit: int = 32768) -> dict:
     import pandas as pd
     df = pd.read_csv(raw)
     if "what" not in df:
@@ -179,7 +245,9 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].min()
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
-    pair = df[~df["what"].isin(["pingpong", "call", "copy"])].groupby("what")["one_way"].min()
+    pair = df[~df["what"].isin(["pingpong", "exchange", "call", "copy"])]
+    pair = pair.groupby("what")["one_way"].min()
+    exchange = df[df["what"] == "exchange"].groupby("bytes")["one_way"].min()
     df = df[df["what"] == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
@@ -203,13 +271,18 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
             # large messages stream at their own rate (shared memory: a
             # pipelined copy); their intercept is the handshake, modelled apart
             lv["rendezvous_byte_time"] = _line(rdv)[1]
+        if len(d) >= 2:
+            curve = d.set_index("bytes")["one_way"]
+            if i == level(1) and len(exchange):
+                curve = _loaded(curve, exchange)
+            lv["one_way"] = [[int(n), float(t)] for n, t in curve.items()]
         if i < len(spans):
             lv["span"] = spans[i]
         levels.append(lv)
     if not levels:
         raise ValueError(f"{raw}: no measurements")
     levels[-1].pop("span", None)
-    copy_over, coll_over = _two_rank_overheads(pair, call, levels[0])
+    copy_over, coll_over = _two_rank_overheads(pair, call, levels[0], alltoall_self_limit)
     net = {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
            "eager_limit": eager_limit, "contention": nodes > 1}
     if call:
@@ -220,6 +293,8 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         net["copy_overhead"] = copy_over
     if coll_over:
         net["collective_overhead"] = coll_over
+        if alltoall_self_limit:
+            net["alltoall_self_limit"] = alltoall_self_limit
     return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
             "network": net,
             "collectives": {"default": "analytic"}, "compute_scale": 1.0}
@@ -238,6 +313,9 @@ def main(argv=None) -> int:
     f.add_argument("--nodes", type=int, default=1)
     f.add_argument("--spans", help="comma-separated spans of the inner levels (cores)")
     f.add_argument("--eager-limit", type=int, default=65536)
+    f.add_argument("--alltoall-self-limit", type=int, default=32768,
+                   help="largest alltoall block sent to itself as a message (MPICH's "
+                        "MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE; 0: the own block is copied)")
     f.add_argument("--name", default="calibrated")
     f.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)
@@ -247,12 +325,13 @@ def main(argv=None) -> int:
     import yaml
     try:
         spans = [int(x) for x in a.spans.split(",")] if a.spans else None
-        d = fit(a.raw, a.cores_per_node, a.nodes, spans, a.eager_limit, a.name)
+        d = fit(a.raw, a.cores_per_node, a.nodes, spans, a.eager_limit, a.name,
+                a.alltoall_self_limit)
     except (OSError, ValueError, KeyError) as e:
         print(f"netsim.calibrate: error: {e}", file=sys.stderr)
         return 2
     with open(a.output, "w") as fh:
-        yaml.safe_dump(d, fh, sort_keys=False)
+        yaml.safe_dump(d, fh, sort_keys=False, default_flow_style=None)
     def gbs(bt):
         return 1 / bt / 1e9 if bt else float("inf")
     for lv in d["network"]["levels"]:

@@ -9,13 +9,15 @@ it *requires* has completed and every op it *irequires* has started, like
 LogGOPSim's GOAL schedules.
 
 Timing of a message of s bytes between ranks whose innermost common
-network level has latency L and per-byte time G (the level's rendezvous
-byte time for messages over the eager limit; o/O send and receive
-overheads per message/per byte, g the gap between two messages of a NIC):
+network level has latency L; W is the message's time on the wire, given
+per SEND row (``wire``, from the platform: (s-1)*G with G the level's byte
+time, its rendezvous byte time over the eager limit, or the level's
+measured curve; netsim/predict.py); o/O send and receive overheads per
+message/per byte, g the gap between two messages of a NIC:
 
 * send starts when the op is ready, the CPU and the NIC are free;
-  the CPU is busy o + s*O, the NIC g + (s-1)*G;
-* eager (s <= eager limit): data arrives at start + o + L + (s-1)*G; the
+  the CPU is busy o + s*O, the NIC g + W;
+* eager (s <= eager limit): data arrives at start + o + L + W; the
   send completes locally at start + o + s*O;
 * rendezvous: a request-to-send arrives at start + o + L; when it matches
   a posted receive, the receiver spends o and a clear-to-send reaches the
@@ -24,7 +26,7 @@ overheads per message/per byte, g the gap between two messages of a NIC):
 * the receive completes o + s*O after the data arrived and the receive
   was posted (and the receiving CPU is free);
 * with contention, the NICs of the two nodes serialise the bytes of the
-  messages between nodes ((s-1)*G each, in order of arrival).
+  messages between nodes (W each, in order of arrival).
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (M4) and NIC contention.  The loop is compiled with
@@ -100,7 +102,7 @@ def _matches(ctx, peer, tag, rank, recv, send):
 @njit(cache=True)
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
-             core, cores_per_node, span, lat, byte_time, byte_time_rdv,
+             core, cores_per_node, span, lat, wire,
              o_s, o_r, O_s, O_r, gap, eager_limit, contention, nranks):
     """Run the schedule.  Returns (start, end, matched, coll_last, events).
 
@@ -160,12 +162,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             elif k == SEND:
                 d = peer[op]
                 lv = _level(core[h], core[d], span)
-                L, G = lat[lv], byte_time[lv]
+                L, W = lat[lv], wire[op]
                 s = max(t, cpu_free[h], nic_free[h])
                 sz = size[op]
                 if sz <= eager_limit:
                     cpu_free[h] = s + o_s + sz * O_s
-                    nic_free[h] = s + gap + max(sz - 1, 0) * G
+                    nic_free[h] = s + gap + W
                 else:                            # a request to send: no payload yet
                     cpu_free[h] = s + o_s
                     nic_free[h] = s + gap
@@ -177,8 +179,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
-                        out_free[node] = dep + max(sz - 1, 0) * G
-                    _push(ht, hp, hn, dep + L + max(sz - 1, 0) * G, op * 4 + ARRIVE)
+                        out_free[node] = dep + W
+                    _push(ht, hp, hn, dep + L + W, op * 4 + ARRIVE)
                     hn += 1
                     end[op] = s + o_s + sz * O_s
                     note_op[1] = op; note_t[1] = end[op]; note_isstart[1] = False
@@ -239,10 +241,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             sz = size[op]
             if (ev == DATA or sz <= eager_limit) and contention:
                 if core[h] // cores_per_node != core[d] // cores_per_node:
-                    lv = _level(core[h], core[d], span)
                     node = core[d] // cores_per_node
-                    G = byte_time_rdv[lv] if sz > eager_limit else byte_time[lv]
-                    t = max(t, in_free[node] + max(sz - 1, 0) * G)
+                    t = max(t, in_free[node] + wire[op])
                     in_free[node] = t
             if ev == DATA:
                 r = matched[op]
@@ -278,19 +278,19 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             h = rank[op]
             d = peer[op]
             lv = _level(core[h], core[d], span)
-            L, G = lat[lv], byte_time_rdv[lv]
+            L, W = lat[lv], wire[op]
             sz = size[op]
             s = max(t, cpu_free[h], nic_free[h])
             cpu_free[h] = s + o_s + sz * O_s
-            nic_free[h] = s + gap + max(sz - 1, 0) * G
+            nic_free[h] = s + gap + W
             dep = s + o_s
             if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                 node = core[h] // cores_per_node
                 dep = max(dep, out_free[node])
-                out_free[node] = dep + max(sz - 1, 0) * G
-            _push(ht, hp, hn, dep + L + max(sz - 1, 0) * G, op * 4 + DATA)
+                out_free[node] = dep + W
+            _push(ht, hp, hn, dep + L + W, op * 4 + DATA)
             hn += 1
-            end[op] = dep + max(sz - 1, 0) * G
+            end[op] = dep + W
             note_op[0] = op; note_t[0] = end[op]; note_isstart[0] = False
             nn = 1
         if ev == -1:

@@ -11,7 +11,16 @@ messages over the eager limit; default byte_time: shared-memory MPIs
 stream large messages faster than they copy small ones) where ``span``
 is how many consecutive cores (numbered node after node over the whole
 machine) the level joins; the last level has no span and joins
-everything; ``network.overhead: {send, recv}`` (LogGP o,
+everything; optionally ``one_way``: the level's measured ping-pong curve, a list of
+``[bytes, seconds]`` one-way times (``netsim.calibrate fit`` writes it):
+then a message's time on the wire is read off that curve, linearly
+between its sizes and with its last slope beyond them, instead of
+``(bytes - 1) * byte_time``, so that two ranks reproduce the measured
+curve at every size (a shared-memory MPI's is far from one straight line:
+the per-byte cost falls with the size, and jumps where the protocol
+changes); the curve's latency, overheads and, over the eager limit, the
+rendezvous handshake the engine charges apart come off it;
+``network.overhead: {send, recv}`` (LogGP o,
 seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
 one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
@@ -33,6 +42,14 @@ to the receive buffer before exchanging the rest; default 0);
 ``network.copy_overhead`` (seconds per such copy besides its bytes: MPICH's
 local copy costs about 1 us at 8 bytes, which an allgather in place saves;
 default 0);
+``network.alltoall_self_limit`` (bytes; default 0): an alltoall whose
+own block is at most this size sends that block to itself as a message,
+charged as one message through the innermost level (its latency,
+overheads and wire time, not the binding's call) instead of the local
+copy: MPICH's "scattered" alltoall, its choice up to
+MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE (32768), does so, and that message
+costs like one to another core (measured: 8-32 KiB blocks 5-8 us more
+than the pairwise exchange that MPICH uses above);
 ``network.collective_overhead: {family: seconds}`` (CPU time per call of a
 collective family beyond its messages, e.g. MPICH's alltoall posting a
 message to itself; default none); ``network.semantics``: ``detailed`` (default,
@@ -63,6 +80,7 @@ class Level:
     latency: float            # seconds
     byte_time: float          # seconds per byte
     rendezvous_byte_time: float | None = None   # over the eager limit; None: byte_time
+    one_way: list | None = None   # measured [bytes, seconds] ping-pong curve, by size
 
 
 @dataclass
@@ -83,11 +101,13 @@ class Platform:
     call_overhead: float = 0.0
     copy_byte_time: float = 0.0
     copy_overhead: float = 0.0
+    alltoall_self_limit: int = 0
     collective_overhead: dict = field(default_factory=dict)   # family -> seconds
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
     semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
     source: str = ""
+    _self_cost: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- derived per-rank tables -------------------------------------
     def core_of(self, nranks: int) -> np.ndarray:
@@ -136,6 +156,55 @@ class Platform:
         return np.array([lv.byte_time if lv.rendezvous_byte_time is None
                          else lv.rendezvous_byte_time for lv in self.levels], dtype=np.float64)
 
+    def level_of(self, core_a: np.ndarray, core_b: np.ndarray) -> np.ndarray:
+        """Innermost network level joining each pair of cores."""
+        span = self.level_arrays()[0]
+        lv = np.full(len(core_a), len(span) - 1, dtype=np.int64)
+        for i in range(len(span) - 2, -1, -1):
+            lv[core_a // span[i] == core_b // span[i]] = i
+        return lv
+
+    def wire(self, core_a: np.ndarray, core_b: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+        """Seconds each message (from core a to core b, of ``nbytes``) spends
+        on the wire: (bytes - 1) * its level's (rendezvous) byte time, or,
+        where the level has a measured ``one_way`` curve, that curve less
+        what the engine charges a ping-pong trip besides the wire (the
+        binding's call, both overheads, the latency and, over the eager
+        limit, the request-to-send and clear-to-send trips: 2 L + o_send +
+        o_recv); read linearly between the curve's sizes, with its last
+        slope beyond them."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        lv = self.level_of(np.asarray(core_a), np.asarray(core_b))
+        rdv = nbytes > self.eager_limit
+        bt = np.where(rdv, self.rendezvous_byte_times()[lv], self.level_arrays()[2][lv])
+        out = np.maximum(nbytes - 1, 0) * bt
+        for i, level in enumerate(self.levels):
+            if not level.one_way:
+                continue
+            n = np.array([p[0] for p in level.one_way], dtype=np.float64)
+            t = np.array([p[1] for p in level.one_way], dtype=np.float64)
+            here = lv == i
+            x = nbytes[here]
+            slope = max((t[-1] - t[-2]) / (n[-1] - n[-2]), 0.0)
+            trip = np.where(x > n[-1], t[-1] + (x - n[-1]) * slope, np.interp(x, n, t))
+            fixed = (self.call_overhead + self.o_send + self.o_recv + level.latency
+                     + x * self.O_recv
+                     + np.where(x > self.eager_limit,
+                                2 * level.latency + self.o_send + self.o_recv, 0.0))
+            out[here] = np.maximum(trip - fixed, 0.0)
+        return out
+
+    def self_message(self, nbytes: float) -> float:
+        """Seconds a message of ``nbytes`` to oneself costs (innermost
+        level: latency, both overheads, wire; no binding call)."""
+        t = self._self_cost.get(nbytes)
+        if t is None:
+            lv = self.levels[0]
+            w = self.wire(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([nbytes]))[0]
+            t = self._self_cost[nbytes] = (lv.latency + self.o_send + self.o_recv
+                                           + nbytes * self.O_recv + w)
+        return t
+
     def algorithm(self, op: str) -> str:
         return self.collectives.get(op, self.collectives.get("default", DEFAULT_ALGORITHM))
 
@@ -151,6 +220,7 @@ class Platform:
                 "contention": self.contention, "pack_byte_time": self.pack_byte_time,
                 "call_overhead": self.call_overhead, "copy_byte_time": self.copy_byte_time,
                 "copy_overhead": self.copy_overhead,
+                "alltoall_self_limit": self.alltoall_self_limit,
                 "collective_overhead": self.collective_overhead, "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
@@ -177,11 +247,26 @@ def _num(d: dict, key: str, where: str, default=None, integer=False, positive=Fa
     return int(v) if integer else float(v)
 
 
+def _curve(lv: dict, where: str) -> list:
+    """A level's ``one_way`` curve: [bytes, seconds] pairs, sizes increasing."""
+    pts = lv["one_way"]
+    if not isinstance(pts, list) or len(pts) < 2 or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in pts):
+        raise PlatformError(f"{where}: 'one_way' must be a list of at least two "
+                            f"[bytes, seconds] pairs")
+    out = [(_num({"bytes": n}, "bytes", f"{where}.one_way", integer=True),
+            _num({"seconds": t}, "seconds", f"{where}.one_way")) for n, t in pts]
+    sizes = [n for n, _ in out]
+    if sizes != sorted(set(sizes)):
+        raise PlatformError(f"{where}: 'one_way' sizes must increase, got {sizes}")
+    return out
+
+
 _TOP_KEYS = {"name", "nodes", "cores_per_node", "placement", "network", "collectives",
              "compute_scale", "description"}
 _NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention",
              "pack_byte_time", "call_overhead", "copy_byte_time", "copy_overhead",
-             "collective_overhead",
+             "alltoall_self_limit", "collective_overhead",
              "semantics"}
 
 
@@ -217,13 +302,15 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
             prev = span
         elif not last:
             raise PlatformError(f"{where}: only the last (outermost) level may omit 'span'")
-        unknown = set(lv) - {"name", "span", "latency", "byte_time", "rendezvous_byte_time"}
+        unknown = set(lv) - {"name", "span", "latency", "byte_time", "rendezvous_byte_time",
+                             "one_way"}
         if unknown:
             raise PlatformError(f"{where}: unknown key(s) {sorted(unknown)}")
         levels.append(Level(str(lv.get("name", f"level{i}")), None if last else span,
                             _num(lv, "latency", where), _num(lv, "byte_time", where),
                             _num(lv, "rendezvous_byte_time", where)
-                            if "rendezvous_byte_time" in lv else None))
+                            if "rendezvous_byte_time" in lv else None,
+                            _curve(lv, where) if "one_way" in lv else None))
     place = d.get("placement", "block")
     if isinstance(place, dict):
         if set(place) != {"map"}:
@@ -261,6 +348,9 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         raise PlatformError(f"{source}: network.semantics must be detailed or loggopsim")
     if semantics == "loggopsim" and len(raw_levels) != 1:
         raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
+    if semantics == "loggopsim" and levels[0].one_way:
+        raise PlatformError(f"{source}: loggopsim semantics take one G: drop the level's "
+                            f"one_way curve")
     contention = net.get("contention", False)
     if not isinstance(contention, bool):
         raise PlatformError(f"{source}: network.contention must be true or false")
@@ -278,6 +368,8 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         call_overhead=_num(net, "call_overhead", f"{source}: network", 0.0),
         copy_byte_time=_num(net, "copy_byte_time", f"{source}: network", 0.0),
         copy_overhead=_num(net, "copy_overhead", f"{source}: network", 0.0),
+        alltoall_self_limit=_num(net, "alltoall_self_limit", f"{source}: network", 0,
+                                 integer=True),
         collective_overhead=cov,
         compute_scale=_num(d, "compute_scale", source, 1.0, positive=True),
         semantics=semantics, source=source)

@@ -44,10 +44,13 @@ def run(s: Schedule, platform) -> Result:
     if platform.semantics == "loggopsim":
         return _run_loggops(s, platform, ndeps, sp, si, ip, ii, lat[0], bt)
     t0 = time.perf_counter()
+    # each message's time on the wire, from the network model (send rows)
+    sends = s.kind == SEND
+    wire = np.zeros(len(s.kind))
+    wire[sends] = platform.wire(core[s.rank[sends]], core[s.peer[sends]], s.size[sends])
     start, end, matched, coll_last, events = engine.simulate(
         s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, s.coll, s.coll_need,
-        ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, bt,
-        platform.rendezvous_byte_times(),
+        ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, wire,
         platform.o_send, platform.o_recv, platform.O_send, platform.O_recv, platform.gap,
         platform.eager_limit, platform.contention, s.nranks)
     secs = time.perf_counter() - t0

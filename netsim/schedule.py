@@ -32,7 +32,8 @@ communicator management and finalize cost nothing.
 A collective first does its local work as a CALC (the platform's
 ``collective_overhead`` of its family, and for alltoall and allgather the
 copy of the own block, ``copy_overhead`` plus ``copy_byte_time`` per byte,
-unless called in place), then
+unless called in place; an alltoall's block up to ``alltoall_self_limit``
+is a message to itself instead), then
 its messages.  A collective with fixed counts that moves no data at all
 (every member passes 0 bytes) is local: MPICH returns from it at once,
 without synchronising (measured for every such collective).
@@ -150,9 +151,13 @@ def _fixed_counts(op: str) -> bool:
 def _local_work(fam, own, flags, platform) -> float:
     """Seconds a member computes on entering a collective, before its
     messages: the family's software overhead and the copy of its own block
-    of ``own`` bytes (alltoall, allgather; none in place)."""
+    of ``own`` bytes (alltoall, allgather; none in place), or, for an
+    alltoall's block up to ``alltoall_self_limit``, a message to itself."""
     t = platform.collective_overhead.get(fam, 0.0)
-    if fam in ("alltoall", "allgather") and not flags & FLAG_INPLACE:
+    inplace = flags & FLAG_INPLACE
+    if fam == "alltoall" and not inplace and own <= platform.alltoall_self_limit > 0:
+        t += platform.self_message(own)
+    elif fam in ("alltoall", "allgather") and not inplace:
         t += platform.copy_overhead + own * platform.copy_byte_time
     return t
 

@@ -75,6 +75,29 @@ def test_rendezvous_byte_time_applies_over_the_eager_limit():
         platform(network={"levels": [dict(levels[1], rendezvous_bytetime=1e-9)]})
 
 
+def test_a_measured_one_way_curve_is_followed_between_and_beyond_its_sizes():
+    """A level's one_way curve (netsim.calibrate writes the measured
+    ping-pong): two ranks reproduce it at every size, eager or rendezvous
+    (eager limit 1000), linearly between its sizes and with its last slope
+    beyond them; the other level keeps its byte time."""
+    curve = [[0, 3 * US], [512, 4 * US], [4096, 20 * US], [8192, 30 * US]]
+    levels = [{"name": "node", "span": 2, "latency": 1 * US, "byte_time": 1e-9,
+               "one_way": curve},
+              {"name": "net", "latency": 7 * US, "byte_time": 4e-9}]
+    plat = platform(network={"levels": levels})
+    for n, want in [(256, 3.5), (512, 4), (1000, 4 + 488 * 16 / 3584), (2048, 4 + 1536 * 16 / 3584),
+                    (6144, 25), (16384, 50)]:
+        got = simulate(pingpong(0, 1, n), plat).predicted_time / 2
+        assert got == pytest.approx(want * US, rel=1e-9), n
+    o, n = 0.5 * US, 2048                 # ranks 0 and 2: the level without a curve
+    assert simulate(pingpong(0, 2, n), plat).predicted_time == pytest.approx(
+        2 * ((o + 7 * US) * 3 + (n - 1) * 4e-9 + o), rel=1e-12)
+    with pytest.raises(PlatformError, match="sizes must increase"):
+        platform(network={"levels": [dict(levels[1], one_way=[[8, 1e-6], [0, 2e-6]])]})
+    with pytest.raises(PlatformError, match="drop the level's one_way"):
+        platform(network={"levels": [dict(levels[1], one_way=curve)], "semantics": "loggopsim"})
+
+
 def collective_schedule(family, alg, p, n, root=0):
     B = Builder(p)
     for i in range(p):
@@ -384,7 +407,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
              "-1,8,3.404e-06,allgather_inplace", "-1,0,1e-07,loop"]
     (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
     p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
-             "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
+             "--cores-per-node", "2", "--alltoall-self-limit", "0", "-o", str(tmp_path / "p.yaml")])
     assert "local copy 10.00 GB/s + 1.200 us per copy" in p.stdout, p.stdout
     assert "alltoall: 1.800 us per call" in p.stdout, p.stdout
     plat = load_platform(str(tmp_path / "p.yaml"))
@@ -393,6 +416,27 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     assert plat.copy_overhead == pytest.approx(1.2e-6, rel=1e-6)
     assert plat.collective_overhead == pytest.approx({"alltoall": 1.8e-6, "allgather": 0.3e-6})
     assert plat.levels[0].latency == pytest.approx(2.5e-6, rel=1e-6)
+    assert plat.alltoall_self_limit == 0
+    # by default MPICH's alltoall sends its own 8 bytes to itself: counted
+    # as a one-way trip less the call (2.504 us), not as the copy (1.2 us)
+    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+             "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
+    plat = load_platform(str(tmp_path / "p.yaml"))
+    assert plat.alltoall_self_limit == 32768
+    assert plat.collective_overhead["alltoall"] == pytest.approx(0.496e-6, rel=1e-6)
+    # the level keeps its measured curve; an exchange (both directions at
+    # once) slower than the ping-pong beyond its fixed extra cost (1.5 us
+    # up to 4 KiB) sets the curve there: 4 MiB exchanged at 2.5 GB/s
+    assert plat.levels[0].one_way[1] == (8, pytest.approx(3.004e-6))
+    ex = [f"1,{n},{3e-6 + n * 0.5e-9 + 1.5e-6!r},exchange" for n in (0, 8, 64, 512, 4096)]
+    ex.append(f"1,4194304,{12e-6 + 4194304 * 0.4e-9 + 1.5e-6!r},exchange")
+    (tmp_path / "pp.csv").write_text("\n".join(rows + ex) + "\n")
+    run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+         "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
+    curve = dict(load_platform(str(tmp_path / "p.yaml")).levels[0].one_way)
+    assert curve[4194304] == pytest.approx(12e-6 + 4194304 * 0.4e-9, rel=1e-9)
+    assert curve[1048576] == pytest.approx(12e-6 + 1048576 * 0.2e-9, rel=1e-9)
+    assert curve[512] == pytest.approx(3e-6 + 512 * 0.5e-9, rel=1e-9)
 
 
 @pytest.fixture(scope="module")
@@ -441,6 +485,16 @@ def test_own_block_copy_and_collective_overhead_are_charged_per_call(local_trace
     over = _predict(local_trace, tmp_path, "over", copy_byte_time=0.0, copy_overhead=0.0,
                     collective_overhead={"alltoall": 1e-4})
     assert over - plain == pytest.approx(40 * 1e-4, rel=0.02)
+    # MPICH's scattered alltoall (blocks up to its medium size) sends the
+    # own block to itself: a one-way trip (here 13 us at 64 KiB, off the
+    # curve) less the binding's call, in place of the copy
+    curve = [[0, 3 * US], [131072, 23 * US]]
+    level = [{"name": "node", "latency": 1 * US, "byte_time": 1e-10, "one_way": curve}]
+    base = dict(copy_byte_time=1e-9, copy_overhead=0.0, collective_overhead={}, levels=level,
+                call_overhead=0.4 * US)
+    copied = _predict(local_trace, tmp_path, "copied", **base)
+    sent = _predict(local_trace, tmp_path, "sent", alltoall_self_limit=65536, **base)
+    assert sent - copied == pytest.approx(40 * (13 * US - 0.4 * US - 65536 * 1e-9), rel=0.02)
     with pytest.raises(PlatformError, match="collective_overhead.alltoal: not a collective"):
         from_dict({"nodes": 1, "cores_per_node": 2, "network": {
             "levels": [{"name": "n", "latency": 1e-6, "byte_time": 1e-10}],

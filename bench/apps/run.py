@@ -142,13 +142,14 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     lv = net["levels"][0]
     lv["latency"] = max(fitted["latency"] - o, 0.0)
     lv["byte_time"] = fitted["byte_time"]
-    if "rendezvous_byte_time" in fitted:
-        lv["rendezvous_byte_time"] = fitted["rendezvous_byte_time"]
-    for key in ("call_overhead", "copy_byte_time", "copy_overhead"):
-        net[key] = fitted_net.get(key, 0.0)
+    for key in ("rendezvous_byte_time", "one_way"):
+        if key in fitted:
+            lv[key] = fitted[key]
+    for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit"):
+        net[key] = fitted_net.get(key, 0)
     net["collective_overhead"] = fitted_net.get("collective_overhead", {})
     path = out / "platform.yaml"
-    path.write_text(yaml.safe_dump(plat, sort_keys=False))
+    path.write_text(yaml.safe_dump(plat, sort_keys=False, default_flow_style=None))
     print(f"    calibrated: {net['call_overhead'] * 1e6:.2f} us per call + one-way "
           f"{fitted['latency'] * 1e6:.2f} us per message, "
           f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
