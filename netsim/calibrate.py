@@ -1,13 +1,16 @@
 """Calibrate a platform file from ping-pong measurements on the target.
 
-    mpiexec -n P python -m netsim.calibrate measure -o pingpong.csv [--sizes ...]
+    mpiexec -n P python -m netsim.calibrate measure -o pingpong.csv [--repeats R]
     python -m netsim.calibrate fit pingpong.csv --cores-per-node C [--nodes K] -o platform.yaml
 
 ``measure``: rank 0 ping-pongs with every other rank in turn (so with ranks
 placed block-wise the pairs cross every level of the machine: same socket,
-same node, other nodes), over message sizes from 0 bytes to 4 MiB, in blocks of back-to-back
-round trips, and keeps the fastest block's time per trip (columns ``peer, bytes, one_way,
-what``; ``what`` is ``pingpong`` for these rows).  Further rows, peer -1:
+same node, other nodes), over every power of two from 0 bytes to 4 MiB,
+in blocks of back-to-back round trips with separate send and receive
+buffers, and keeps the fastest block's time per trip (columns ``peer,
+bytes, one_way, what``; ``what`` is ``pingpong`` for these rows); with
+rank 1 also an ``exchange`` (a Sendrecv, both directions at once) per
+size.  Further rows, peer -1:
 ``call``, the cost of one call that MPI completes at once (a Send to and a
 Recv from ``MPI.PROC_NULL``, median per call): the binding's own per-call
 cost (mpi4py: about 0.5 us); ``copy``, seconds to copy ``bytes`` within a
@@ -35,7 +38,8 @@ one-way trip on its critical path) still costs what was measured while a
 collective or a window of Isends pays it once per call, not per message.
 The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
 ranks the model of an alltoall or allgather is one exchange, which the
-model times as one ping-pong trip (the fitted one-way time at 8 bytes):
+model times as one ping-pong trip (the one-way time at 8 bytes, off the
+curve):
 what the measured collective costs beyond that becomes
 ``network.collective_overhead`` of its family.  What an allgather costs
 beyond the same allgather in place is ``network.copy_overhead``, the fixed
@@ -198,9 +202,8 @@ def _two_rank_overheads(pair, call: float, level: dict,
     if not any(f in pair for f in COLLECTIVES):
         return 0.0, {}
     if "one_way" in level:
-        import numpy as np
-        n, t = zip(*level["one_way"])
-        exchange = float(np.interp(8, n, t))
+        from .platform import one_way_at
+        exchange = float(one_way_at(level["one_way"], 8))
     else:
         exchange = call + level["latency"] + 8 * level["byte_time"]
     loop = float(pair.get("loop", 0.0))
@@ -219,9 +222,9 @@ def _loaded(pingpong, exchange):
     slower of the ping-pong and the exchange less the exchange's fixed extra
     cost (a Sendrecv call costs ~1.5 us more than a one-way trip: the
     median difference up to 4 KiB).  On shared memory both transfers are
-    copies through one memory system: MPICH moved 1 MiB each way at 6.9
-    GB/s during an exchange against 11 GB/s alone, and a window of sends
-    (osu_bw) ran at the exchange's rate.  The simulator has no model of
+    copies through one memory system: MPICH moved 1 MiB each way at
+    6.9-10.9 GB/s during an exchange (varying by the minute) against 11
+    GB/s alone, and a window of sends (osu_bw) ran slower still.  The simulator has no model of
     that sharing, and applications mostly exchange, so the curve takes
     the loaded rate."""
     both = pingpong.index.intersection(exchange.index)

@@ -181,12 +181,9 @@ class Platform:
         for i, level in enumerate(self.levels):
             if not level.one_way:
                 continue
-            n = np.array([p[0] for p in level.one_way], dtype=np.float64)
-            t = np.array([p[1] for p in level.one_way], dtype=np.float64)
             here = lv == i
             x = nbytes[here]
-            slope = max((t[-1] - t[-2]) / (n[-1] - n[-2]), 0.0)
-            trip = np.where(x > n[-1], t[-1] + (x - n[-1]) * slope, np.interp(x, n, t))
+            trip = one_way_at(level.one_way, x)
             fixed = (self.call_overhead + self.o_send + self.o_recv + level.latency
                      + x * self.O_recv
                      + np.where(x > self.eager_limit,
@@ -245,6 +242,17 @@ def _num(d: dict, key: str, where: str, default=None, integer=False, positive=Fa
     if v < 0 or (positive and v == 0):
         raise PlatformError(f"{where}: '{key}' must be {'> 0' if positive else '>= 0'}, not {v!r}")
     return int(v) if integer else float(v)
+
+
+def one_way_at(curve, nbytes) -> np.ndarray:
+    """Seconds of a measured one-way curve ([bytes, seconds] pairs, sizes
+    increasing) at ``nbytes``: linear between its sizes, with its last
+    slope (never negative) beyond them."""
+    n = np.array([p[0] for p in curve], dtype=np.float64)
+    t = np.array([p[1] for p in curve], dtype=np.float64)
+    x = np.asarray(nbytes, dtype=np.float64)
+    slope = max((t[-1] - t[-2]) / (n[-1] - n[-2]), 0.0)
+    return np.where(x > n[-1], t[-1] + (x - n[-1]) * slope, np.interp(x, n, t))
 
 
 def _curve(lv: dict, where: str) -> list:

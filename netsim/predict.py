@@ -43,11 +43,11 @@ def run(s: Schedule, platform) -> Result:
     span, lat, bt = platform.level_arrays()
     if platform.semantics == "loggopsim":
         return _run_loggops(s, platform, ndeps, sp, si, ip, ii, lat[0], bt)
-    t0 = time.perf_counter()
     # each message's time on the wire, from the network model (send rows)
     sends = s.kind == SEND
     wire = np.zeros(len(s.kind))
     wire[sends] = platform.wire(core[s.rank[sends]], core[s.peer[sends]], s.size[sends])
+    t0 = time.perf_counter()
     start, end, matched, coll_last, events = engine.simulate(
         s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, s.coll, s.coll_need,
         ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, wire,

@@ -155,7 +155,8 @@ def _local_work(fam, own, flags, platform) -> float:
     alltoall's block up to ``alltoall_self_limit``, a message to itself."""
     t = platform.collective_overhead.get(fam, 0.0)
     inplace = flags & FLAG_INPLACE
-    if fam == "alltoall" and not inplace and own <= platform.alltoall_self_limit > 0:
+    limit = platform.alltoall_self_limit             # 0: never a self message
+    if fam == "alltoall" and not inplace and limit and own <= limit:
         t += platform.self_message(own)
     elif fam in ("alltoall", "allgather") and not inplace:
         t += platform.copy_overhead + own * platform.copy_byte_time

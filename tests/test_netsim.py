@@ -92,6 +92,8 @@ def test_a_measured_one_way_curve_is_followed_between_and_beyond_its_sizes():
     o, n = 0.5 * US, 2048                 # ranks 0 and 2: the level without a curve
     assert simulate(pingpong(0, 2, n), plat).predicted_time == pytest.approx(
         2 * ((o + 7 * US) * 3 + (n - 1) * 4e-9 + o), rel=1e-12)
+    with pytest.raises(PlatformError, match=r"network.levels\[1\]: 'one_way' must be a list"):
+        platform(network={"levels": [levels[0], dict(levels[1], one_way=[[8, 1e-6]])]})
     with pytest.raises(PlatformError, match="sizes must increase"):
         platform(network={"levels": [dict(levels[1], one_way=[[8, 1e-6], [0, 2e-6]])]})
     with pytest.raises(PlatformError, match="drop the level's one_way"):
