@@ -7,7 +7,7 @@
 placed block-wise the pairs cross every level of the machine: same socket,
 same node, other nodes), over every power of two from 0 bytes to 4 MiB,
 in blocks of back-to-back round trips with separate send and receive
-buffers, and keeps the fastest block's time per trip (columns ``peer,
+buffers (written, on ordinary 4 KiB pages), and keeps the fastest block's time per trip (columns ``peer,
 bytes, one_way, what``; ``what`` is ``pingpong`` for these rows); with
 rank 1 also an ``exchange`` (a Sendrecv, both directions at once) per
 size.  Further rows, peer -1:
@@ -17,8 +17,10 @@ cost (mpi4py: about 0.5 us); ``copy``, seconds to copy ``bytes`` within a
 process (a memory copy, as MPI copies a collective's own block); and, from
 ranks 0 and 1, seconds per call of ``sendrecv``, ``alltoall``,
 ``allgather`` and ``allgather_inplace`` (``MPI.IN_PLACE``) with 8 bytes per
-member, measured interleaved so that the machine's drift cancels, and
-``loop``, the timing loop's own cost per call.
+member, measured interleaved so that the machine's drift cancels,
+``loop``, the timing loop's own cost per call, and per size (``bytes``
+per rank) ``alltoallw`` of 3-D subarrays against ``alltoall_contig``, the
+same bytes contiguous.
 
 ``fit``: assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -44,7 +46,9 @@ what the measured collective costs beyond that becomes
 ``network.collective_overhead`` of its family.  What an allgather costs
 beyond the same allgather in place is ``network.copy_overhead``, the fixed
 cost of copying the own block (MPICH's local copy); the alltoall's
-overhead is counted net of it.
+overhead is counted net of it.  The median over the sizes of
+(alltoallw - alltoall_contig) / (2 bytes) is ``network.pack_byte_time``,
+what packing non-contiguous datatypes adds per byte sent and received.
 Writes a platform YAML (eager limit from ``--eager-limit``; the largest
 alltoall block MPICH sends to itself as a message from
 ``--alltoall-self-limit``, default its 32768, and the alltoall's overhead
@@ -62,6 +66,9 @@ import sys
 SIZES = [0] + [1 << k for k in range(0, 23)]
 COPY_SIZES = [65536, 1048576, 4194304, 16777216]
 COLLECTIVES = ("alltoall", "allgather")      # one exchange at two ranks
+# (rows, columns) of _pack_costs' subarrays: 270 KB, 1.1 MB and 4.3 MB per rank
+PACK_SHAPES = [(16, 32), (32, 64), (64, 128)]
+PACKING = ("alltoallw", "alltoall_contig")  # what _pack_costs' rows are
 
 
 def _median_per_call(fn, calls: int, repeats: int) -> float:
@@ -89,10 +96,13 @@ def _pair_costs(w, repeats: int) -> list:
     if pair == MPI.COMM_NULL:
         return []
     other = 1 - pair.rank
-    s, r = np.zeros(16, np.uint8), np.zeros(16, np.uint8)
-    calls = {"sendrecv": lambda: pair.Sendrecv(s[:8], other, 3, r[:8], other, 3),
+    # buffers made once, as an application's are (a slice per call costs
+    # ~0.1 us, which the model would charge every allgather)
+    s, r = np.ones(16, np.uint8), np.ones(16, np.uint8)
+    s8, r8 = s[:8], r[:8]
+    calls = {"sendrecv": lambda: pair.Sendrecv(s8, other, 3, r8, other, 3),
              "alltoall": lambda: pair.Alltoall(s, r),
-             "allgather": lambda: pair.Allgather(s[:8], r),
+             "allgather": lambda: pair.Allgather(s8, r),
              "allgather_inplace": lambda: pair.Allgather(MPI.IN_PLACE, r),
              "loop": lambda: None}
     spans = {what: [] for what in calls}
@@ -105,6 +115,72 @@ def _pair_costs(w, repeats: int) -> list:
     return [("sendrecv", base)] + [
         (what, base + statistics.median(t - b for t, b in zip(spans[what], spans["sendrecv"])))
         for what in calls if what != "sendrecv"]
+
+
+def _pack_costs(w, repeats: int) -> list:
+    """Rows (what, bytes, seconds per call) of ranks 0 and 1 for MPI's
+    packing of non-contiguous derived datatypes: an Alltoallw whose blocks
+    are 3-D subarrays (528-byte contiguous rows, as a slab FFT's
+    redistribution of complex data has; ``alltoallw``) and an Alltoall of
+    the same bytes contiguous (``alltoall_contig``), ``bytes`` per rank,
+    interleaved, each the fastest of its blocks.  Their difference per byte
+    sent and received is ``network.pack_byte_time``: MPICH on shared memory
+    moved 1 MiB per rank of mpi4py-fft's subarrays in 255 us against 75 us
+    contiguous."""
+    import numpy as np
+    from mpi4py import MPI
+    if w.size < 2:
+        return []
+    pair = w.Split(0 if w.rank < 2 else MPI.UNDEFINED, w.rank)
+    if pair == MPI.COMM_NULL:
+        return []
+    rows = []
+    for a0, a1 in PACK_SHAPES:
+        shape_a, shape_b = (a0, a1, 33), (2 * a0, a1 // 2, 33)
+        a, b = np.ones(shape_a, complex), np.zeros(shape_b, complex)
+        s, r = np.ones(a.size, complex), np.zeros(a.size, complex)
+        dt = MPI.DOUBLE_COMPLEX
+        stypes = [dt.Create_subarray(shape_a, (a0, a1 // 2, 33), (0, j * (a1 // 2), 0)).Commit()
+                  for j in range(2)]
+        rtypes = [dt.Create_subarray(shape_b, (a0, a1 // 2, 33), (j * a0, 0, 0)).Commit()
+                  for j in range(2)]
+        cd = ([1, 1], [0, 0])
+        calls = {"alltoallw": lambda: pair.Alltoallw([a, cd, stypes], [b, cd, rtypes]),
+                 "alltoall_contig": lambda: pair.Alltoall(s, r)}
+        n = max(2, int(4e6 / a.nbytes))
+        best = {what: float("inf") for what in calls}
+        for rep in range(max(5, repeats // 3) + 1):
+            for what, fn in calls.items():
+                pair.Barrier()
+                t0 = MPI.Wtime()
+                for _ in range(n):
+                    fn()
+                if rep:             # the first block warms up
+                    best[what] = min(best[what], (MPI.Wtime() - t0) / n)
+        rows += [(what, a.nbytes, t) for what, t in best.items()]
+        for t in stypes + rtypes:
+            t.Free()
+    pair.Free()
+    return rows
+
+
+def _message_buffer(n: int):
+    """``n`` bytes of written memory on ordinary pages, as a message buffer.
+
+    Written: a never-written np.zeros maps one shared zero page, which
+    MPICH sent from cache (1 MiB in 80 us against 112 us from real data).
+    Ordinary 4 KiB pages (an anonymous mmap, as malloc gives a C code and
+    as mpi4py's OSU demos allocate): NumPy asks for transparent huge pages
+    from 4 MiB up, and MPICH moved 4 MiB from those in 340 us against
+    470 us from ordinary pages, which would bend the curve's end down.  The
+    sender and the receiver each have their own (sending back the buffer
+    just received into ran 8-256 KiB messages up to twice as slow)."""
+    import mmap
+
+    import numpy as np
+    buf = np.frombuffer(mmap.mmap(-1, max(n, 1)), dtype=np.uint8)[:n]
+    buf[:] = 1
+    return buf
 
 
 def _fastest_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
@@ -136,10 +212,7 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
     rows = []
     for peer in range(1, w.size):
         for n in sizes:
-            # separate send and receive buffers, as applications have them:
-            # sending back the buffer just received into measured MPICH's
-            # 8-256 KiB messages up to twice as slow
-            sbuf, rbuf = np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint8)
+            sbuf, rbuf = _message_buffer(n), _message_buffer(n)
 
             def ping():
                 w.Send(sbuf, peer, 7)
@@ -171,6 +244,7 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
         rows.append((-1, n, min(_median_per_call(lambda: np.copyto(b, a), 1, 3)
                                 for _ in range(max(3, repeats // 3))), "copy"))
     rows += [(-1, 8, t, what) for what, t in _pair_costs(w, repeats)]
+    rows += [(-1, n, t, what) for what, n, t in _pack_costs(w, repeats)]
     if w.rank == 0:
         with open(out, "w") as f:
             f.write("peer,bytes,one_way,what\n")
@@ -217,6 +291,18 @@ def _two_rank_overheads(pair, call: float, level: dict,
                        for f, t in measured.items() if t is not None}
 
 
+def _pack_byte_time(rows) -> float:
+    """Seconds per byte sent and received that packing a non-contiguous
+    datatype adds (the simulator charges it on both): the median over the
+    sizes of (alltoallw - alltoall_contig) / (2 bytes); 0 without rows."""
+    t = rows.groupby(["bytes", "what"])["one_way"].min().unstack()
+    if not set(PACKING) <= set(t.columns):
+        return 0.0
+    per_byte = (t["alltoallw"] - t["alltoall_contig"]) / (2 * t.index.to_numpy(float))
+    per_byte = per_byte.dropna()
+    return max(float(per_byte.median()), 0.0) if len(per_byte) else 0.0
+
+
 def _loaded(pingpong, exchange):
     """The one-way curve with the reverse direction loaded: per size, the
     slower of the ping-pong and the exchange less the exchange's fixed extra
@@ -248,7 +334,8 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].min()
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
-    pair = df[~df["what"].isin(["pingpong", "exchange", "call", "copy"])]
+    pack_bt = _pack_byte_time(df[df["what"].isin(PACKING)])
+    pair = df[~df["what"].isin(["pingpong", "exchange", "call", "copy", *PACKING])]
     pair = pair.groupby("what")["one_way"].min()
     exchange = df[df["what"] == "exchange"].groupby("bytes")["one_way"].min()
     df = df[df["what"] == "pingpong"]
@@ -294,6 +381,8 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         net["copy_byte_time"] = copy_bt
     if copy_over:
         net["copy_overhead"] = copy_over
+    if pack_bt:
+        net["pack_byte_time"] = pack_bt
     if coll_over:
         net["collective_overhead"] = coll_over
         if alltoall_self_limit:
@@ -348,6 +437,9 @@ def main(argv=None) -> int:
         print(f"local copy {gbs(d['network']['copy_byte_time']):.2f} GB/s"
               + (f" + {d['network']['copy_overhead'] * 1e6:.3f} us per copy"
                  if "copy_overhead" in d["network"] else ""))
+    if "pack_byte_time" in d["network"]:
+        print(f"packing non-contiguous datatypes {d['network']['pack_byte_time'] * 1e9:.3f} "
+              "ns per byte sent and received")
     for fam, t in d["network"].get("collective_overhead", {}).items():
         print(f"{fam}: {t * 1e6:.3f} us per call beyond its messages")
     print(f"wrote {a.output}")

@@ -27,9 +27,10 @@ one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 ``network.contention`` (true: a node's NIC serialises the messages that
 leave and enter the node); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
-charged to the calling rank's CPU for the collectives the trace flags so;
-default 0: MPICH on shared memory overlaps packing with the copy; set it
-for an MPI that packs separately, e.g. from an MPI_Pack measurement);
+charged to the calling rank's CPU for the collectives the trace flags so,
+on the bytes sent and received; default 0; netsim.calibrate measures it
+net of what the MPI overlaps with the transfer: an Alltoallw of
+subarrays against an Alltoall of the same bytes contiguous);
 ``network.call_overhead`` (seconds of CPU per traced MPI call, charged to
 the calling rank before the call: the language binding's own cost around
 MPI, e.g. mpi4py parsing a buffer argument; per call, not per message, so

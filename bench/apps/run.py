@@ -145,7 +145,8 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
     for key in ("rendezvous_byte_time", "one_way"):
         if key in fitted:
             lv[key] = fitted[key]
-    for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit"):
+    for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit",
+                "pack_byte_time"):
         net[key] = fitted_net.get(key, 0)
     net["collective_overhead"] = fitted_net.get("collective_overhead", {})
     path = out / "platform.yaml"
@@ -155,7 +156,8 @@ def calibrate(out: Path, template: Path = PLATFORM) -> Path:
           f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
           f"{1e-9 / lv.get('rendezvous_byte_time', fitted['byte_time']):.2f} GB/s "
           f"rendezvous, {net['copy_overhead'] * 1e6:.2f} us + "
-          f"{net['copy_byte_time'] * 1e9:.3f} ns/B local copy, " +
+          f"{net['copy_byte_time'] * 1e9:.3f} ns/B local copy, "
+          f"{net['pack_byte_time'] * 1e9:.3f} ns/B packing, " +
           "".join(f"{f} +{t * 1e6:.2f} us, " for f, t in net["collective_overhead"].items()) +
           f"-> {path}", flush=True)
     return path
