@@ -20,7 +20,7 @@ ranks 0 and 1, seconds per call of ``sendrecv``, ``alltoall``,
 member, measured interleaved so that the machine's drift cancels,
 ``loop``, the timing loop's own cost per call, and per size (``bytes``
 per rank) ``alltoallw`` of 3-D subarrays against ``alltoall_contig``, the
-same bytes contiguous.
+same bytes contiguous (single calls from cold caches, median).
 
 ``fit``: assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -122,11 +122,13 @@ def _pack_costs(w, repeats: int) -> list:
     packing of non-contiguous derived datatypes: an Alltoallw whose blocks
     are 3-D subarrays (528-byte contiguous rows, as a slab FFT's
     redistribution of complex data has; ``alltoallw``) and an Alltoall of
-    the same bytes contiguous (``alltoall_contig``), ``bytes`` per rank,
-    interleaved, each the fastest of its blocks.  Their difference per byte
-    sent and received is ``network.pack_byte_time``: MPICH on shared memory
-    moved 1 MiB per rank of mpi4py-fft's subarrays in 255 us against 75 us
-    contiguous."""
+    the same bytes contiguous (``alltoall_contig``), ``bytes`` per rank;
+    single calls on data just evicted from the caches (an application
+    redistributes arrays that its computation has pushed out), the median
+    of each.  Their difference per byte sent and received is
+    ``network.pack_byte_time``: MPICH on shared memory moved mpi4py-fft's
+    1.1 MB per rank of subarrays in 550 us inside its solver, 560 us here
+    from cold caches, 340 us warm; contiguous, 240 us cold."""
     import numpy as np
     from mpi4py import MPI
     if w.size < 2:
@@ -135,6 +137,7 @@ def _pack_costs(w, repeats: int) -> list:
     if pair == MPI.COMM_NULL:
         return []
     rows = []
+    flush = np.ones(32 << 20, np.uint8)         # larger than the caches
     for a0, a1 in PACK_SHAPES:
         shape_a, shape_b = (a0, a1, 33), (2 * a0, a1 // 2, 33)
         a, b = np.ones(shape_a, complex), np.zeros(shape_b, complex)
@@ -147,16 +150,16 @@ def _pack_costs(w, repeats: int) -> list:
         cd = ([1, 1], [0, 0])
         calls = {"alltoallw": lambda: pair.Alltoallw([a, cd, stypes], [b, cd, rtypes]),
                  "alltoall_contig": lambda: pair.Alltoall(s, r)}
-        n = max(2, int(4e6 / a.nbytes))
-        best = {what: float("inf") for what in calls}
-        for rep in range(max(5, repeats // 3) + 1):
-            for what, fn in calls.items():
+        best = {}
+        for what, fn in calls.items():
+            spans = []
+            for _ in range(max(10, repeats // 3) + 2):
+                flush += 1              # evict both arrays from the caches
                 pair.Barrier()
                 t0 = MPI.Wtime()
-                for _ in range(n):
-                    fn()
-                if rep:             # the first block warms up
-                    best[what] = min(best[what], (MPI.Wtime() - t0) / n)
+                fn()
+                spans.append(MPI.Wtime() - t0)
+            best[what] = statistics.median(spans[2:])       # the first two warm up
         rows += [(what, a.nbytes, t) for what, t in best.items()]
         for t in stypes + rtypes:
             t.Free()

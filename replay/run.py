@@ -85,13 +85,21 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
         raise ReplayError("--load must be >= 0")
     if repeats == 1:
         return _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env, load)
-    rows = []
     for k in range(1, repeats + 1):
         print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
-        sub = os.path.join(out_dir, f"repeat{k}")
-        _replay_round(ranks, size, log_dir, sub, target, mode, concurrent, env, load)
-        for r in ranks:
-            rows.append([r, k, *_totals(os.path.join(sub, f"rank{r}.csv")), False])
+        _replay_round(ranks, size, log_dir, os.path.join(out_dir, f"repeat{k}"), target, mode,
+                      concurrent, env, load)
+    return keep_least_disturbed(ranks, out_dir, repeats)
+
+
+def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[str]:
+    """Of the replays OUT/repeat<1..repeats>/rank<R>.csv, copy each rank's
+    replay with the least total computation to OUT/rank<R>.csv (and its
+    output, .out) and list them all in OUT/repeats_rank<R>.csv; returns the
+    kept CSVs.  A validation that interleaves replay rounds with its real
+    runs (bench/apps/run.py) calls this after its last round."""
+    rows = [[r, k, *_totals(os.path.join(out_dir, f"repeat{k}", f"rank{r}.csv")), False]
+            for k in range(1, repeats + 1) for r in ranks]
     done = []
     for r in ranks:
         mine = [row for row in rows if row[0] == r]

@@ -5,16 +5,20 @@
 
 For every recipe of bench/apps/recipes.yaml (install them first with
 bench/apps/install.sh): trace at N (with the C-level call counter beside the
-tracer), cluster, record the representatives, replay them (N at once: the
-contention of the real run, with load copies beside a lone representative;
-``--replay-repeats`` times, default ``repeats``,
-each representative's least disturbed replay kept), expand, simulate on
-config/platforms/this-machine.yaml with its call overhead, latency and
-bandwidth measured again just before (OUT/APP/platform.yaml: this shared
-machine drifts by tens of per cent within an hour; ``--no-calibrate`` keeps
-the file's) or on the recipe's platform, run the application for real (untraced,
-``repeats`` times, MPI init to the end, as ``python -m netsim.validate``)
-and compare.  Writes OUT/APP/row.json per app and OUT/results.csv (every app with a
+tracer), cluster, record the representatives; then rounds, one after the
+other, of: a replay of the representatives (N at once: the contention of
+the real run, with load copies beside a lone representative), a
+measurement of this machine's network (``netsim.calibrate measure``) and a
+real run of the application (untraced, MPI init to the end, as ``python -m
+netsim.validate``).  This shared machine drifts by tens of per cent within
+minutes, and each side keeps its least disturbed round (each
+representative's fastest replay, each network point's minimum, the fastest
+real run), so the rounds interleave them: both sides sample the same
+minutes.  ``--replay-repeats`` replays (default ``repeats``), 3 network
+measurements, ``repeats`` real runs.  Then expand, fit the network
+measurements into config/platforms/this-machine.yaml's terms
+(OUT/APP/platform.yaml; ``--no-calibrate`` keeps the file's, a recipe's
+``platform`` replaces it), simulate and compare.  Writes OUT/APP/row.json per app and OUT/results.csv (every app with a
 row under OUT: runs of subsets accumulate) and, with
 ``--markdown``, prints the table for bench/RESULTS.md.
 
@@ -43,6 +47,8 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
+from netsim.validate import measure                 # noqa: E402  (the repository's)
+from replay.run import keep_least_disturbed         # noqa: E402
 PY = sys.executable
 MPIEXEC = str(Path(PY).parent / "mpiexec")
 PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
@@ -107,30 +113,34 @@ def output_line(text: str, pattern: str | None) -> str | None:
     return m.group(0) if m else "<missing>"
 
 
-def calibrate(out: Path, template: Path = PLATFORM) -> Path:
-    """Ping-pong this machine now and write OUT/platform.yaml: ``template``
-    with the fitted call overhead, latency, byte times, local copy rate and
-    collective overheads.
+def measure_network(out: Path, k: int) -> Path:
+    """One ``netsim.calibrate measure`` of this machine: OUT/pingpong<k>.csv."""
+    out.mkdir(parents=True, exist_ok=True)
+    one = out / f"pingpong{k}.csv"
+    subprocess.run([MPIEXEC, "-n", "2", PY, "-m", "netsim.calibrate", "measure", "-o", str(one)],
+                   check=True, env=dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="0"),
+                   cwd=ROOT, capture_output=True)
+    return one
+
+
+def fit_platform(out: Path, template: Path = PLATFORM) -> Path:
+    """Fit every OUT/pingpong<k>.csv together into OUT/platform.yaml:
+    ``template`` with the fitted call overhead, latency, byte times and
+    curve, local copy rate, packing rate and collective overheads.
 
     A shared machine's memory bandwidth and latency drift by tens of per
-    cent over hours; a platform measured in the same session as the real
-    runs is the honest target description.  Measured ``CALIBRATIONS``
-    times, each point's minimum kept (as the real side keeps its fastest
-    run): one calibration that a co-runner slowed (osu-bw once got 0.69 us
-    per call and 2 GB/s against 0.45 us and 4.8 GB/s for the apps around
-    it) would otherwise skew one app's prediction by tens of per cent.  The
-    template's per-message overheads are part of the fitted one-way time,
-    so they come off the latency."""
-    out.mkdir(parents=True, exist_ok=True)
-    raw = out / "pingpong.csv"
-    env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
+    cent; a platform measured beside the real runs is the honest target
+    description.  Each point's minimum over the measurements is kept (as
+    the real side keeps its fastest run): one measurement that a co-runner
+    slowed (osu-bw once got 0.69 us per call and 2 GB/s against 0.45 us and
+    4.8 GB/s for the apps around it) would otherwise skew a prediction by
+    tens of per cent.  The template's per-message overheads are part of the
+    fitted one-way time, so they come off the latency."""
     lines = []
-    for k in range(CALIBRATIONS):
-        one = out / f"pingpong{k + 1}.csv"
-        subprocess.run([MPIEXEC, "-n", "2", PY, "-m", "netsim.calibrate", "measure",
-                        "-o", str(one)], check=True, env=env, cwd=ROOT, capture_output=True)
+    for k, one in enumerate(sorted(out.glob("pingpong[0-9]*.csv"))):
         rows = one.read_text().splitlines()
         lines += rows if k == 0 else rows[1:]
+    raw = out / "pingpong.csv"
     raw.write_text("\n".join(lines) + "\n")
     from netsim.calibrate import fit
     fitted_net = fit(str(raw), cores_per_node=2, nodes=1, spans=None, eager_limit=65536,
@@ -181,20 +191,35 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
     sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
         "-o", str(d / "msglog")] + app, d / "record.log")
-    sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-        "--concurrent", str(min(n, os.cpu_count() or 1)),
-        "--load", str(min(n, os.cpu_count() or 1)), "--repeats", str(replay_repeats),
-        "-o", str(d / "replay")] + app,
-       d / "replay.log")
-    sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
-        "-o", str(d / "compute.csv")], d / "expand.log")
+    reps = pd.read_csv(d / "reps.csv")
+    compare = recipe.get("compare", True)
     if "platform" in recipe:
         platform = ROOT / recipe["platform"]
-    elif platform is None:
-        platform = calibrate(d)
+    # rounds, each a replay of every representative, a measurement of the
+    # network and a real run, one after the other: this machine drifts by
+    # tens of per cent within minutes, and each side keeps its least
+    # disturbed round, so both must sample the same minutes
+    rounds = max(replay_repeats, repeats if compare else 0,
+                 CALIBRATIONS if platform is None else 0)
+    runs = []
+    for k in range(1, rounds + 1):
+        if k <= replay_repeats:
+            sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
+                "--concurrent", str(min(n, os.cpu_count() or 1)),
+                "--load", str(min(n, os.cpu_count() or 1)),
+                "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log")
+        if platform is None and k <= CALIBRATIONS:
+            measure_network(d, k)
+        if compare and k <= repeats:
+            runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None)["measured"])
+            print(f"    run {k}/{repeats}: {runs[-1]:.4f} s", flush=True)
+    keep_least_disturbed(sorted(set(reps["representative"])), str(d / "replay"), replay_repeats)
+    sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
+        "-o", str(d / "compute.csv")], d / "expand.log")
+    if platform is None:
+        platform = fit_platform(d)
     sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
         str(d / "compute.csv"), "-o", str(d / "prediction.json")], d / "simulate.log")
-    reps = pd.read_csv(d / "reps.csv")
     meta = json.loads((d / "trace" / "meta.json").read_text())
     pred = json.loads((d / "prediction.json").read_text())["predicted_time"]
     row = {"app": name, "package": recipe["package"], "N": n, "events": meta["events"],
@@ -204,8 +229,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
            "invisible": sum(meta.get("invisible_calls", {}).values())}
     pattern = recipe.get("output")
     replayed_out = "".join(p.read_text() for p in sorted((d / "replay").glob("rank*.out")))
-    if recipe.get("compare", True):
-        from netsim.validate import measure
+    if compare:
         untraced = subprocess.run([MPIEXEC, "-n", str(n), PY] + app, capture_output=True,
                                   text=True, cwd=ROOT, env=env()).stdout
         lines = {output_line(t, pattern) for t in (traced_out, untraced)}
@@ -213,9 +237,8 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
             lines.add(output_line(replayed_out, pattern))
         row["same_output"] = "-" if not pattern else ("yes" if len(lines) == 1 else
                                                      "NO: " + " | ".join(sorted(lines)))
-        m = measure(app, n, repeats, MPIEXEC, env=env(), log=lambda s: print("    " + s))
-        row["measured"] = m["measured"]
-        row["error"] = (pred - m["measured"]) / m["measured"]
+        row["measured"] = min(runs)
+        row["error"] = (pred - row["measured"]) / row["measured"]
     else:
         row["same_output"] = "-"
     (d / "row.json").write_text(json.dumps(row))
