@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import TraceError
+
+if TYPE_CHECKING:                       # annotations only
+    import pandas as pd
 
 # pandas/pyarrow are imported where tables are read, not here: every traced
 # rank imports this package before the application starts
