@@ -66,7 +66,7 @@ import sys
 SIZES = [0] + [1 << k for k in range(0, 23)]
 COPY_SIZES = [65536, 1048576, 4194304, 16777216]
 COLLECTIVES = ("alltoall", "allgather")      # one exchange at two ranks
-# (rows, columns) of _pack_costs' subarrays: 270 KB, 1.1 MB and 4.3 MB per rank
+# (a0, a1) of _pack_costs' (a0, a1, 33) complex arrays: 270 KB, 1.1 MB and 4.3 MB per rank
 PACK_SHAPES = [(16, 32), (32, 64), (64, 128)]
 PACKING = ("alltoallw", "alltoall_contig")  # what _pack_costs' rows are
 
@@ -82,6 +82,16 @@ def _median_per_call(fn, calls: int, repeats: int) -> float:
     return statistics.median(spans)
 
 
+def _first_two(w):
+    """A communicator of ranks 0 and 1 of ``w`` on those two (the others
+    get None, as does a single rank); the caller frees it."""
+    from mpi4py import MPI
+    if w.size < 2:
+        return None
+    pair = w.Split(0 if w.rank < 2 else MPI.UNDEFINED, w.rank)
+    return None if pair == MPI.COMM_NULL else pair
+
+
 def _pair_costs(w, repeats: int) -> list:
     """Rows (what, seconds per call) of ranks 0 and 1: a Sendrecv, the
     collectives of COLLECTIVES (allgather also in place), 8 bytes per
@@ -90,10 +100,8 @@ def _pair_costs(w, repeats: int) -> list:
     median of its block-by-block difference: the machine's drift cancels."""
     import numpy as np
     from mpi4py import MPI
-    if w.size < 2:
-        return []
-    pair = w.Split(0 if w.rank < 2 else MPI.UNDEFINED, w.rank)
-    if pair == MPI.COMM_NULL:
+    pair = _first_two(w)
+    if pair is None:
         return []
     other = 1 - pair.rank
     # buffers made once, as an application's are (a slice per call costs
@@ -120,8 +128,9 @@ def _pair_costs(w, repeats: int) -> list:
 def _pack_costs(w, repeats: int) -> list:
     """Rows (what, bytes, seconds per call) of ranks 0 and 1 for MPI's
     packing of non-contiguous derived datatypes: an Alltoallw whose blocks
-    are 3-D subarrays (528-byte contiguous rows, as a slab FFT's
-    redistribution of complex data has; ``alltoallw``) and an Alltoall of
+    are 3-D subarrays of complex numbers, (a0, a1/2, 33) out of (a0, a1,
+    33) on the send side (contiguous pieces of a1/2 x 33 numbers), as
+    mpi4py-fft's slab redistribution has (``alltoallw``), and an Alltoall of
     the same bytes contiguous (``alltoall_contig``), ``bytes`` per rank;
     single calls on data just evicted from the caches (an application
     redistributes arrays that its computation has pushed out), the median
@@ -131,10 +140,8 @@ def _pack_costs(w, repeats: int) -> list:
     from cold caches, 340 us warm; contiguous, 240 us cold."""
     import numpy as np
     from mpi4py import MPI
-    if w.size < 2:
-        return []
-    pair = w.Split(0 if w.rank < 2 else MPI.UNDEFINED, w.rank)
-    if pair == MPI.COMM_NULL:
+    pair = _first_two(w)
+    if pair is None:
         return []
     rows = []
     flush = np.ones(32 << 20, np.uint8)         # larger than the caches
@@ -150,7 +157,7 @@ def _pack_costs(w, repeats: int) -> list:
         cd = ([1, 1], [0, 0])
         calls = {"alltoallw": lambda: pair.Alltoallw([a, cd, stypes], [b, cd, rtypes]),
                  "alltoall_contig": lambda: pair.Alltoall(s, r)}
-        best = {}
+        median = {}
         for what, fn in calls.items():
             spans = []
             for _ in range(max(10, repeats // 3) + 2):
@@ -159,8 +166,8 @@ def _pack_costs(w, repeats: int) -> list:
                 t0 = MPI.Wtime()
                 fn()
                 spans.append(MPI.Wtime() - t0)
-            best[what] = statistics.median(spans[2:])       # the first two warm up
-        rows += [(what, a.nbytes, t) for what, t in best.items()]
+            median[what] = statistics.median(spans[2:])     # the first two warm up
+        rows += [(what, a.nbytes, t) for what, t in median.items()]
         for t in stypes + rtypes:
             t.Free()
     pair.Free()
