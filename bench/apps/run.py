@@ -1,6 +1,6 @@
 """Validate the whole method on third-party applications (issue 8).
 
-    python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 3]
+    python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 5]
                              [--out bench/apps/results] [--markdown]
 
 For every recipe of bench/apps/recipes.yaml (install them first with
@@ -11,16 +11,17 @@ the real run, with load copies beside a lone representative), a
 measurement of this machine's network (``netsim.calibrate measure``) and a
 real run of the application (untraced, MPI init to the end, as ``python -m
 netsim.validate``).  This shared machine drifts by tens of per cent within
-minutes, and each side keeps its least disturbed round (each
-representative's fastest replay, each network point's minimum, the fastest
-real run), so the rounds interleave them: both sides sample the same
-minutes.  ``--replay-repeats`` replays (default ``repeats``), 3 network
-measurements, ``repeats`` real runs.  Then expand, fit the network
-measurements into config/platforms/this-machine.yaml's terms
-(OUT/APP/platform.yaml; ``--no-calibrate`` keeps the file's, a recipe's
-``platform`` replaces it), simulate and compare.  Writes OUT/APP/row.json per app and OUT/results.csv (every app with a
-row under OUT: runs of subsets accumulate) and, with
-``--markdown``, prints the table for bench/RESULTS.md.
+minutes, and each side keeps its least disturbed round, so the rounds
+interleave them: both sides sample the same minutes.  Then expand (each
+representative's fastest replay), fit each network measurement into
+config/platforms/this-machine.yaml's terms (OUT/APP/platform<k>.yaml),
+simulate on each and keep the fastest prediction, as the fastest real run
+is kept.  ``--repeats`` rounds (``--replay-repeats`` replays, default as
+many); ``--no-calibrate`` simulates on config/platforms/this-machine.yaml
+as it is, and a recipe's ``platform`` replaces it.  Writes OUT/APP/row.json
+per app and OUT/results.csv (every app with a row under OUT: runs of
+subsets accumulate) and, with ``--markdown``, prints the table for
+bench/RESULTS.md.
 
 Columns: app, N, events (traced), representatives, fidelity (the largest
 relative difference between a representative's replayed and traced total
@@ -52,7 +53,6 @@ from replay.run import keep_least_disturbed         # noqa: E402
 PY = sys.executable
 MPIEXEC = str(Path(PY).parent / "mpiexec")
 PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
-CALIBRATIONS = 3          # calibrate measurements per app; each point's minimum is kept
 
 
 def load_recipes(path=HERE / "recipes.yaml") -> dict:
@@ -123,27 +123,21 @@ def measure_network(out: Path, k: int) -> Path:
     return one
 
 
-def fit_platform(out: Path, template: Path = PLATFORM) -> Path:
-    """Fit every OUT/pingpong<k>.csv together into OUT/platform.yaml:
-    ``template`` with the fitted call overhead, latency, byte times and
-    curve, local copy rate, packing rate and collective overheads.
+def fit_platform(measured: Path, path: Path, template: Path = PLATFORM) -> Path:
+    """Fit one ``netsim.calibrate measure`` file into ``path``: ``template``
+    with the fitted call overhead, latency, byte times and curve, local
+    copy rate, packing rate and collective overheads.
 
     A shared machine's memory bandwidth and latency drift by tens of per
     cent; a platform measured beside the real runs is the honest target
-    description.  Each point's minimum over the measurements is kept (as
-    the real side keeps its fastest run): one measurement that a co-runner
-    slowed (osu-bw once got 0.69 us per call and 2 GB/s against 0.45 us and
-    4.8 GB/s for the apps around it) would otherwise skew a prediction by
-    tens of per cent.  The template's per-message overheads are part of the
-    fitted one-way time, so they come off the latency."""
-    lines = []
-    for k, one in enumerate(sorted(out.glob("pingpong[0-9]*.csv"))):
-        rows = one.read_text().splitlines()
-        lines += rows if k == 0 else rows[1:]
-    raw = out / "pingpong.csv"
-    raw.write_text("\n".join(lines) + "\n")
+    description.  One platform per measurement, each simulated, the
+    fastest prediction kept, as the real side keeps its fastest run: both
+    are then the least disturbed of whole samples.  (Each point's minimum
+    over the measurements, as before, made a platform faster than the
+    machine was at any one moment.)  The template's per-message overheads
+    are part of the fitted one-way time, so they come off the latency."""
     from netsim.calibrate import fit
-    fitted_net = fit(str(raw), cores_per_node=2, nodes=1, spans=None, eager_limit=65536,
+    fitted_net = fit(str(measured), cores_per_node=2, nodes=1, spans=None, eager_limit=65536,
                      name="this-machine")["network"]
     fitted = fitted_net["levels"][0]
     plat = yaml.safe_load(template.read_text())
@@ -159,7 +153,6 @@ def fit_platform(out: Path, template: Path = PLATFORM) -> Path:
                 "pack_byte_time"):
         net[key] = fitted_net.get(key, 0)
     net["collective_overhead"] = fitted_net.get("collective_overhead", {})
-    path = out / "platform.yaml"
     path.write_text(yaml.safe_dump(plat, sort_keys=False, default_flow_style=None))
     print(f"    calibrated: {net['call_overhead'] * 1e6:.2f} us per call + one-way "
           f"{fitted['latency'] * 1e6:.2f} us per message, "
@@ -177,9 +170,9 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
                  platform: Path | None = PLATFORM, replay_repeats: int = 1) -> dict:
     """The whole method on one application; returns its row of the table.
 
-    ``platform`` None: measure this machine's network just before simulating
-    (OUT/APP/platform.yaml), i.e. a minute before the real runs it is
-    compared with."""
+    ``platform`` None: measure this machine's network in every round, beside
+    the replays and the real runs, into OUT/APP/platform<k>.yaml, simulate
+    each and keep the fastest prediction (as the fastest real run is kept)."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
     d = out / name
@@ -199,8 +192,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     # network and a real run, one after the other: this machine drifts by
     # tens of per cent within minutes, and each side keeps its least
     # disturbed round, so both must sample the same minutes
-    rounds = max(replay_repeats, repeats if compare else 0,
-                 CALIBRATIONS if platform is None else 0)
+    rounds = max(replay_repeats, repeats)
     runs = []
     for k in range(1, rounds + 1):
         if k <= replay_repeats:
@@ -208,7 +200,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
                 "--concurrent", str(min(n, os.cpu_count() or 1)),
                 "--load", str(min(n, os.cpu_count() or 1)),
                 "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log")
-        if platform is None and k <= CALIBRATIONS:
+        if platform is None and k <= repeats:
             measure_network(d, k)
         if compare and k <= repeats:
             runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None)["measured"])
@@ -216,17 +208,26 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     keep_least_disturbed(sorted(set(reps["representative"])), str(d / "replay"), replay_repeats)
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
         "-o", str(d / "compute.csv")], d / "expand.log")
-    if platform is None:
-        platform = fit_platform(d)
-    sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
-        str(d / "compute.csv"), "-o", str(d / "prediction.json")], d / "simulate.log")
+    # one platform per network measurement (or the given one), each simulated
+    platforms = ([fit_platform(m, d / f"platform{k}.yaml")
+                  for k, m in enumerate(sorted(d.glob("pingpong[0-9]*.csv")), 1)]
+                 if platform is None else [platform])
+    preds = []
+    for k, plat in enumerate(platforms, 1):
+        sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(plat), "--compute",
+            str(d / "compute.csv"), "-o", str(d / f"prediction{k}.json")], d / f"simulate{k}.log")
+        preds.append(json.loads((d / f"prediction{k}.json").read_text())["predicted_time"])
+    pred = min(preds)
+    if len(platforms) > 1:
+        print("    predicted per measurement: " + ", ".join(f"{p:.4f}" for p in preds) + " s",
+              flush=True)
     meta = json.loads((d / "trace" / "meta.json").read_text())
-    pred = json.loads((d / "prediction.json").read_text())["predicted_time"]
     row = {"app": name, "package": recipe["package"], "N": n, "events": meta["events"],
            "representatives": reps["representative"].nunique(),
            "fidelity": fidelity(d / "trace", reps, d / "replay"), "predicted": pred,
            "measured": float("nan"), "error": float("nan"),
-           "invisible": sum(meta.get("invisible_calls", {}).values())}
+           "invisible": sum(meta.get("invisible_calls", {}).values()),
+           "predicted_each": preds, "measured_each": runs}
     pattern = recipe.get("output")
     replayed_out = "".join(p.read_text() for p in sorted((d / "replay").glob("rank*.out")))
     if compare:
@@ -268,7 +269,9 @@ def markdown(df: pd.DataFrame) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", help="comma-separated recipe names (default: all)")
-    ap.add_argument("--repeats", type=int, default=3, help="real runs per app (min is kept)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="rounds per app, each a network measurement and a real run (the "
+                         "fastest prediction and the fastest run are compared)")
     ap.add_argument("--replay-repeats", type=int,
                     help="replays per representative, the least disturbed kept "
                          "(default: --repeats, like for like with the real runs)")
