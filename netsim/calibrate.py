@@ -199,9 +199,9 @@ def _typical_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
     runs ``on_zero``, ``peer`` runs ``on_peer``; others wait): applications
     repeat their exchanges, and the first block, which warms up, is not
     counted.  The median, not the fastest block: an application pays the
-    typical call, and the fastest of 30 blocks was 5-15 % below it here
-    at every size (a 1 MiB Sendrecv: 109 us fastest, 118 us median, 115 us
-    per call over 30 calls in a row).  Returned on rank 0."""
+    typical call, and the fastest of 30 blocks was 2-26 % below it here,
+    3-15 % at most sizes (a 1 MiB Sendrecv: 109 us fastest, 118 us
+    median, 115 us per call over 30 calls in a row).  Returned on rank 0."""
     from mpi4py import MPI
     calls = 20 if n < (1 << 20) else 3
     reps = repeats if n < (1 << 20) else max(9, repeats // 3)

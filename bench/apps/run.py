@@ -81,11 +81,12 @@ def env() -> dict:
     return e
 
 
-def sh(cmd: list[str], log: Path) -> str:
-    """Run a stage; its output goes to ``log``; a failure stops with the log's tail."""
+def sh(cmd: list[str], log: Path, **extra_env: str) -> str:
+    """Run a stage (env() plus ``extra_env``); its output goes to ``log``; a
+    failure stops with the log's tail."""
     t0 = time.perf_counter()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       cwd=ROOT, env=env())
+                       cwd=ROOT, env={**env(), **extra_env})
     log.write_text(p.stdout)
     if p.returncode:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode} "
@@ -114,12 +115,13 @@ def output_line(text: str, pattern: str | None) -> str | None:
 
 
 def measure_network(out: Path, k: int) -> Path:
-    """One ``netsim.calibrate measure`` of this machine: OUT/pingpong<k>.csv."""
+    """One ``netsim.calibrate measure`` of this machine (busy-polling waits,
+    as the real runs have): OUT/pingpong<k>.csv, its output in
+    OUT/pingpong<k>.log."""
     out.mkdir(parents=True, exist_ok=True)
     one = out / f"pingpong{k}.csv"
-    subprocess.run([MPIEXEC, "-n", "2", PY, "-m", "netsim.calibrate", "measure", "-o", str(one)],
-                   check=True, env=dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="0"),
-                   cwd=ROOT, capture_output=True)
+    sh([MPIEXEC, "-n", "2", PY, "-m", "netsim.calibrate", "measure", "-o", str(one)],
+       out / f"pingpong{k}.log", MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
     return one
 
 
@@ -193,7 +195,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     # tens of per cent within minutes, and each side keeps its least
     # disturbed round, so both must sample the same minutes
     rounds = max(replay_repeats, repeats)
-    runs = []
+    runs, networks = [], []
     for k in range(1, rounds + 1):
         if k <= replay_repeats:
             sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
@@ -201,7 +203,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
                 "--load", str(min(n, os.cpu_count() or 1)),
                 "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log")
         if platform is None and k <= repeats:
-            measure_network(d, k)
+            networks.append(measure_network(d, k))
         if compare and k <= repeats:
             runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None)["measured"])
             print(f"    run {k}/{repeats}: {runs[-1]:.4f} s", flush=True)
@@ -209,8 +211,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"), str(d / "replay"),
         "-o", str(d / "compute.csv")], d / "expand.log")
     # one platform per network measurement (or the given one), each simulated
-    platforms = ([fit_platform(m, d / f"platform{k}.yaml")
-                  for k, m in enumerate(sorted(d.glob("pingpong[0-9]*.csv")), 1)]
+    platforms = ([fit_platform(m, d / f"platform{k}.yaml") for k, m in enumerate(networks, 1)]
                  if platform is None else [platform])
     preds = []
     for k, plat in enumerate(platforms, 1):
