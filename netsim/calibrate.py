@@ -9,7 +9,12 @@ same node, other nodes), over every power of two from 0 bytes to 4 MiB,
 in blocks of back-to-back round trips with separate send and receive
 buffers (written, on ordinary 4 KiB pages), and keeps the median block's
 time per trip (columns ``peer, bytes, one_way, what``; ``what`` is
-``pingpong`` for these rows); with
+``pingpong`` for these rows); per peer and size also a ``stream``: the
+seconds per message of a window of 64 back-to-back Isends answered by 64
+preposted Irecvs and one short acknowledgement (as the OSU bandwidth
+test; PLogP's gap g(m)), and once (peer -1) ``stream_loop``, the same
+window posted to ``MPI.PROC_NULL``: the loop's and the binding's own cost
+per message; with
 rank 1 also an ``exchange`` (a Sendrecv, both directions at once) per
 size.  Further rows, peer -1:
 ``call``, the cost of one call that MPI completes at once (a Send to and a
@@ -29,7 +34,10 @@ nodes), and fits one_way = latency + bytes * byte_time per level over the
 sizes up to the eager limit, by non-negative least squares (scipy),
 weighting every point by 1/one_way so that small messages count as much
 as large ones; the sizes over the eager limit give the level's
-``rendezvous_byte_time`` (their slope).  Each level also keeps its
+``rendezvous_byte_time`` (their slope).  Each level keeps its
+``stream`` curve (seconds per message by size, less the ``stream_loop``
+cost, which the simulator charges as the application's own calls), with
+which the simulator spaces the messages a sender has in flight, and its
 measured curve (``one_way``: [bytes, seconds] per size), which the
 simulator follows between the sizes instead of the straight lines: a
 shared-memory MPI's per-byte cost falls with the size and jumps where its
@@ -65,6 +73,7 @@ import sys
 
 # every power of two up to 4 MiB: the curve bends at several of them
 SIZES = [0] + [1 << k for k in range(0, 23)]
+WINDOW = 64                                 # messages in flight in a stream (as osu_bw)
 COPY_SIZES = [65536, 1048576, 4194304, 16777216]
 COLLECTIVES = ("alltoall", "allgather")      # one exchange at two ranks
 # (a0, a1) of _pack_costs' (a0, a1, 33) complex arrays: 270 KB, 1.1 MB and 4.3 MB per rank
@@ -201,7 +210,8 @@ def _typical_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
     counted.  The median, not the fastest block: an application pays the
     typical call, and the fastest of 30 blocks was 2-26 % below it here,
     3-15 % at most sizes (a 1 MiB Sendrecv: 109 us fastest, 118 us
-    median, 115 us per call over 30 calls in a row).  Returned on rank 0."""
+    median, 115 us per call over 30 calls in a row).  ``n``: the bytes one
+    call moves (from 1 MiB on, fewer and shorter blocks).  Returned on rank 0."""
     from mpi4py import MPI
     calls = 20 if n < (1 << 20) else 3
     reps = repeats if n < (1 << 20) else max(9, repeats // 3)
@@ -217,6 +227,28 @@ def _typical_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
         if rep:
             spans.append((MPI.Wtime() - t0) / calls)
     return statistics.median(spans) if spans else float("inf")
+
+
+def _stream(w, peer, sbuf, rbuf):
+    """(sender, receiver): one window of WINDOW nonblocking messages from
+    rank 0 to ``peer``, all in flight at once, then a short
+    acknowledgement (so that the sender's next window starts after the
+    receiver has them all)."""
+    from mpi4py import MPI
+    ack = bytearray(4)
+    if peer == MPI.PROC_NULL:                # the loop alone: no acknowledgement
+        def post():
+            MPI.Request.Waitall([w.Isend(sbuf, peer, 8) for _ in range(WINDOW)])
+        return post, post
+
+    def send():
+        MPI.Request.Waitall([w.Isend(sbuf, peer, 8) for _ in range(WINDOW)])
+        w.Recv(ack, peer, 9)
+
+    def receive():
+        MPI.Request.Waitall([w.Irecv(rbuf, 0, 8) for _ in range(WINDOW)])
+        w.Send(ack, 0, 9)
+    return send, receive
 
 
 def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
@@ -238,6 +270,9 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
             t = _typical_block(w, peer, ping, pong, n, repeats)
             if w.rank == 0:
                 rows.append((peer, n, t / 2, "pingpong"))
+            t = _typical_block(w, peer, *_stream(w, peer, sbuf, rbuf), WINDOW * n, repeats)
+            if w.rank == 0:
+                rows.append((peer, n, t / WINDOW, "stream"))
             if peer == 1:
                 # both directions at once (rank 0 with its nearest peer)
                 def exchange():
@@ -252,6 +287,9 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
         w.Send(buf, MPI.PROC_NULL, 7)
         w.Recv(buf, MPI.PROC_NULL, 7)
     rows.append((-1, 0, _median_per_call(null_pair, 2000, repeats) / 2, "call"))
+    # the stream's own loop: the same window to MPI.PROC_NULL, per message
+    post, _ = _stream(w, MPI.PROC_NULL, buf, buf)
+    rows.append((-1, 8, _median_per_call(post, 20, repeats) / WINDOW, "stream_loop"))
     # a memory copy within the process, over buffers larger than the caches
     for n in COPY_SIZES:
         a, b = np.ones(n, np.uint8), np.zeros(n, np.uint8)
@@ -349,9 +387,15 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
     pack_bt = _pack_byte_time(df[df["what"].isin(PACKING)])
-    pair = df[~df["what"].isin(["pingpong", "exchange", "call", "copy", *PACKING])]
+    pair = df[~df["what"].isin(["pingpong", "exchange", "stream", "stream_loop", "call", "copy",
+                                *PACKING])]
     pair = pair.groupby("what")["one_way"].min()
     exchange = df[df["what"] == "exchange"].groupby("bytes")["one_way"].min()
+    stream = df[df["what"] == "stream"].copy()
+    # the caller's own cost per message of the window, which the simulator
+    # charges as the application's calls and computation, comes off
+    loop = df[df["what"] == "stream_loop"]["one_way"]
+    stream["one_way"] = (stream["one_way"] - (float(loop.min()) if len(loop) else 0.0)).clip(0)
     df = df[df["what"] == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
@@ -362,6 +406,7 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
                 return i
         return len(spans)
     df["level"] = df["peer"].map(level)
+    stream["level"] = stream["peer"].map(level)
     levels = []
     for i, lname in enumerate(names):
         d = df[df["level"] == i]
@@ -380,6 +425,9 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
             if i == level(1) and len(exchange):
                 curve = _loaded(curve, exchange)
             lv["one_way"] = [[int(n), float(t)] for n, t in curve.items()]
+        st = stream[stream["level"] == i].groupby("bytes")["one_way"].min()
+        if len(st) >= 2:
+            lv["stream"] = [[int(n), float(t)] for n, t in st.items()]
         if i < len(spans):
             lv["span"] = spans[i]
         levels.append(lv)
@@ -442,9 +490,11 @@ def main(argv=None) -> int:
         return 1 / bt / 1e9 if bt else float("inf")
     for lv in d["network"]["levels"]:
         rdv = lv.get("rendezvous_byte_time")
+        big = lv["stream"][-1] if "stream" in lv else None
         print(f"{lv['name']}: latency {lv['latency'] * 1e6:.3f} us, "
               f"{gbs(lv['byte_time']):.2f} GB/s" +
-              (f", {gbs(rdv):.2f} GB/s over the eager limit" if rdv is not None else ""))
+              (f", {gbs(rdv):.2f} GB/s over the eager limit" if rdv is not None else "") +
+              (f", streamed {big[0]} B every {big[1] * 1e6:.1f} us" if big else ""))
     if "call_overhead" in d["network"]:
         print(f"call overhead {d['network']['call_overhead'] * 1e6:.3f} us per call")
     if "copy_byte_time" in d["network"]:

@@ -12,11 +12,14 @@ Timing of a message of s bytes between ranks whose innermost common
 network level has latency L; W is the message's time on the wire, given
 per SEND row (``wire``, from the platform: (s-1)*G with G the level's byte
 time, its rendezvous byte time over the eager limit, or the level's
-measured curve; netsim/predict.py); o/O send and receive overheads per
-message/per byte, g the gap between two messages of a NIC:
+measured curve; netsim/predict.py); P its occupancy, how long it holds
+the NIC (``occupy``: W, or the platform's measured streaming time per
+message, so that a window of messages is spaced as measured); o/O send
+and receive overheads per message/per byte, g the gap between two
+messages of a NIC:
 
 * send starts when the op is ready, the CPU and the NIC are free;
-  the CPU is busy o + s*O, the NIC g + W;
+  the CPU is busy o + s*O, the NIC g + P;
 * eager (s <= eager limit): data arrives at start + o + L + W; the
   send completes locally at start + o + s*O;
 * rendezvous: a request-to-send arrives at start + o + L; when it matches
@@ -26,7 +29,7 @@ message/per byte, g the gap between two messages of a NIC:
 * the receive completes o + s*O after the data arrived and the receive
   was posted (and the receiving CPU is free);
 * with contention, the NICs of the two nodes serialise the bytes of the
-  messages between nodes (W each, in order of arrival).
+  messages between nodes (P each, in order of arrival).
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (M4) and NIC contention.  The loop is compiled with
@@ -102,7 +105,7 @@ def _matches(ctx, peer, tag, rank, recv, send):
 @njit(cache=True)
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
-             core, cores_per_node, span, lat, wire,
+             core, cores_per_node, span, lat, wire, occupy,
              o_s, o_r, O_s, O_r, gap, eager_limit, contention, nranks):
     """Run the schedule.  Returns (start, end, matched, coll_last, events).
 
@@ -167,7 +170,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 sz = size[op]
                 if sz <= eager_limit:
                     cpu_free[h] = s + o_s + sz * O_s
-                    nic_free[h] = s + gap + W
+                    nic_free[h] = s + gap + occupy[op]
                 else:                            # a request to send: no payload yet
                     cpu_free[h] = s + o_s
                     nic_free[h] = s + gap
@@ -179,7 +182,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
-                        out_free[node] = dep + W
+                        out_free[node] = dep + occupy[op]
                     _push(ht, hp, hn, dep + L + W, op * 4 + ARRIVE)
                     hn += 1
                     end[op] = s + o_s + sz * O_s
@@ -242,7 +245,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             if (ev == DATA or sz <= eager_limit) and contention:
                 if core[h] // cores_per_node != core[d] // cores_per_node:
                     node = core[d] // cores_per_node
-                    t = max(t, in_free[node] + wire[op])
+                    t = max(t, in_free[node] + occupy[op])
                     in_free[node] = t
             if ev == DATA:
                 r = matched[op]
@@ -282,12 +285,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             sz = size[op]
             s = max(t, cpu_free[h], nic_free[h])
             cpu_free[h] = s + o_s + sz * O_s
-            nic_free[h] = s + gap + W
+            nic_free[h] = s + gap + occupy[op]
             dep = s + o_s
             if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                 node = core[h] // cores_per_node
                 dep = max(dep, out_free[node])
-                out_free[node] = dep + W
+                out_free[node] = dep + occupy[op]
             _push(ht, hp, hn, dep + L + W, op * 4 + DATA)
             hn += 1
             end[op] = dep + W

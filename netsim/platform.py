@@ -19,7 +19,15 @@ between its sizes and with its last slope beyond them, instead of
 curve at every size (a shared-memory MPI's is far from one straight line:
 the per-byte cost falls with the size, and jumps where the protocol
 changes); the curve's latency, overheads and, over the eager limit, the
-rendezvous handshake the engine charges apart come off it;
+rendezvous handshake the engine charges apart come off it; optionally
+``stream``: the level's measured streaming curve, ``[bytes, seconds]``
+per message of a window of back-to-back nonblocking sends (PLogP's gap
+g(m); ``netsim.calibrate fit`` writes it): a message then holds its
+sender's NIC (and, with contention, the nodes' NICs) for that time less
+``network.gap`` instead of its wire time, so that a window of messages
+is spaced as measured while each message still arrives one wire time
+after it leaves (shared-memory MPICH streamed a window of 4 MiB messages
+at 450-600 us each, one-way trips took 700-860 us at the same moment);
 ``network.overhead: {send, recv}`` (LogGP o,
 seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
@@ -82,6 +90,7 @@ class Level:
     byte_time: float          # seconds per byte
     rendezvous_byte_time: float | None = None   # over the eager limit; None: byte_time
     one_way: list | None = None   # measured [bytes, seconds] ping-pong curve, by size
+    stream: list | None = None    # measured [bytes, seconds per message] in a window of sends
 
 
 @dataclass
@@ -192,6 +201,23 @@ class Platform:
             out[here] = np.maximum(trip - fixed, 0.0)
         return out
 
+    def occupancy(self, core_a: np.ndarray, core_b: np.ndarray, nbytes: np.ndarray,
+                  wire: np.ndarray) -> np.ndarray:
+        """Seconds each message holds its sender's NIC besides the gap: its
+        ``wire`` time, or, where the level has a measured ``stream`` curve,
+        that curve less the gap (a window of messages is then spaced as
+        measured); read like the one-way curve."""
+        if not any(level.stream for level in self.levels):
+            return wire
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        lv = self.level_of(np.asarray(core_a), np.asarray(core_b))
+        out = np.array(wire, dtype=np.float64)
+        for i, level in enumerate(self.levels):
+            if level.stream:
+                here = lv == i
+                out[here] = np.maximum(one_way_at(level.stream, nbytes[here]) - self.gap, 0.0)
+        return out
+
     def self_message(self, nbytes: float) -> float:
         """Seconds a message of ``nbytes`` to oneself costs (innermost
         level: latency, both overheads, wire; no binding call)."""
@@ -256,18 +282,19 @@ def one_way_at(curve, nbytes) -> np.ndarray:
     return np.where(x > n[-1], t[-1] + (x - n[-1]) * slope, np.interp(x, n, t))
 
 
-def _curve(lv: dict, where: str) -> list:
-    """A level's ``one_way`` curve: [bytes, seconds] pairs, sizes increasing."""
-    pts = lv["one_way"]
+def _curve(lv: dict, where: str, key: str = "one_way") -> list:
+    """A level's measured curve (``one_way`` or ``stream``): [bytes, seconds]
+    pairs, sizes increasing."""
+    pts = lv[key]
     if not isinstance(pts, list) or len(pts) < 2 or not all(
             isinstance(p, (list, tuple)) and len(p) == 2 for p in pts):
-        raise PlatformError(f"{where}: 'one_way' must be a list of at least two "
+        raise PlatformError(f"{where}: '{key}' must be a list of at least two "
                             f"[bytes, seconds] pairs")
-    out = [(_num({"bytes": n}, "bytes", f"{where}.one_way", integer=True),
-            _num({"seconds": t}, "seconds", f"{where}.one_way")) for n, t in pts]
+    out = [(_num({"bytes": n}, "bytes", f"{where}.{key}", integer=True),
+            _num({"seconds": t}, "seconds", f"{where}.{key}")) for n, t in pts]
     sizes = [n for n, _ in out]
     if sizes != sorted(set(sizes)):
-        raise PlatformError(f"{where}: 'one_way' sizes must increase, got {sizes}")
+        raise PlatformError(f"{where}: '{key}' sizes must increase, got {sizes}")
     return out
 
 
@@ -312,14 +339,15 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         elif not last:
             raise PlatformError(f"{where}: only the last (outermost) level may omit 'span'")
         unknown = set(lv) - {"name", "span", "latency", "byte_time", "rendezvous_byte_time",
-                             "one_way"}
+                             "one_way", "stream"}
         if unknown:
             raise PlatformError(f"{where}: unknown key(s) {sorted(unknown)}")
         levels.append(Level(str(lv.get("name", f"level{i}")), None if last else span,
                             _num(lv, "latency", where), _num(lv, "byte_time", where),
                             _num(lv, "rendezvous_byte_time", where)
                             if "rendezvous_byte_time" in lv else None,
-                            _curve(lv, where) if "one_way" in lv else None))
+                            _curve(lv, where) if "one_way" in lv else None,
+                            _curve(lv, where, "stream") if "stream" in lv else None))
     place = d.get("placement", "block")
     if isinstance(place, dict):
         if set(place) != {"map"}:
@@ -357,9 +385,9 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         raise PlatformError(f"{source}: network.semantics must be detailed or loggopsim")
     if semantics == "loggopsim" and len(raw_levels) != 1:
         raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
-    if semantics == "loggopsim" and levels[0].one_way:
+    if semantics == "loggopsim" and (levels[0].one_way or levels[0].stream):
         raise PlatformError(f"{source}: loggopsim semantics take one G: drop the level's "
-                            f"one_way curve")
+                            f"one_way and stream curves")
     contention = net.get("contention", False)
     if not isinstance(contention, bool):
         raise PlatformError(f"{source}: network.contention must be true or false")

@@ -47,10 +47,16 @@ def run(s: Schedule, platform) -> Result:
     sends = s.kind == SEND
     wire = np.zeros(len(s.kind))
     wire[sends] = platform.wire(core[s.rank[sends]], core[s.peer[sends]], s.size[sends])
+    # how long each holds its NIC (the same array unless a level has a stream curve)
+    occupy = wire
+    if any(lv.stream for lv in platform.levels):
+        occupy = np.zeros(len(s.kind))
+        occupy[sends] = platform.occupancy(core[s.rank[sends]], core[s.peer[sends]],
+                                           s.size[sends], wire[sends])
     t0 = time.perf_counter()
     start, end, matched, coll_last, events = engine.simulate(
         s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, s.coll, s.coll_need,
-        ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, wire,
+        ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, wire, occupy,
         platform.o_send, platform.o_recv, platform.O_send, platform.O_recv, platform.gap,
         platform.eager_limit, platform.contention, s.nranks)
     secs = time.perf_counter() - t0

@@ -100,6 +100,40 @@ def test_a_measured_one_way_curve_is_followed_between_and_beyond_its_sizes():
         platform(network={"levels": [dict(levels[1], one_way=curve)], "semantics": "loggopsim"})
 
 
+def test_a_measured_stream_curve_spaces_a_window_of_messages():
+    """A level's stream curve (seconds per message of a window of
+    nonblocking sends, netsim.calibrate's ``stream``) is how long each
+    message holds its sender's NIC: k messages in flight leave that far
+    apart, each still arriving one wire time after it leaves, and a
+    ping-pong, one message at a time, is unchanged."""
+    o, L, k, n = 0.5 * US, 1 * US, 8, 500
+
+    def window(plat):
+        B = Builder(4)
+        prev = []
+        for _ in range(k):                      # k Isends, each after the last started
+            prev = [(B.op(SEND, 0, prev, peer=1, size=n, tag=0), True)]
+        for _ in range(k):
+            B.op(RECV, 1, [], peer=0, size=n, tag=0)
+        return simulate(B.done(), plat).predicted_time
+
+    plain = platform()
+    wire = (n - 1) * 1e-9                      # W, shorter than o: the CPU sets the pace
+    assert window(plain) == pytest.approx((k - 1) * o + o + L + wire + o, rel=1e-12)
+    levels = [{"name": "node", "span": 2, "latency": L, "byte_time": 1e-9,
+               "stream": [[0, 3 * US], [4096, 3 * US]]},
+              {"name": "net", "latency": 7 * US, "byte_time": 4e-9}]
+    for gap in (0.0, 1 * US):                   # the gap is part of the measured spacing
+        plat = platform(network={"levels": levels, "gap": gap})
+        assert window(plat) == pytest.approx((k - 1) * 3 * US + o + L + wire + o, rel=1e-12)
+    assert simulate(pingpong(0, 1, n), platform(network={"levels": levels})).predicted_time == \
+        pytest.approx(simulate(pingpong(0, 1, n), plain).predicted_time, rel=1e-12)
+    with pytest.raises(PlatformError, match=r"network.levels\[0\]: 'stream' must be a list"):
+        platform(network={"levels": [dict(levels[0], stream=[[8, 1e-6]]), levels[1]]})
+    with pytest.raises(PlatformError, match="drop the level's one_way and stream"):
+        platform(network={"levels": [dict(levels[0], span=None)], "semantics": "loggopsim"})
+
+
 def collective_schedule(family, alg, p, n, root=0):
     B = Builder(p)
     for i in range(p):
@@ -456,6 +490,18 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     assert curve[4194304] == pytest.approx(12e-6 + 4194304 * 0.4e-9, rel=1e-9)
     assert curve[1048576] == pytest.approx(12e-6 + 1048576 * 0.2e-9, rel=1e-9)
     assert curve[512] == pytest.approx(3e-6 + 512 * 0.5e-9, rel=1e-9)
+    # a window's messages (stream) less the loop's own cost per message
+    # (stream_loop, 0.3 us) make the level's stream curve; neither is a
+    # two-rank collective
+    assert load_platform(str(tmp_path / "p.yaml")).levels[0].stream is None
+    st = [f"1,{n},{1e-6 + n * 0.15e-9!r},stream" for n in (8, 4096, 4194304)]
+    (tmp_path / "pp.csv").write_text("\n".join(rows + ex + st + ["-1,8,3e-07,stream_loop"]) + "\n")
+    run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+         "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
+    plat = load_platform(str(tmp_path / "p.yaml"))
+    assert dict(plat.levels[0].stream) == pytest.approx(
+        {n: 0.7e-6 + n * 0.15e-9 for n in (8, 4096, 4194304)}, rel=1e-9)
+    assert plat.collective_overhead["alltoall"] == pytest.approx(0.496e-6, rel=1e-6)
 
 
 def test_calibration_sends_written_data_on_ordinary_pages():

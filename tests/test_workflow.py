@@ -50,6 +50,8 @@ def test_default_workflow_end_to_end(default_run):
     from netsim import load_platform
     plat = load_platform(str(res / "calibrate" / "calibrated.yaml"))
     assert "latency" in cal
+    # the window of Isends at every size, which spaces a sender's messages
+    assert [n for n, _ in plat.levels[0].stream] == [n for n, _ in plat.levels[0].one_way]
     # MPICH packs subarray datatypes apart from the transfer: measured
     # 0.08-0.13 ns per byte on this machine's shared memory
     assert plat.pack_byte_time > 0

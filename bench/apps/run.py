@@ -148,7 +148,7 @@ def fit_platform(measured: Path, path: Path, template: Path = PLATFORM) -> Path:
     lv = net["levels"][0]
     lv["latency"] = max(fitted["latency"] - o, 0.0)
     lv["byte_time"] = fitted["byte_time"]
-    for key in ("rendezvous_byte_time", "one_way"):
+    for key in ("rendezvous_byte_time", "one_way", "stream"):
         if key in fitted:
             lv[key] = fitted[key]
     for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit",
@@ -160,7 +160,9 @@ def fit_platform(measured: Path, path: Path, template: Path = PLATFORM) -> Path:
           f"{fitted['latency'] * 1e6:.2f} us per message, "
           f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
           f"{1e-9 / lv.get('rendezvous_byte_time', fitted['byte_time']):.2f} GB/s "
-          f"rendezvous, {net['copy_overhead'] * 1e6:.2f} us + "
+          f"rendezvous" + (f" ({lv['stream'][-1][0]} B streamed every "
+                           f"{lv['stream'][-1][1] * 1e6:.0f} us)" if "stream" in lv else "") +
+          f", {net['copy_overhead'] * 1e6:.2f} us + "
           f"{net['copy_byte_time'] * 1e9:.3f} ns/B local copy, "
           f"{net['pack_byte_time'] * 1e9:.3f} ns/B packing, " +
           "".join(f"{f} +{t * 1e6:.2f} us, " for f, t in net["collective_overhead"].items()) +
