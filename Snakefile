@@ -182,8 +182,9 @@ rule simulate:
 
 
 rule calibrate:
-    """Measure the target's network (ping-pong over sizes and placements) and
-    fit latency and per-byte time per level into a platform file."""
+    """Measure the target's network (ping-pongs and windows of messages over
+    sizes and placements) and fit latency, per-byte time and the measured
+    curves per level into a platform file."""
     output:
         raw=f"{RES}/calibrate/pingpong.csv",
         platform=f"{RES}/calibrate/calibrated.yaml",

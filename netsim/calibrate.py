@@ -458,10 +458,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m netsim.calibrate",
                                  description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("measure", help="ping-pong (run under mpiexec)")
+    m = sub.add_parser("measure", help="ping-pongs, streams, copies and two-rank collectives "
+                                              "(run under mpiexec)")
     m.add_argument("-o", "--output", required=True)
     m.add_argument("--repeats", type=int, default=30)
-    f = sub.add_parser("fit", help="fit latency/byte time per level, write a platform YAML")
+    f = sub.add_parser("fit", help="fit latency/byte time and curves per level, write a "
+                                      "platform YAML")
     f.add_argument("raw")
     f.add_argument("--cores-per-node", type=int, required=True)
     f.add_argument("--nodes", type=int, default=1)
