@@ -236,13 +236,14 @@ def _stream(w, peer, sbuf, rbuf):
     receiver has them all)."""
     from mpi4py import MPI
     ack = bytearray(4)
+
+    def post():
+        MPI.Request.Waitall([w.Isend(sbuf, peer, 8) for _ in range(WINDOW)])
     if peer == MPI.PROC_NULL:                # the loop alone: no acknowledgement
-        def post():
-            MPI.Request.Waitall([w.Isend(sbuf, peer, 8) for _ in range(WINDOW)])
         return post, post
 
     def send():
-        MPI.Request.Waitall([w.Isend(sbuf, peer, 8) for _ in range(WINDOW)])
+        post()
         w.Recv(ack, peer, 9)
 
     def receive():
@@ -458,12 +459,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m netsim.calibrate",
                                  description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("measure", help="ping-pongs, streams, copies and two-rank collectives "
-                                              "(run under mpiexec)")
+    m = sub.add_parser("measure", help="ping-pongs, streams, copies and two-rank "
+                                       "collectives (run under mpiexec)")
     m.add_argument("-o", "--output", required=True)
     m.add_argument("--repeats", type=int, default=30)
-    f = sub.add_parser("fit", help="fit latency/byte time and curves per level, write a "
-                                      "platform YAML")
+    f = sub.add_parser("fit", help="fit latency/byte time and curves per level, "
+                                   "write a platform YAML")
     f.add_argument("raw")
     f.add_argument("--cores-per-node", type=int, required=True)
     f.add_argument("--nodes", type=int, default=1)

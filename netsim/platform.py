@@ -207,8 +207,6 @@ class Platform:
         ``wire`` time, or, where the level has a measured ``stream`` curve,
         that curve less the gap (a window of messages is then spaced as
         measured); read like the one-way curve."""
-        if not any(level.stream for level in self.levels):
-            return wire
         nbytes = np.asarray(nbytes, dtype=np.float64)
         lv = self.level_of(np.asarray(core_a), np.asarray(core_b))
         out = np.array(wire, dtype=np.float64)
