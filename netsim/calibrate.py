@@ -26,7 +26,10 @@ ranks 0 and 1, seconds per call of ``sendrecv``, ``alltoall``,
 member, measured interleaved so that the machine's drift cancels,
 ``loop``, the timing loop's own cost per call, and per size (``bytes``
 per rank) ``alltoallw`` of 3-D subarrays against ``alltoall_contig``, the
-same bytes contiguous (single calls from cold caches, median).
+same bytes contiguous (single calls from cold caches, median); and
+``eager_limit``, whose ``bytes`` is the largest message a blocking Send
+hands over before its receiver posted the receive (bisected; MPICH on
+shared memory: 8112).
 
 ``fit``: assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -58,18 +61,22 @@ cost of copying the own block (MPICH's local copy); the alltoall's
 overhead is counted net of it.  The median over the sizes of
 (alltoallw - alltoall_contig) / (2 bytes) is ``network.pack_byte_time``,
 what packing non-contiguous datatypes adds per byte sent and received.
-Writes a platform YAML (eager limit from ``--eager-limit``; the largest
+Writes a platform YAML (eager limit from ``--eager-limit``, default the
+measured one; the largest
 alltoall block MPICH sends to itself as a message from
 ``--alltoall-self-limit``, default its 32768, and the alltoall's overhead
 is then counted net of that message rather than of the copy).
 Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
-A file may hold several measurements (concatenated): each point's minimum is used.
+A file may hold several measurements (concatenated): each point's minimum
+is used, or with ``--combine median`` its median (the machine's typical
+moment rather than its quietest).
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
+import time
 
 # every power of two up to 4 MiB: the curve bends at several of them
 SIZES = [0] + [1 << k for k in range(0, 23)]
@@ -100,6 +107,48 @@ def _first_two(w):
         return None
     pair = w.Split(0 if w.rank < 2 else MPI.UNDEFINED, w.rank)
     return None if pair == MPI.COMM_NULL else pair
+
+
+def _eager_limit(w, late: float = 0.02) -> int | None:
+    """The largest message a blocking Send hands over before its receiver
+    has posted the receive (MPI's eager protocol; larger ones wait for the
+    receiver: rendezvous), from ranks 0 and 1: rank 1 posts each receive
+    ``late`` seconds after rank 0 starts sending; a send that returns
+    within half of that was eager.  Bisection between the powers of two
+    that straddle it (MPICH on shared memory: 8112 bytes, a cell of 8 KiB
+    less its header).  None where even 4 MiB goes eagerly, or fewer than
+    two ranks."""
+    import numpy as np
+    from mpi4py import MPI
+    pair = _first_two(w)
+    if pair is None:
+        return None
+    buf = np.zeros(1 << 22, np.uint8)
+
+    def eager(n: int) -> bool:
+        pair.Barrier()
+        if pair.rank == 0:
+            t0 = MPI.Wtime()
+            pair.Send([buf, n, MPI.BYTE], 1, 9)
+            quick = MPI.Wtime() - t0 < late / 2
+            pair.Recv([buf, 0, MPI.BYTE], 1, 9)
+        else:
+            time.sleep(late)
+            pair.Recv([buf, n, MPI.BYTE], 0, 9)
+            pair.Send([buf, 0, MPI.BYTE], 0, 9)
+            quick = None
+        return pair.bcast(quick, 0)
+    lo, hi = 0, 1024
+    while hi <= len(buf) and eager(hi):
+        lo, hi = hi, hi * 2
+    if hi > len(buf):
+        pair.Free()
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if eager(mid) else (lo, mid)
+    pair.Free()
+    return lo
 
 
 def _pair_costs(w, repeats: int) -> list:
@@ -298,6 +347,9 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
                                 for _ in range(max(3, repeats // 3))), "copy"))
     rows += [(-1, 8, t, what) for what, t in _pair_costs(w, repeats)]
     rows += [(-1, n, t, what) for what, n, t in _pack_costs(w, repeats)]
+    limit = _eager_limit(w)
+    if limit is not None:
+        rows.append((-1, limit, 0.0, "eager_limit"))
     if w.rank == 0:
         with open(out, "w") as f:
             f.write("peer,bytes,one_way,what\n")
@@ -344,11 +396,11 @@ def _two_rank_overheads(pair, call: float, level: dict,
                        for f, t in measured.items() if t is not None}
 
 
-def _pack_byte_time(rows) -> float:
+def _pack_byte_time(rows, combine: str = "min") -> float:
     """Seconds per byte sent and received that packing a non-contiguous
     datatype adds (the simulator charges it on both): the median over the
     sizes of (alltoallw - alltoall_contig) / (2 bytes); 0 without rows."""
-    t = rows.groupby(["bytes", "what"])["one_way"].min().unstack()
+    t = rows.groupby(["bytes", "what"])["one_way"].agg(combine).unstack()
     if not set(PACKING) <= set(t.columns):
         return 0.0
     per_byte = (t["alltoallw"] - t["alltoall_contig"]) / (2 * t.index.to_numpy(float))
@@ -376,27 +428,34 @@ def _loaded(pingpong, exchange):
 
 
 def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
-        eager_limit: int, name: str, alltoall_self_limit: int = 32768) -> dict:
+        eager_limit: int | None, name: str, alltoall_self_limit: int = 32768,
+        combine: str = "min") -> dict:
     import pandas as pd
     df = pd.read_csv(raw)
     if "what" not in df:
         df["what"] = ["pingpong" if p >= 0 else "call" for p in df["peer"]]
+    if eager_limit is None:
+        # the measured one (the smallest, over several measurements), else MPICH's
+        # default over a network
+        measured = df.loc[df["what"] == "eager_limit", "bytes"]
+        eager_limit = int(measured.min()) if len(measured) else 65536
     per_call = df[df["what"] == "call"]["one_way"]
-    call = float(per_call.min()) if len(per_call) else 0.0
+    call = float(per_call.agg(combine)) if len(per_call) else 0.0
     # several measurements in one file (concatenated): each point's minimum
-    copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].min()
+    # (or median)
+    copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].agg(combine)
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
-    pack_bt = _pack_byte_time(df[df["what"].isin(PACKING)])
+    pack_bt = _pack_byte_time(df[df["what"].isin(PACKING)], combine)
     pair = df[~df["what"].isin(["pingpong", "exchange", "stream", "stream_loop", "call", "copy",
-                                *PACKING])]
-    pair = pair.groupby("what")["one_way"].min()
-    exchange = df[df["what"] == "exchange"].groupby("bytes")["one_way"].min()
+                                "eager_limit", *PACKING])]
+    pair = pair.groupby("what")["one_way"].agg(combine)
+    exchange = df[df["what"] == "exchange"].groupby("bytes")["one_way"].agg(combine)
     stream = df[df["what"] == "stream"].copy()
     # the caller's own cost per message of the window, which the simulator
     # charges as the application's calls and computation, comes off
     loop = df[df["what"] == "stream_loop"]["one_way"]
-    stream["one_way"] = (stream["one_way"] - (float(loop.min()) if len(loop) else 0.0)).clip(0)
+    stream["one_way"] = (stream["one_way"] - (float(loop.agg(combine)) if len(loop) else 0.0)).clip(0)
     df = df[df["what"] == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
@@ -413,7 +472,7 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
         d = df[df["level"] == i]
         if d.empty:
             continue
-        d = d.groupby("bytes", as_index=False)["one_way"].min()
+        d = d.groupby("bytes", as_index=False)["one_way"].agg(combine)
         eager, rdv = d[d["bytes"] <= eager_limit], d[d["bytes"] > eager_limit]
         lat, bt = _line(eager if len(eager) >= 2 else d)
         lv = {"name": lname, "latency": max(lat - call, 0.0), "byte_time": bt}
@@ -426,7 +485,7 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
             if i == level(1) and len(exchange):
                 curve = _loaded(curve, exchange)
             lv["one_way"] = [[int(n), float(t)] for n, t in curve.items()]
-        st = stream[stream["level"] == i].groupby("bytes")["one_way"].min()
+        st = stream[stream["level"] == i].groupby("bytes")["one_way"].agg(combine)
         if len(st) >= 2:
             lv["stream"] = [[int(n), float(t)] for n, t in st.items()]
         if i < len(spans):
@@ -469,10 +528,14 @@ def main(argv=None) -> int:
     f.add_argument("--cores-per-node", type=int, required=True)
     f.add_argument("--nodes", type=int, default=1)
     f.add_argument("--spans", help="comma-separated spans of the inner levels (cores)")
-    f.add_argument("--eager-limit", type=int, default=65536)
+    f.add_argument("--eager-limit", type=int,
+                   help="bytes (default: the measured eager_limit row, else 65536)")
     f.add_argument("--alltoall-self-limit", type=int, default=32768,
                    help="largest alltoall block sent to itself as a message (MPICH's "
                         "MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE; 0: the own block is copied)")
+    f.add_argument("--combine", choices=("min", "median"), default="min",
+                   help="how several measurements concatenated in RAW combine, per point "
+                        "(min: the quietest moment; median: the typical one)")
     f.add_argument("--name", default="calibrated")
     f.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)
@@ -483,7 +546,7 @@ def main(argv=None) -> int:
     try:
         spans = [int(x) for x in a.spans.split(",")] if a.spans else None
         d = fit(a.raw, a.cores_per_node, a.nodes, spans, a.eager_limit, a.name,
-                a.alltoall_self_limit)
+                a.alltoall_self_limit, a.combine)
     except (OSError, ValueError, KeyError) as e:
         print(f"netsim.calibrate: error: {e}", file=sys.stderr)
         return 2

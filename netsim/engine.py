@@ -20,9 +20,12 @@ messages of a NIC:
 
 * send starts when the op is ready, the CPU and the NIC are free;
   the CPU is busy o + s*O, the NIC g + P;
-* eager (s <= eager limit): data arrives at start + o + L + W; the
-  send completes locally at start + o + s*O;
-* rendezvous: a request-to-send arrives at start + o + L; when it matches
+* eager (``eager`` per SEND row: s <= eager limit, not a synchronous
+  send): data arrives at start + o + L + W; the send completes locally
+  at start + o + s*O;
+* rendezvous (larger messages, and synchronous sends of any size, which
+  MPI completes only once matched): a request-to-send arrives at
+  start + o + L; when it matches
   a posted receive, the receiver spends o and a clear-to-send reaches the
   sender after L; the sender then starts the data as above and completes
   when it is injected;
@@ -106,7 +109,7 @@ def _matches(ctx, peer, tag, rank, recv, send):
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
-             o_s, o_r, O_s, O_r, gap, eager_limit, contention, nranks):
+             o_s, o_r, O_s, O_r, gap, eager, contention, nranks):
     """Run the schedule.  Returns (start, end, matched, coll_last, events).
 
     ``end`` is NaN for ops that never completed (a deadlock); ``matched``
@@ -168,7 +171,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 L, W = lat[lv], wire[op]
                 s = max(t, cpu_free[h], nic_free[h])
                 sz = size[op]
-                if sz <= eager_limit:
+                if eager[op]:
                     cpu_free[h] = s + o_s + sz * O_s
                     nic_free[h] = s + gap + occupy[op]
                 else:                            # a request to send: no payload yet
@@ -177,7 +180,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 start[op] = s
                 note_op[0] = op; note_t[0] = s; note_isstart[0] = True
                 nn = 1
-                if sz <= eager_limit:
+                if eager[op]:
                     dep = s + o_s
                     if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                         node = core[h] // cores_per_node
@@ -242,7 +245,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             d = peer[op]                          # the receiving rank
             h = rank[op]
             sz = size[op]
-            if (ev == DATA or sz <= eager_limit) and contention:
+            if (ev == DATA or eager[op]) and contention:
                 if core[h] // cores_per_node != core[d] // cores_per_node:
                     node = core[d] // cores_per_node
                     t = max(t, in_free[node] + occupy[op])
@@ -303,7 +306,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             d = rank[r]
             tm = max(t, start[r], arrive[m])
             sz = size[m]
-            if sz <= eager_limit:
+            if eager[m]:
                 s = max(tm, cpu_free[d])
                 cpu_free[d] = s + o_r + sz * O_r
                 end[r] = cpu_free[d]

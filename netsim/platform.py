@@ -174,7 +174,8 @@ class Platform:
             lv[core_a // span[i] == core_b // span[i]] = i
         return lv
 
-    def wire(self, core_a: np.ndarray, core_b: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    def wire(self, core_a: np.ndarray, core_b: np.ndarray, nbytes: np.ndarray,
+             rendezvous: np.ndarray | None = None) -> np.ndarray:
         """Seconds each message (from core a to core b, of ``nbytes``) spends
         on the wire: (bytes - 1) * its level's (rendezvous) byte time, or,
         where the level has a measured ``one_way`` curve, that curve less
@@ -182,10 +183,12 @@ class Platform:
         binding's call, both overheads, the latency and, over the eager
         limit, the request-to-send and clear-to-send trips: 2 L + o_send +
         o_recv); read linearly between the curve's sizes, with its last
-        slope beyond them."""
+        slope beyond them.  ``rendezvous``: which messages take that protocol
+        (default: those over the eager limit; a synchronous send takes it
+        at any size)."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         lv = self.level_of(np.asarray(core_a), np.asarray(core_b))
-        rdv = nbytes > self.eager_limit
+        rdv = nbytes > self.eager_limit if rendezvous is None else np.asarray(rendezvous, bool)
         bt = np.where(rdv, self.rendezvous_byte_times()[lv], self.level_arrays()[2][lv])
         out = np.maximum(nbytes - 1, 0) * bt
         for i, level in enumerate(self.levels):
@@ -196,8 +199,8 @@ class Platform:
             trip = one_way_at(level.one_way, x)
             fixed = (self.call_overhead + self.o_send + self.o_recv + level.latency
                      + x * self.O_recv
-                     + np.where(x > self.eager_limit,
-                                2 * level.latency + self.o_send + self.o_recv, 0.0))
+                     + np.where(rdv[here], 2 * level.latency + self.o_send + self.o_recv,
+                                0.0))
             out[here] = np.maximum(trip - fixed, 0.0)
         return out
 
@@ -218,11 +221,13 @@ class Platform:
 
     def self_message(self, nbytes: float) -> float:
         """Seconds a message of ``nbytes`` to oneself costs (innermost
-        level: latency, both overheads, wire; no binding call)."""
+        level: latency, both overheads, wire; no binding call): the whole
+        measured trip, with no handshake modelled apart at any size."""
         t = self._self_cost.get(nbytes)
         if t is None:
             lv = self.levels[0]
-            w = self.wire(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([nbytes]))[0]
+            w = self.wire(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([nbytes]),
+                          rendezvous=np.zeros(1, bool))[0]
             t = self._self_cost[nbytes] = (lv.latency + self.o_send + self.o_recv
                                            + nbytes * self.O_recv + w)
         return t

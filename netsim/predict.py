@@ -45,8 +45,12 @@ def run(s: Schedule, platform) -> Result:
         return _run_loggops(s, platform, ndeps, sp, si, ip, ii, lat[0], bt)
     # each message's time on the wire, from the network model (send rows)
     sends = s.kind == SEND
+    # the protocol per message: eager up to the limit, rendezvous over it,
+    # and always for a synchronous send (complete only once matched)
+    eager = sends & (s.size <= platform.eager_limit) & ~s.sync
     wire = np.zeros(len(s.kind))
-    wire[sends] = platform.wire(core[s.rank[sends]], core[s.peer[sends]], s.size[sends])
+    wire[sends] = platform.wire(core[s.rank[sends]], core[s.peer[sends]], s.size[sends],
+                                rendezvous=~eager[sends])
     # how long each holds its NIC (the same array unless a level has a stream curve)
     occupy = wire
     if any(lv.stream for lv in platform.levels):
@@ -58,7 +62,7 @@ def run(s: Schedule, platform) -> Result:
         s.kind, s.rank, s.peer, s.size, s.tag, s.ctx, s.dur, s.coll, s.coll_need,
         ndeps, sp, si, ip, ii, core, platform.cores_per_node, span, lat, wire, occupy,
         platform.o_send, platform.o_recv, platform.O_send, platform.O_recv, platform.gap,
-        platform.eager_limit, platform.contention, s.nranks)
+        eager, platform.contention, s.nranks)
     secs = time.perf_counter() - t0
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))

@@ -14,6 +14,8 @@ operations contiguous):
 ``dur``     CALC: seconds; COLL: the analytic cost
 ``coll``    COLL: the collective instance (``coll_need`` members), else -1
 ``event``   the trace event (row of events.parquet) the op came from
+``sync``    SEND: a synchronous send (ssend, issend, ssend_init), complete
+            only once matched; else False
 ==========  ================================================================
 
 and the dependencies as edges ``dep_src -> dep_dst`` with ``dep_start``
@@ -65,6 +67,7 @@ class Schedule:
     dur: np.ndarray
     coll: np.ndarray
     event: np.ndarray
+    sync: np.ndarray
     dep_src: np.ndarray
     dep_dst: np.ndarray
     dep_start: np.ndarray
@@ -96,18 +99,19 @@ class Builder:
     def __init__(self, nranks: int):
         self.nranks = nranks
         self.cols = {k: [] for k in ("kind", "rank", "peer", "size", "tag", "ctx", "dur",
-                                     "coll", "event")}
+                                     "coll", "event", "sync")}
         self.src, self.dst, self.isstart = [], [], []
         self.coll_need: list[int] = []
         self.n = 0
 
     def op(self, kind, rank, after, peer=-1, size=0, tag=-1, ctx=0, dur=0.0, coll=-1,
-           event=-1) -> int:
+           event=-1, sync=False) -> int:
         """Add an op that depends on ``after`` ([(op, started?)]); its index."""
         c = self.cols
         c["kind"].append(kind); c["rank"].append(rank); c["peer"].append(peer)
         c["size"].append(size); c["tag"].append(tag); c["ctx"].append(ctx)
         c["dur"].append(dur); c["coll"].append(coll); c["event"].append(event)
+        c["sync"].append(sync)
         i = self.n
         self.n += 1
         for src, st in after:
@@ -125,13 +129,14 @@ class Builder:
             peer=np.array(c["peer"], np.int64), size=np.array(c["size"], np.int64),
             tag=np.array(c["tag"], np.int64), ctx=np.array(c["ctx"], np.int64),
             dur=np.array(c["dur"], np.float64), coll=np.array(c["coll"], np.int64),
-            event=np.array(c["event"], np.int64),
+            event=np.array(c["event"], np.int64), sync=np.array(c["sync"], bool),
             dep_src=np.array(self.src, np.int64), dep_dst=np.array(self.dst, np.int64),
             dep_start=np.array(self.isstart, bool),
             coll_need=np.array(self.coll_need, np.int64), nranks=self.nranks)
 
 
 _P2P_SEND = {"send", "bsend", "ssend", "rsend", "isend", "ibsend", "issend", "irsend"}
+_SYNC = {"ssend", "issend"}                # complete only once the receiver matched
 _P2P_RECV = {"recv", "irecv", "mrecv", "imrecv"}
 _COMPLETIONS = {"wait", "waitall", "waitany", "waitsome", "test", "testall", "testany",
                 "testsome"}
@@ -246,7 +251,7 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
             if peer < 0:
                 continue
             s = B.op(SEND, r, after, peer=peer, size=int(cols["sbytes"][i]), tag=tag, ctx=ctx,
-                     event=i)
+                     event=i, sync=op in _SYNC)
             if op.startswith("i"):
                 pending[req] = [(s, False)]
                 after = [(s, True)]      # its start implies all before it
