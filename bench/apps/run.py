@@ -1,6 +1,6 @@
 """Validate the whole method on third-party applications (issue 8).
 
-    python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 5]
+    python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 7]
                              [--out bench/apps/results] [--markdown]
 
 For every recipe of bench/apps/recipes.yaml (install them first with
@@ -300,7 +300,7 @@ def markdown(df: pd.DataFrame) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", help="comma-separated recipe names (default: all)")
-    ap.add_argument("--repeats", type=int, default=5,
+    ap.add_argument("--repeats", type=int, default=7,
                     help="rounds per app, each a replay, a network measurement and a real "
                          "run (the median prediction and the median run are compared)")
     ap.add_argument("--replay-repeats", type=int,
