@@ -67,7 +67,7 @@ def _pattern(p, iters, block):
                     peer=tile(peer).astype(np.int64), size=tile(size).astype(np.int64),
                     tag=tile(tag).astype(np.int64), ctx=tile(ctx).astype(np.int64),
                     dur=tile(dur).astype(np.float64), coll=np.full(n, -1, np.int64),
-                    event=np.full(n, -1, np.int64),
+                    event=np.full(n, -1, np.int64), sync=np.zeros(n, bool),
                     dep_src=np.concatenate(src).astype(np.int64),
                     dep_dst=np.concatenate(dst).astype(np.int64),
                     dep_start=np.concatenate(st).astype(bool),
