@@ -43,12 +43,13 @@ cost, which the simulator charges as the application's own calls), with
 which the simulator spaces the messages a sender has in flight, and its
 measured curve (``one_way``: [bytes, seconds] per size, made
 non-decreasing: points out of order are the machine's drift between
-sizes, pooled to their mean), which the simulator follows between the sizes instead of the straight lines: a
-shared-memory MPI's per-byte cost falls with the size and jumps where its
-protocol changes (MPICH: between 4 and 8 KiB), which no two lines fit
-within 10 % everywhere.  With the peer -1 row, that cost
-becomes ``network.call_overhead`` (charged per call the application makes)
-and comes off every level's latency, so that a ping-pong (one call per
+sizes, pooled to their mean), which the simulator follows between the
+sizes instead of the straight lines: a shared-memory MPI's per-byte
+cost falls with the size and jumps where its protocol changes (MPICH:
+between 4 and 8 KiB), which no two lines fit within 10 % everywhere.
+With the peer -1 row, that cost becomes ``network.call_overhead``
+(charged per call the application makes) and comes off every level's
+latency, so that a ping-pong (one call per
 one-way trip on its critical path) still costs what was measured while a
 collective or a window of Isends pays it once per call, not per message.
 The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
@@ -63,8 +64,8 @@ overhead is counted net of it.  The median over the sizes of
 (alltoallw - alltoall_contig) / (2 bytes) is ``network.pack_byte_time``,
 what packing non-contiguous datatypes adds per byte sent and received.
 Writes a platform YAML (eager limit from ``--eager-limit``, default the
-measured one; the largest
-alltoall block MPICH sends to itself as a message from
+measured one; the largest alltoall block MPICH sends to itself as a
+message from
 ``--alltoall-self-limit``, default its 32768, and the alltoall's overhead
 is then counted net of that message rather than of the copy).
 Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
@@ -142,14 +143,12 @@ def _eager_limit(w, late: float = 0.02) -> int | None:
     lo, hi = 0, 1024
     while hi <= len(buf) and eager(hi):
         lo, hi = hi, hi * 2
-    if hi > len(buf):
-        pair.Free()
-        return None
-    while hi - lo > 1:
+    found = hi <= len(buf)
+    while found and hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if eager(mid) else (lo, mid)
     pair.Free()
-    return lo
+    return lo if found else None
 
 
 def _pair_costs(w, repeats: int) -> list:
@@ -472,7 +471,8 @@ def fit(raw: str, cores_per_node: int, nodes: int, spans: list[int] | None,
     # the caller's own cost per message of the window, which the simulator
     # charges as the application's calls and computation, comes off
     loop = df[df["what"] == "stream_loop"]["one_way"]
-    stream["one_way"] = (stream["one_way"] - (float(loop.agg(combine)) if len(loop) else 0.0)).clip(0)
+    own = float(loop.agg(combine)) if len(loop) else 0.0
+    stream["one_way"] = (stream["one_way"] - own).clip(0)
     df = df[df["what"] == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]

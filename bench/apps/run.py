@@ -23,9 +23,10 @@ predicted faster than any one round could run (pylops-cgls, whose two
 ranks spend their time importing: 3.95 s against real runs of 5.15-6.03
 s, while each round's slower rank took 3.95-6.07 s).  Compared: the
 median prediction with the median real run (the table shows each side's
-range over the rounds beside it).  ``--repeats`` rounds (``--replay-repeats`` replays, default as
-many); ``--no-calibrate`` simulates on config/platforms/this-machine.yaml
-as it is, and a recipe's ``platform`` replaces it.  Writes OUT/APP/row.json
+range over the rounds beside it).  ``--repeats`` rounds
+(``--replay-repeats`` replays, default as many); ``--no-calibrate``
+simulates on config/platforms/this-machine.yaml as it is, and a recipe's
+``platform`` replaces it.  Writes OUT/APP/row.json
 per app and OUT/results.csv (every app with a row under OUT: runs of
 subsets accumulate) and, with ``--markdown``, prints the table for
 bench/RESULTS.md.
@@ -33,9 +34,10 @@ bench/RESULTS.md.
 Columns: app, N, events (traced), representatives, fidelity (the largest
 relative difference between a representative's replayed and traced total
 computation), predicted and measured seconds (medians over the rounds),
-error = (predicted - measured) / measured, invisible (MPI calls below Python that the tracer did
-not see), same_output (the recipe's output line identical traced, untraced
-and replayed; "-" when the output is a timing).
+error = (predicted - measured) / measured, invisible (MPI calls below
+Python that the tracer did not see), same_output (the recipe's output
+line identical traced, untraced and replayed; "-" when the output is a
+timing).
 """
 from __future__ import annotations
 
@@ -233,13 +235,12 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
         platform = fit_platform(networks, d / "platform.yaml")
     preds = []
     for k in range(1, rounds + 1):
-        plat = platform
         compute = d / "compute.csv"
         if k <= replay_repeats:
             compute = d / f"compute{k}.csv"
             sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
                 str(d / "replay" / f"repeat{k}"), "-o", str(compute)], d / f"expand{k}.log")
-        sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(plat), "--compute",
+        sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
             str(compute), "-o", str(d / f"prediction{k}.json")], d / f"simulate{k}.log")
         preds.append(json.loads((d / f"prediction{k}.json").read_text())["predicted_time"])
     # both sides' typical round: this machine's noise is one-sided (nothing
