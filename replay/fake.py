@@ -33,16 +33,29 @@ class Divergence(Exception):
     """The application did something other than what the log recorded."""
 
 
+# How often, and with how many canned calls, the replay measures its own
+# cost along the run: this machine's speed changes by 2x within a second,
+# and one measurement after the application (taken in a slow moment, it
+# was subtracted from spans of a fast one) left 0.05 us of a 0.3 us loop.
+# 100 calls cost ~0.2 ms: 1 % of the replay's wall time, none of its spans.
+PROBE_EVERY, PROBE_CALLS = 0.02, 100
+
+
 class Replayer:
     """Log cursor, divergence check and the per-call timers of one rank."""
 
-    def __init__(self, log: LogReader, rank: int):
+    def __init__(self, log: LogReader, rank: int, probe_every: float | None = PROBE_EVERY):
         self.log = log
         self.rank = rank
         self.seq = 0
+        self.rows = []             # (seq, op, comp, cpu, empty)
+        # (seq, wall s, cpu s): the replay's own cost per call, measured
+        # every ``probe_every`` seconds along the run (see overhead())
+        self.probes = []
+        self._probe_every = probe_every
+        self._next_probe = time.perf_counter()
         self.last_exit = time.perf_counter()
         self.last_cpu = time.process_time()
-        self.rows = []             # (seq, op, comp, cpu, empty)
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -55,6 +68,10 @@ class Replayer:
         """``empty``: a poll (Iprobe, Test...) that found or completed nothing."""
         self.rows.append((self.seq, op, self._span[0], self._span[1], empty))
         self.seq += 1
+        # inside the call, so that the probe's time is no computation span
+        if self._probe_every is not None and time.perf_counter() >= self._next_probe:
+            self.probes.append((self.seq, *overhead(PROBE_CALLS)))
+            self._next_probe = time.perf_counter() + self._probe_every
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
 
@@ -566,13 +583,16 @@ class _Canned(Replayer):
     """A replayer that answers every call with nothing, to time the wrappers."""
 
     def __init__(self):
-        super().__init__(log=None, rank=-1)
+        super().__init__(log=None, rank=-1, probe_every=None)
 
     def next(self, op, peer=-1, tag=-1, check=True):
         return None, []
 
 
-def overhead(calls: int = 20000) -> tuple[float, float]:
+_PROBE_COMM = None
+
+
+def overhead(calls: int = PROBE_CALLS) -> tuple[float, float]:
     """Wall and CPU seconds the replay itself adds to every computation span.
 
     A span runs from one call's exit timer to the next call's entry timer,
@@ -580,12 +600,15 @@ def overhead(calls: int = 20000) -> tuple[float, float]:
     method and the entry into the next (about 1-2 us in CPython): in a loop
     of small messages that is as much as the communication.  Measured here
     as the median span of a replayed call answered with nothing, called back
-    to back (arguments built once, outside the loop).
+    to back (arguments built once, outside the loop).  The replay calls it
+    every PROBE_EVERY seconds (Replayer.probes).
     """
-    global RP
+    global RP, _PROBE_COMM
     saved, RP = RP, _Canned()
     try:
-        comm = _new_comm({"cls": "Intracomm", "rank": 0, "size": 1})
+        if _PROBE_COMM is None:
+            _PROBE_COMM = _new_comm({"cls": "Intracomm", "rank": 0, "size": 1})
+        comm = _PROBE_COMM
         # a typical buffer call: the work inside the timers (argument binding,
         # buffer views) also slows what runs outside them, through the caches
         spec, inplace = [bytearray(8), 1, MPI.DOUBLE], MPI.IN_PLACE

@@ -24,7 +24,8 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
 
     Columns: ``seq`` (call index, as in the trace), ``op``, ``comp`` (wall
     seconds of computation before the call, on this node), ``cpu``; both
-    less the replay's own per-call overhead (:func:`replay.fake.overhead`);
+    less the replay's own per-call overhead (:func:`replay.fake.overhead`,
+    measured along the run, :func:`less_overhead`);
     ``empty`` (1: the call was a poll, Iprobe or Test*, that found or
     completed nothing)."""
     from instrument.run import _run_target
@@ -46,11 +47,13 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
                           f"(at log record {log.index})")
     fake.finish()
     # the replay's own cost between calls is not the application's computation
-    ow, oc = fake.overhead()
-    rows = [(seq, op, max(c - ow, 0.0), max(u - oc, 0.0), int(e))
-            for seq, op, c, u, e in rp.rows]
-    print(f"replay: rank {rank}: {ow * 1e6:.2f} us of replay overhead per call taken out of "
-          f"{len(rows)} computation spans", file=sys.stderr)
+    rp.probes.append((rp.seq, *fake.overhead()))
+    rows = less_overhead(rp.rows, rp.probes)
+    walls = sorted(p[1] for p in rp.probes)
+    print(f"replay: rank {rank}: {walls[len(walls) // 2] * 1e6:.2f} us of replay overhead per "
+          f"call taken out of {len(rows)} computation spans (median of {len(walls)} "
+          f"measurements along the run, {walls[0] * 1e6:.2f}-{walls[-1] * 1e6:.2f} us)",
+          file=sys.stderr)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"rank{rank}.csv")
     with open(path + ".tmp", "w", newline="") as f:
@@ -59,6 +62,24 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         w.writerows((rank, seq, op, repr(c), repr(u), e) for seq, op, c, u, e in rows)
     os.replace(path + ".tmp", path)
     return path
+
+
+def less_overhead(rows: list, probes: list) -> list:
+    """Replay rows ``(seq, op, comp, cpu, empty)`` less the replay's own cost
+    per call, as measured nearest each span: ``probes`` are ``(seq, wall,
+    cpu)`` in seq order, linearly interpolated between two, the nearest one
+    before the first and after the last.  Spans never go below zero."""
+    out, j = [], 0
+    for seq, op, c, u, e in rows:
+        while j + 1 < len(probes) and probes[j + 1][0] <= seq:
+            j += 1
+        s0, w0, c0 = probes[j]
+        if j + 1 < len(probes) and s0 <= seq:
+            s1, w1, c1 = probes[j + 1]
+            f = (seq - s0) / (s1 - s0)
+            w0, c0 = w0 + f * (w1 - w0), c0 + f * (c1 - c0)
+        out.append((seq, op, max(c - w0, 0.0), max(u - c0, 0.0), int(e)))
+    return out
 
 
 def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,

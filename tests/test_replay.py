@@ -246,6 +246,19 @@ def test_replay_overhead_is_not_counted_as_computation(tmp_path):
     assert loop.median() < idle + 0.5 * overhead, (loop.median(), idle, overhead)
 
 
+def test_each_span_loses_the_overhead_measured_nearest_it():
+    """The replay's own cost per call is measured along the run (this
+    machine's speed halves for seconds at a time): a span takes the
+    measurement interpolated at its call, never going below zero."""
+    from replay.run import less_overhead
+    rows = [(s, "send", 1.0, 1.0, 0) for s in range(5)] + [(5, "recv", 0.1, 0.0, 1)]
+    probes = [(1, 0.1, 0.2), (3, 0.3, 0.4)]
+    out = less_overhead(rows, probes)
+    assert [round(r[2], 9) for r in out] == [0.9, 0.9, 0.8, 0.7, 0.7, 0.0]
+    assert [round(r[3], 9) for r in out] == [0.8, 0.8, 0.7, 0.6, 0.6, 0.0]
+    assert [r[:2] + r[4:] for r in out] == [r[:2] + r[4:] for r in rows]
+
+
 def test_freeing_a_large_logged_payload_is_not_computation(tmp_path):
     """osu_alltoall at 1 MiB replayed 44-100 us of computation between calls
     that have none: the logged payload was freed after the call's exit clock."""
