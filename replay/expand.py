@@ -100,7 +100,8 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m replay.expand", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m replay.expand",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("reps", help="representatives CSV (python -m cluster)")
     ap.add_argument("replayed", help="directory of rank<R>.csv from python -m replay")

@@ -137,11 +137,13 @@ def measure_network(out: Path, k: int) -> Path:
     return one
 
 
-def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM) -> Path:
+def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
+                 combine="median") -> Path:
     """Fit ``netsim.calibrate measure`` files into ``path``: ``template``
     with the fitted call overhead, latency, byte times and curves, eager
     limit, local copy rate, packing rate and collective overheads, each
-    point the median over the files.
+    point the median over the files (``combine``: any statistic
+    ``netsim.calibrate.fit`` takes).
 
     A shared machine's memory bandwidth and latency drift by tens of per
     cent; measurements taken beside the real runs are the honest target
@@ -155,7 +157,7 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM) ->
     both = path.with_suffix(".csv")
     pd.concat([pd.read_csv(m) for m in measured]).to_csv(both, index=False)
     fitted_net = fit(str(both), cores_per_node=2, nodes=1, spans=None, eager_limit=None,
-                     name="this-machine", combine="median")["network"]
+                     name="this-machine", combine=combine)["network"]
     fitted = fitted_net["levels"][0]
     plat = yaml.safe_load(template.read_text())
     net = plat["network"]
