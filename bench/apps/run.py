@@ -305,12 +305,14 @@ def markdown(df: pd.DataFrame) -> str:
 
     def spread(median, each):
         return f"{median:.3f} ({min(each):.3f}-{max(each):.3f})"
+    ci = []                             # the compared apps' intervals
     for r in df.itertuples():
         meas = ("n/a (N > cores)" if r.measured != r.measured
                 else spread(r.measured, r.measured_each))
         err = "-"
         if r.error == r.error:
             lo, hi = error_interval(r.predicted_each, r.measured_each)
+            ci.append((lo, hi))
             err = f"{100 * r.error:+.1f} % ({100 * lo:+.0f} to {100 * hi:+.0f})"
         lines.append(f"| {r.app} | {r.package} | {r.N} | {r.events} | {r.representatives} | "
                      f"{100 * r.fidelity:.1f} % | {spread(r.predicted, r.predicted_each)} | "
@@ -319,8 +321,6 @@ def markdown(df: pd.DataFrame) -> str:
     if len(e):
         lines.append(f"\nCompared: {len(e)} applications; |error| mean {100 * e.mean():.1f} %, "
                      f"max {100 * e.max():.1f} % (goal: mean < 5 %, max < 10 %).")
-        ci = [error_interval(r.predicted_each, r.measured_each)
-              for r in df.itertuples() if r.error == r.error]
         inside = sum(-0.1 < lo and hi < 0.1 for lo, hi in ci)
         lines.append(f"The 95 % intervals (bootstrap over the rounds) are "
                      f"{100 * sum(hi - lo for lo, hi in ci) / len(ci):.0f} points wide on "
