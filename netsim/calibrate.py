@@ -71,7 +71,8 @@ is then counted net of that message rather than of the copy).
 Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
 A file may hold several measurements (concatenated): each point's minimum
 is used, or with ``--combine median`` its median (the machine's typical
-moment rather than its quietest).
+moment rather than its quietest), or with ``--combine mean`` its mean (what
+many messages cost on average when the machine switches between states).
 """
 from __future__ import annotations
 
@@ -551,9 +552,10 @@ def main(argv=None) -> int:
     f.add_argument("--alltoall-self-limit", type=int, default=32768,
                    help="largest alltoall block sent to itself as a message (MPICH's "
                         "MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE; 0: the own block is copied)")
-    f.add_argument("--combine", choices=("min", "median"), default="min",
+    f.add_argument("--combine", choices=("min", "median", "mean"), default="min",
                    help="how several measurements concatenated in RAW combine, per point "
-                        "(min: the quietest moment; median: the typical one)")
+                        "(min: the quietest moment; median: the typical one; mean: the "
+                        "average over the machine's states)")
     f.add_argument("--name", default="calibrated")
     f.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)

@@ -6,11 +6,12 @@ Not in the default run (installing the applications downloads several GB,
 heat's torch above all, and the tier takes about 8 minutes here).  Each
 recipe of bench/apps/recipes.yaml goes through trace (with the C-level call
 counter), cluster, record, replay, expand and simulate, then one untraced
-run; the test checks that every stage succeeds, that tracing and replay
-leave the application's output unchanged, and that no MPI call escaped the
-tracer.  How close the predictions are is a benchmark's business
-(``python bench/apps/run.py``, figures in bench/RESULTS.md), not a timed
-test's.
+run, then the prediction again from the saved rounds (``run.py
+--resimulate``); the test checks that every stage succeeds, that tracing
+and replay leave the application's output unchanged, that no MPI call
+escaped the tracer, and that the saved rounds give the same row again.
+How close the predictions are is a benchmark's business (``python
+bench/apps/run.py``, figures in bench/RESULTS.md), not a timed test's.
 """
 import math
 import subprocess
@@ -52,3 +53,7 @@ def test_the_method_runs_on_a_third_party_application(installed, name, tmp_path)
     assert row["predicted"] > 0 and math.isfinite(row["fidelity"])
     if recipe.get("compare", True):
         assert row["measured"] > 0
+    # the saved rounds alone give the same row again (run.py --resimulate)
+    again = installed.resimulate(name, recipe, tmp_path, installed.PLATFORM)
+    for key in ("predicted", "predicted_each", "measured", "measured_each", "same_output"):
+        assert again[key] == row[key] or (key == "measured" and math.isnan(row[key])), key

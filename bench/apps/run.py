@@ -2,6 +2,7 @@
 
     python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 7]
                              [--out bench/apps/results] [--markdown]
+                             [--combine mean] [--resimulate]
 
 For every recipe of bench/apps/recipes.yaml (install them first with
 bench/apps/install.sh): trace at N (with the C-level call counter beside the
@@ -12,8 +13,8 @@ measurement of this machine's network (``netsim.calibrate measure``) and a
 real run of the application (untraced, MPI init to the end, as ``python -m
 netsim.validate``).  This shared machine drifts by tens of per cent within
 minutes, so the rounds interleave the two sides: both sample the same
-minutes.  Then fit the rounds' network measurements, each point's median,
-into config/platforms/this-machine.yaml's terms (OUT/APP/platform.yaml),
+minutes.  Then fit the rounds' network measurements, each point's mean
+(``--combine``), into config/platforms/this-machine.yaml's terms (OUT/APP/platform.yaml),
 expand each round's replays (OUT/APP/compute<k>.csv) and simulate them
 on it: one prediction per round, as one real run per round.  A round's
 prediction, like a real run, is one sample of every rank at once: the
@@ -26,7 +27,11 @@ median prediction with the median real run (the table shows each side's
 range over the rounds beside it).  ``--repeats`` rounds
 (``--replay-repeats`` replays, default as many); ``--no-calibrate``
 simulates on config/platforms/this-machine.yaml as it is, and a recipe's
-``platform`` replaces it.  Writes OUT/APP/row.json
+``platform`` replaces it.  ``--resimulate`` does the fit, the expansion
+and the simulations again on the rounds saved under OUT (the real runs'
+seconds in OUT/APP/runs.json), without tracing or running anything: after
+a change to the model, or a run that stopped after its rounds.  Writes
+OUT/APP/row.json
 per app and OUT/results.csv (every app with a row under OUT: runs of
 subsets accumulate) and, with ``--markdown``, prints the table for
 bench/RESULTS.md.
@@ -137,22 +142,30 @@ def measure_network(out: Path, k: int) -> Path:
     return one
 
 
+def _gbs(byte_time: float) -> str:
+    """GB/s of a byte time; "inf" for 0 (a fit over rounds whose small
+    messages took no longer than their empty ones; the curve decides)."""
+    return f"{1e-9 / byte_time:.2f}" if byte_time > 0 else "inf"
+
+
 def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
-                 combine="median") -> Path:
+                 combine="mean") -> Path:
     """Fit ``netsim.calibrate measure`` files into ``path``: ``template``
     with the fitted call overhead, latency, byte times and curves, eager
     limit, local copy rate, packing rate and collective overheads, each
-    point the median over the files (``combine``: any statistic
+    point the mean over the files (``combine``: any statistic
     ``netsim.calibrate.fit`` takes).
 
     A shared machine's memory bandwidth and latency drift by tens of per
     cent; measurements taken beside the real runs are the honest target
-    description, and their median per point the machine's typical state
-    over those minutes: one measurement alone (5 s) catches whatever the
-    machine did in those seconds (the 8-byte one-way time of the rounds of
-    one table ranged over 1.9-4.7 us).  The template's per-message
-    overheads are part of the fitted one-way time, so they come off the
-    latency."""
+    description, and their mean per point what the machine's states over
+    those minutes cost on average: one measurement alone (5 s) catches
+    whatever the machine did in those seconds (the 8-byte one-way time of
+    the rounds of one table ranged over 1.9-4.7 us), and this machine's
+    small-message latency switches between two levels (about 2.9 and
+    4.5-5.5 us), where the median picks one and a run pays a mixture.  The
+    template's per-message overheads are part of the fitted one-way time,
+    so they come off the latency."""
     from netsim.calibrate import fit
     both = path.with_suffix(".csv")
     pd.concat([pd.read_csv(m) for m in measured]).to_csv(both, index=False)
@@ -176,8 +189,8 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
     path.write_text(yaml.safe_dump(plat, sort_keys=False, default_flow_style=None))
     print(f"    calibrated: {net['call_overhead'] * 1e6:.2f} us per call + one-way "
           f"{fitted['latency'] * 1e6:.2f} us per message, "
-          f"{1e-9 / fitted['byte_time']:.2f} GB/s eager, "
-          f"{1e-9 / lv.get('rendezvous_byte_time', fitted['byte_time']):.2f} GB/s "
+          f"{_gbs(fitted['byte_time'])} GB/s eager, "
+          f"{_gbs(lv.get('rendezvous_byte_time', fitted['byte_time']))} GB/s "
           f"rendezvous" + (f" ({lv['stream'][-1][0]} B streamed every "
                            f"{lv['stream'][-1][1] * 1e6:.0f} us)" if "stream" in lv else "") +
           f", {net['copy_overhead'] * 1e6:.2f} us + "
@@ -189,7 +202,8 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
 
 
 def validate_app(name: str, recipe: dict, out: Path, repeats: int,
-                 platform: Path | None = PLATFORM, replay_repeats: int = 1) -> dict:
+                 platform: Path | None = PLATFORM, replay_repeats: int = 1,
+                 combine: str = "mean") -> dict:
     """The whole method on one application; returns its row of the table.
 
     ``platform`` None: measure this machine's network in every round, beside
@@ -206,7 +220,6 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
     sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
         "-o", str(d / "msglog")] + app, d / "record.log")
-    reps = pd.read_csv(d / "reps.csv")
     compare = recipe.get("compare", True)
     if "platform" in recipe:
         platform = ROOT / recipe["platform"]
@@ -215,7 +228,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     # tens of per cent within minutes, and each side keeps its least
     # disturbed round, so both must sample the same minutes
     rounds = max(replay_repeats, repeats)
-    runs, networks = [], []
+    runs = []
     for k in range(1, rounds + 1):
         if k <= replay_repeats:
             sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
@@ -223,10 +236,28 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
                 "--load", str(min(n, os.cpu_count() or 1)),
                 "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log")
         if platform is None and k <= repeats:
-            networks.append(measure_network(d, k))
+            measure_network(d, k)
         if compare and k <= repeats:
             runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None)["measured"])
+            (d / "runs.json").write_text(json.dumps(runs))      # for --resimulate
             print(f"    run {k}/{repeats}: {runs[-1]:.4f} s", flush=True)
+    return predict_app(name, recipe, d, platform, replay_repeats, runs, traced_out, combine)
+
+
+def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_repeats: int,
+                runs: list[float], traced_out: str, combine: str = "mean") -> dict:
+    """From the rounds saved under ``d`` (replays, network measurements and
+    the real runs' seconds ``runs``): fit the platform (each point's
+    ``combine`` over the rounds), expand and simulate
+    each round's replays, and write and return the app's row."""
+    n = int(recipe["ranks"])
+    app = app_args(recipe)
+    reps = pd.read_csv(d / "reps.csv")
+    compare = recipe.get("compare", True)
+    if "platform" in recipe:
+        platform = ROOT / recipe["platform"]
+    networks = sorted(d.glob("pingpong*.csv"), key=lambda f: int(f.stem[len("pingpong"):]))
+    rounds = max(replay_repeats, len(runs), len(networks))
     # each representative's fastest replay, as the workflow keeps it (for the
     # fidelity column and OUT/APP/compute.csv)
     keep_least_disturbed(sorted(set(reps["representative"])), str(d / "replay"), replay_repeats)
@@ -236,7 +267,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     # over all rounds (or the given platform), as a real run is one round's
     # sample of every rank at once
     if platform is None:
-        platform = fit_platform(networks, d / "platform.yaml")
+        platform = fit_platform(networks, d / "platform.yaml", combine=combine)
     preds = []
     for k in range(1, rounds + 1):
         compute = d / "compute.csv"
@@ -262,18 +293,17 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
            "predicted_each": preds, "measured_each": runs}
     pattern = recipe.get("output")
     replayed_out = "".join(p.read_text() for p in sorted((d / "replay").glob("rank*.out")))
-    if compare:
+    row["same_output"] = "-"
+    if compare and pattern:
         untraced = subprocess.run([MPIEXEC, "-n", str(n), PY] + app, capture_output=True,
                                   text=True, cwd=ROOT, env=env()).stdout
         lines = {output_line(t, pattern) for t in (traced_out, untraced)}
-        if pattern and replayed_out:
+        if replayed_out:
             lines.add(output_line(replayed_out, pattern))
-        row["same_output"] = "-" if not pattern else ("yes" if len(lines) == 1 else
-                                                     "NO: " + " | ".join(sorted(lines)))
+        row["same_output"] = "yes" if len(lines) == 1 else "NO: " + " | ".join(sorted(lines))
+    if compare:
         row["measured"] = statistics.median(runs)
         row["error"] = (pred - row["measured"]) / row["measured"]
-    else:
-        row["same_output"] = "-"
     (d / "row.json").write_text(json.dumps(row))
     print(f"    predicted {pred:.3f} s, measured {row['measured']:.3f} s, "
           f"error {100 * row['error']:+.1f} %, fidelity {100 * row['fidelity']:.1f} %",
@@ -328,6 +358,23 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def resimulate(name: str, recipe: dict, out: Path, platform: Path | None,
+               combine: str = "mean") -> dict:
+    """:func:`predict_app` again on the rounds an earlier run left under
+    OUT/APP (after a change to the model or the fit, or a run that stopped
+    after its rounds), without tracing, replaying or running again."""
+    d = out / name
+    replays = sorted((d / "replay").glob("repeat[0-9]*"))
+    if not replays:
+        raise RuntimeError(f"{d}: no rounds to resimulate (replay/repeat<k>/ missing)")
+    runs = json.loads((d / "runs.json").read_text()) if (d / "runs.json").exists() else []
+    if recipe.get("compare", True) and not runs:
+        raise RuntimeError(f"{d / 'runs.json'}: missing; the real runs' seconds are needed")
+    print(f"{name}: resimulating {len(replays)} rounds from {d}", flush=True)
+    return predict_app(name, recipe, d, platform, len(replays), runs,
+                       (d / "trace.log").read_text(), combine)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", help="comma-separated recipe names (default: all)")
@@ -342,6 +389,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-calibrate", action="store_true",
                     help="simulate on config/platforms/this-machine.yaml as it is, instead of "
                          "re-measuring its latency and bandwidth first")
+    ap.add_argument("--combine", choices=("mean", "median", "min"), default="mean",
+                    help="each network point's statistic over the rounds (default mean: "
+                         "what the machine's states cost on average)")
+    ap.add_argument("--resimulate", action="store_true",
+                    help="fit, expand and simulate again from the rounds saved under OUT "
+                         "(no tracing, replaying or real runs): after a change to the model, "
+                         "or a run that stopped after its rounds")
     a = ap.parse_args(argv)
     recipes = load_recipes()
     names = a.apps.split(",") if a.apps else list(recipes)
@@ -353,8 +407,11 @@ def main(argv=None) -> int:
     failed = []
     for name in names:
         try:
-            validate_app(name, recipes[name], out, a.repeats, platform,
-                         a.replay_repeats or a.repeats)
+            if a.resimulate:
+                resimulate(name, recipes[name], out, platform, a.combine)
+            else:
+                validate_app(name, recipes[name], out, a.repeats, platform,
+                             a.replay_repeats or a.repeats, a.combine)
         except RuntimeError as e:
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
             failed.append(name)
