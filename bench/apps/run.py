@@ -1,6 +1,6 @@
 """Validate the whole method on third-party applications (issue 8).
 
-    python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 7]
+    python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 9]
                              [--out bench/apps/results] [--markdown]
                              [--combine mean] [--resimulate]
 
@@ -378,7 +378,7 @@ def resimulate(name: str, recipe: dict, out: Path, platform: Path | None,
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", help="comma-separated recipe names (default: all)")
-    ap.add_argument("--repeats", type=int, default=7,
+    ap.add_argument("--repeats", type=int, default=9,
                     help="rounds per app, each a replay, a network measurement and a real "
                          "run (the median prediction and the median run are compared)")
     ap.add_argument("--replay-repeats", type=int,
