@@ -358,6 +358,12 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
         print(f"wrote {out} ({len(rows)} points)")
 
 
+def gbs(byte_time: float) -> float:
+    """GB/s of a fitted byte time; inf for 0 (a fit whose small messages took
+    no longer than their empty ones: the measured curve decides)."""
+    return 1e-9 / byte_time if byte_time > 0 else float("inf")
+
+
 def _line(d) -> tuple[float, float]:
     """one_way = a + bytes * b, non-negative, each point weighted 1/one_way
     (so that small messages count as much as large ones)."""
@@ -572,8 +578,6 @@ def main(argv=None) -> int:
         return 2
     with open(a.output, "w") as fh:
         yaml.safe_dump(d, fh, sort_keys=False, default_flow_style=None)
-    def gbs(bt):
-        return 1 / bt / 1e9 if bt else float("inf")
     for lv in d["network"]["levels"]:
         rdv = lv.get("rendezvous_byte_time")
         big = lv["stream"][-1] if "stream" in lv else None

@@ -142,12 +142,6 @@ def measure_network(out: Path, k: int) -> Path:
     return one
 
 
-def _gbs(byte_time: float) -> str:
-    """GB/s of a byte time; "inf" for 0 (a fit over rounds whose small
-    messages took no longer than their empty ones; the curve decides)."""
-    return f"{1e-9 / byte_time:.2f}" if byte_time > 0 else "inf"
-
-
 def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
                  combine="mean") -> Path:
     """Fit ``netsim.calibrate measure`` files into ``path``: ``template``
@@ -166,7 +160,7 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
     4.5-5.5 us), where the median picks one and a run pays a mixture.  The
     template's per-message overheads are part of the fitted one-way time,
     so they come off the latency."""
-    from netsim.calibrate import fit
+    from netsim.calibrate import fit, gbs
     both = path.with_suffix(".csv")
     pd.concat([pd.read_csv(m) for m in measured]).to_csv(both, index=False)
     fitted_net = fit(str(both), cores_per_node=2, nodes=1, spans=None, eager_limit=None,
@@ -189,8 +183,8 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
     path.write_text(yaml.safe_dump(plat, sort_keys=False, default_flow_style=None))
     print(f"    calibrated: {net['call_overhead'] * 1e6:.2f} us per call + one-way "
           f"{fitted['latency'] * 1e6:.2f} us per message, "
-          f"{_gbs(fitted['byte_time'])} GB/s eager, "
-          f"{_gbs(lv.get('rendezvous_byte_time', fitted['byte_time']))} GB/s "
+          f"{gbs(fitted['byte_time']):.2f} GB/s eager, "
+          f"{gbs(lv.get('rendezvous_byte_time', fitted['byte_time'])):.2f} GB/s "
           f"rendezvous" + (f" ({lv['stream'][-1][0]} B streamed every "
                            f"{lv['stream'][-1][1] * 1e6:.0f} us)" if "stream" in lv else "") +
           f", {net['copy_overhead'] * 1e6:.2f} us + "
