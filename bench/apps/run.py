@@ -29,8 +29,9 @@ range over the rounds beside it).  ``--repeats`` rounds
 simulates on config/platforms/this-machine.yaml as it is, and a recipe's
 ``platform`` replaces it.  ``--resimulate`` does the fit, the expansion
 and the simulations again on the rounds saved under OUT (the real runs'
-seconds in OUT/APP/runs.json), without tracing or running anything: after
-a change to the model, or a run that stopped after its rounds.  Writes
+seconds in OUT/APP/runs.json, the untraced output in
+OUT/APP/untraced.out), without tracing or running anything: after a
+change to the model, or a run that stopped after its rounds.  Writes
 OUT/APP/row.json
 per app and OUT/results.csv (every app with a row under OUT: runs of
 subsets accumulate) and, with ``--markdown``, prints the table for
@@ -202,21 +203,20 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
 
     ``platform`` None: measure this machine's network in every round, beside
     the replays and the real runs (OUT/APP/pingpong<k>.csv), and simulate
-    on their per-point median (OUT/APP/platform.yaml)."""
+    on each point's ``combine`` over them (OUT/APP/platform.yaml)."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
     d = out / name
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     print(f"{name} (N={n}): {' '.join(recipe['app'])}", flush=True)
-    traced_out = sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "trace", "--count-c-calls",
+    sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "trace", "--count-c-calls",
                      "-o", str(d / "trace")] + app, d / "trace.log")
     sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
     sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
         "-o", str(d / "msglog")] + app, d / "record.log")
     compare = recipe.get("compare", True)
-    if "platform" in recipe:
-        platform = ROOT / recipe["platform"]
+    platform = target_platform(recipe, platform)
     # rounds, each a replay of every representative, a measurement of the
     # network and a real run, one after the other: this machine drifts by
     # tens of per cent within minutes, and each side keeps its least
@@ -235,21 +235,36 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
             runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None)["measured"])
             (d / "runs.json").write_text(json.dumps(runs))      # for --resimulate
             print(f"    run {k}/{repeats}: {runs[-1]:.4f} s", flush=True)
-    return predict_app(name, recipe, d, platform, replay_repeats, runs, traced_out, combine)
+    return predict_app(name, recipe, d, platform, replay_repeats, runs, combine)
+
+
+def target_platform(recipe: dict, platform: Path | None) -> Path | None:
+    """The platform an app is simulated on: its recipe's ``platform`` if it
+    names one, else ``platform`` (None: fit from the rounds' measurements)."""
+    return ROOT / recipe["platform"] if "platform" in recipe else platform
+
+
+def untraced_output(d: Path, n: int, app: list[str]) -> str:
+    """The application's standard output untraced at ``n`` ranks, run once
+    per OUT/APP and kept in ``untraced.out`` (a resimulation reuses it)."""
+    saved = d / "untraced.out"
+    if not saved.exists():
+        saved.write_text(subprocess.run([MPIEXEC, "-n", str(n), PY] + app, capture_output=True,
+                                        text=True, cwd=ROOT, env=env()).stdout)
+    return saved.read_text()
 
 
 def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_repeats: int,
-                runs: list[float], traced_out: str, combine: str = "mean") -> dict:
-    """From the rounds saved under ``d`` (replays, network measurements and
-    the real runs' seconds ``runs``): fit the platform (each point's
-    ``combine`` over the rounds), expand and simulate
-    each round's replays, and write and return the app's row."""
+                runs: list[float], combine: str = "mean") -> dict:
+    """From the rounds saved under ``d`` (trace and its output, replays,
+    network measurements) and the real runs' seconds ``runs``: fit the
+    platform unless one is given (each point's ``combine`` over the
+    rounds), expand and simulate each round's replays, and write and
+    return the app's row."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
     reps = pd.read_csv(d / "reps.csv")
     compare = recipe.get("compare", True)
-    if "platform" in recipe:
-        platform = ROOT / recipe["platform"]
     networks = sorted(d.glob("pingpong*.csv"), key=lambda f: int(f.stem[len("pingpong"):]))
     rounds = max(replay_repeats, len(runs), len(networks))
     # each representative's fastest replay, as the workflow keeps it (for the
@@ -289,9 +304,8 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
     replayed_out = "".join(p.read_text() for p in sorted((d / "replay").glob("rank*.out")))
     row["same_output"] = "-"
     if compare and pattern:
-        untraced = subprocess.run([MPIEXEC, "-n", str(n), PY] + app, capture_output=True,
-                                  text=True, cwd=ROOT, env=env()).stdout
-        lines = {output_line(t, pattern) for t in (traced_out, untraced)}
+        traced = (d / "trace.log").read_text()
+        lines = {output_line(t, pattern) for t in (traced, untraced_output(d, n, app))}
         if replayed_out:
             lines.add(output_line(replayed_out, pattern))
         row["same_output"] = "yes" if len(lines) == 1 else "NO: " + " | ".join(sorted(lines))
@@ -365,8 +379,8 @@ def resimulate(name: str, recipe: dict, out: Path, platform: Path | None,
     if recipe.get("compare", True) and not runs:
         raise RuntimeError(f"{d / 'runs.json'}: missing; the real runs' seconds are needed")
     print(f"{name}: resimulating {len(replays)} rounds from {d}", flush=True)
-    return predict_app(name, recipe, d, platform, len(replays), runs,
-                       (d / "trace.log").read_text(), combine)
+    return predict_app(name, recipe, d, target_platform(recipe, platform), len(replays), runs,
+                       combine)
 
 
 def main(argv=None) -> int:
