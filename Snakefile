@@ -1,4 +1,4 @@
-# Representative replay (METHODS.md, M1): one rule per step of the method.
+# Representative replay (docs/METHODS.md): one rule per step of the method.
 #
 #   trace -> cluster -> record -> replay (one job per representative)
 #         -> expand -> simulate (one per target platform) -> report
@@ -6,7 +6,6 @@
 #
 # Logic lives in the packages; rules only wire files.  Config: config/config.yaml
 # (validated against config/config.schema.yaml).
-import csv
 import os
 import sys
 
@@ -138,9 +137,9 @@ rule replay:
 
 def replayed(wildcards):
     """The replay outputs of the representatives the clustering chose."""
-    with open(checkpoints.cluster.get().output.reps) as f:
-        reps = sorted({int(row["representative"]) for row in csv.DictReader(f)})
-    return [f"{RES}/replay/rank{r}.csv" for r in reps]
+    from cluster.representatives import representative_ranks
+    return [f"{RES}/replay/rank{r}.csv"
+            for r in representative_ranks(checkpoints.cluster.get().output.reps)]
 
 
 rule expand:
@@ -199,9 +198,9 @@ rule calibrate:
     threads: config["calibrate"]["ranks"]   # one core per rank: timings, not throughput
     shell:
         # busy-polling waits: the latency a dedicated run sees
-        "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {MPIEXEC} -n {params.c[ranks]} {PY} -m netsim.calibrate "
+        "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {MPIEXEC} -n {params.c[ranks]} {PY} -m calibrate "
         "measure -o {output.raw} && "
-        "{PY} -m netsim.calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
+        "{PY} -m calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
         "--nodes {params.c[nodes]} -o {output.platform}) > {log} 2>&1"
 
 
@@ -221,7 +220,7 @@ rule validate:
         tasks=N,
     threads: N   # a dedicated run: nothing else on these cores meanwhile
     shell:
-        "{PY} -m netsim.validate --prediction {input.prediction} --ranks {N} "
+        "{PY} -m validate --prediction {input.prediction} --ranks {N} "
         "--repeats {params.repeats} --mpiexec {MPIEXEC} -o {output} -- {APP} > {log} 2>&1"
 
 
@@ -248,6 +247,6 @@ rule report:
             ([f"--validate {input.validate[0]}"] if input.validate else [])
             + ([f"--calibrated {input.calibrated[0]}"] if input.calibrated else [])),
     shell:
-        "{PY} -m netsim.report --predictions {input.predictions} --timelines {input.timelines} "
+        "{PY} -m report --predictions {input.predictions} --timelines {input.timelines} "
         "--reps {input.reps} --summary {input.summary} --dendrogram {input.dendrogram} "
         "--trace-summary {input.trace_summary} {params.optional} -o {output} > {log} 2>&1"

@@ -6,7 +6,7 @@ Synthetic workload shaped like a real SPMD trace: a few communication
 groups (interior, boundary ranks), each with several work classes, every
 rank's vector = its class's per-segment times plus 1 % timing noise.  Reports
 wall time and peak memory (RSS) of the selection, and checks that the classes
-are recovered.  Goal (issue 3): under 60 s and 8 GB on the 2-core machine.
+are recovered.  Goal: under 60 s and 8 GB on the 2-core machine.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ seconds, events per second, and the peak RSS of the process.  ``--million``
 adds the 1,048,576-rank halo+allreduce (one iteration) to check that 1M
 ranks fit in memory.  The first call compiles the engine (numba, cached
 on disk afterwards); a warm-up run keeps that out of the figures.
-Goal (issue 5): >= 1M events/s on one core; 1M ranks within 24 GB.
+Goal: >= 1M events/s on one core; 1M ranks within 24 GB.
 """
 from __future__ import annotations
 

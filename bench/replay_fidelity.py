@@ -11,7 +11,7 @@ oversubscription of the traced run).  Segments are matched by ``seq``.
 Reported per example and N: the worst rank's total error, and the
 distribution (median, 90th percentile) of per-segment relative errors over
 segments longer than 1 ms (shorter ones are dominated by timer and
-interpreter noise).  Goal (issue 4): total within 3 %.
+interpreter noise).  Goal: total within 3 %.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ same session, ``--repeats`` times, and keeps the minimum of each (the machine
 is shared and noisy; the minimum is the least disturbed run).  Reported:
 the ratio traced/untraced and the microseconds added per MPI call.  Runs
 use at most 2 ranks so that no core is oversubscribed.
-Goal (issue 2): <= 2 us added per call, <= 3 % on the examples.
+Goal: <= 2 us added per call, <= 3 % on the examples.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Selecting representative processes (METHODS.md M1, S2).
+"""Selecting representative processes (docs/METHODS.md: the cluster step).
 
 Python API::
 
@@ -9,11 +9,14 @@ Command line: ``python -m cluster TRACE_DIR -o reps.csv [options]``.
 """
 from __future__ import annotations
 
+from .representatives import (RepresentativesError, read_representatives,
+                              write_representatives)
 from .select import DEFAULT_THRESHOLD, LINKAGES, METRICS, cluster_group, select, summary
 from .vectors import PEER_MODES, ClusterError, RankVectors, read_rank_vectors
 
 __all__ = ["select_representatives", "select", "summary", "cluster_group",
            "read_rank_vectors", "ClusterError", "RankVectors",
+           "read_representatives", "write_representatives", "RepresentativesError",
            "METRICS", "LINKAGES", "PEER_MODES", "DEFAULT_THRESHOLD"]
 
 

@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 
+from .representatives import write_representatives
 from .select import DEFAULT_THRESHOLD, LINKAGES, METRICS, select, summary
 from .vectors import PEER_MODES, ClusterError, read_rank_vectors
 
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     summ = summary(reps, rv.vectors, a.metric)
     out_dir = os.path.dirname(os.path.abspath(a.output))
     os.makedirs(out_dir, exist_ok=True)
-    reps.to_csv(a.output, index=False)
+    write_representatives(reps, a.output)
     spath = a.summary or os.path.splitext(a.output)[0] + "_summary.csv"
     summ.to_csv(spath, index=False)
     n, k, groups = len(reps), len(summ), reps["group"].nunique()

@@ -1,5 +1,5 @@
 """Hierarchical clustering of computation vectors and choice of
-representatives (METHODS.md M1, S202-S207).
+representatives (docs/METHODS.md: the cluster step).
 
 Inside each group of ranks with identical communication sequences:
 agglomerative clustering (scipy) on the computation vectors, Manhattan

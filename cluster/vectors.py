@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from instrument.ops import POINT_TO_POINT
+
 PEER_MODES = ("relative", "absolute", "none")
-_COLLECTIVE_PREFIXES = ("barrier", "bcast", "gather", "scatter", "allgather", "alltoall",
-                        "reduce", "allreduce", "scan", "exscan", "neighbor", "i")
 SIGNATURE_COLUMNS = ["rank", "op", "comm", "peer", "wildcard", "tag", "sbytes", "rbytes"]
 
 
@@ -55,11 +55,7 @@ class RankVectors:
 
 
 def _is_p2p(op: pd.Series) -> np.ndarray:
-    p2p = ("send", "recv", "bsend", "ssend", "rsend", "isend", "ibsend", "issend", "irsend",
-           "irecv", "sendrecv", "sendrecv_replace", "isendrecv", "isendrecv_replace",
-           "probe", "iprobe", "mprobe", "improbe", "mrecv", "imrecv", "start",
-           "send_init", "bsend_init", "ssend_init", "rsend_init", "recv_init")
-    return op.isin(p2p).to_numpy()
+    return op.isin(POINT_TO_POINT).to_numpy()
 
 
 def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str) -> np.ndarray:

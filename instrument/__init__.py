@@ -1,4 +1,4 @@
-"""Tracing of mpi4py applications (M1 S1) and message logging (S3).
+"""Tracing of mpi4py applications and message logging (docs/METHODS.md: the trace and record steps).
 
 Command line: ``mpiexec -n N python -m instrument trace -o DIR app.py [args]``
 and ``python -m instrument show DIR``.  Python API: :func:`load_trace`.

@@ -12,48 +12,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from launch import split_command
+
 
 VALUED = ("-o", "--output", "--ranks", "--reps")
 
 
-def _split_target(argv: list[str], valued=VALUED, prog="instrument"):
-    """Split ``[opts] (app.py | -m mod | -c cmd) [app args]`` like python does.
-
-    ``valued``: the options that take a value (the next word is not the app)."""
-    opts, i = [], 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-m", "-c"):
-            if i + 1 >= len(argv):
-                raise SystemExit(f"{prog}: {a} needs an argument")
-            return opts, ("module" if a == "-m" else "command"), argv[i + 1:]
-        if a in valued:
-            opts += argv[i:i + 2]
-            i += 2
-            continue
-        if a.startswith("-"):
-            opts.append(a)
-            i += 1
-            continue
-        return opts, "path", argv[i:]
-    return opts, None, []
-
-
-def _ranks_arg(ranks: str | None, reps: str | None) -> list[int]:
-    """Ranks from --ranks "1,2" or the representative column of --reps."""
-    if bool(ranks) == bool(reps):
-        raise ValueError("give exactly one of --ranks and --reps")
-    if ranks:
-        try:
-            return sorted({int(x) for x in ranks.split(",") if x.strip()})
-        except ValueError:
-            raise ValueError(f"--ranks wants comma-separated integers, not {ranks!r}") from None
-    import csv
+def parse_ranks(ranks: str) -> list[int]:
+    """World ranks from ``--ranks "1,2"`` (sorted, each once)."""
     try:
-        with open(reps) as f:
-            return sorted({int(row["representative"]) for row in csv.DictReader(f)})
-    except (OSError, KeyError, ValueError) as e:
-        raise ValueError(f"{reps}: cannot read representatives ({e})") from None
+        return sorted({int(x) for x in ranks.split(",") if x.strip()})
+    except ValueError:
+        raise ValueError(f"--ranks wants comma-separated integers, not {ranks!r}") from None
 
 
 def main(argv=None) -> int:
@@ -93,7 +63,7 @@ def main(argv=None) -> int:
     p.add_argument("--keep-raw", action="store_true")
 
     if argv and argv[0] == "trace":
-        opts, mode, target = _split_target(argv[1:])
+        opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["trace"] + opts)
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
@@ -109,16 +79,18 @@ def main(argv=None) -> int:
                           keep_raw=True if args.keep_raw else None,
                           count_c_calls=args.count_c_calls)
     if argv and argv[0] == "record":
-        opts, mode, target = _split_target(argv[1:])
+        opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["record"] + opts)
         if mode is None:
             parser.error("record: give the application: app.py, -m module or -c command")
+        if bool(args.ranks) == bool(args.reps):
+            parser.error("record: give exactly one of --ranks and --reps")
         try:
-            ranks = _ranks_arg(args.ranks, args.reps)
+            ranks = parse_ranks(args.ranks) if args.ranks else None
         except ValueError as e:
             parser.error(f"record: {e}")
         from .run import record_main
-        return record_main(args.output, ranks, target, mode, force=args.force)
+        return record_main(args.output, ranks, target, mode, force=args.force, reps=args.reps)
     args = parser.parse_args(argv)
     from .merge import TraceError
     try:

@@ -1,29 +1,10 @@
-"""What each mpi4py method is, for the recorder and the replayer.
+"""What the recorder and the replayer share about mpi4py calls.
 
-Both sides walk the same table, so a call recorded on the host is the call
-replayed on the target, under the same canonical op name the tracer uses
-(replayed computation vectors line up with the trace's events).
-
-``KIND[name]`` for communicator methods:
-
-============  ===============================================================
-send          blocking send (buffer or object)
-isend         nonblocking send: returns a request
-recv          blocking receive: fills ``buf`` / returns the object; status
-irecv         nonblocking receive: the request fills ``buf`` at completion
-sendrecv      Sendrecv(_replace), sendrecv: fills ``recvbuf`` (``buf``)
-isendrecv     Isendrecv(_replace)
-probe         Probe/Iprobe (either case): flag and status
-mprobe        Mprobe/Improbe (either case): a message (or none) and status
-pinit         Send_init/Recv_init family: a persistent request
-coll          buffer collective: fills its output buffer
-icoll         nonblocking buffer collective
-pcoll         persistent buffer collective (``*_init``)
-ocoll         object (lower-case) collective: returns an object
-create        communicator creation: returns a communicator
-idup          Idup: a communicator and a request
-free          Free/Disconnect
-============  ===============================================================
+Buffer views of what a call writes (``output_view``), the peer and tag the
+application passed (``peer_tag``, for the divergence check), statuses as
+tuples, communicator descriptions (what replay needs to impersonate one),
+and the metaclass and mixin hierarchy of the classes that stand in for
+mpi4py's.  What each method *is* lives in instrument/ops.py.
 """
 from __future__ import annotations
 
@@ -31,50 +12,24 @@ from mpi4py import MPI
 
 from .bufsize import BLOCKED_RECV
 
-SENDS = ("Send", "Bsend", "Ssend", "Rsend", "send", "bsend", "ssend")
-ISENDS = ("Isend", "Ibsend", "Issend", "Irsend", "isend", "ibsend", "issend")
-COLLECTIVES = ("Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
-               "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce", "Allreduce",
-               "Reduce_scatter_block", "Reduce_scatter", "Scan", "Exscan",
-               "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall",
-               "Neighbor_alltoallv", "Neighbor_alltoallw")
-OBJ_COLLECTIVES = ("barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce",
-                   "allreduce", "scan", "exscan", "neighbor_allgather", "neighbor_alltoall")
-CREATION = {
-    "Dup": "comm_dup", "Clone": "comm_dup", "Dup_with_info": "comm_dup",
-    "Create": "comm_create", "Split": "comm_split", "Split_type": "comm_split_type",
-    "Create_group": "comm_create_group", "Create_cart": "cart_create",
-    "Create_graph": "graph_create", "Create_dist_graph": "dist_graph_create",
-    "Create_dist_graph_adjacent": "dist_graph_create_adjacent",
-    "Create_intercomm": "intercomm_create", "Sub": "cart_sub", "Merge": "intercomm_merge",
-}
 
-KIND: dict[str, str] = {}
-OP: dict[str, str] = {}
-for _n in SENDS:
-    KIND[_n] = "send"
-for _n in ISENDS:
-    KIND[_n] = "isend"
-KIND.update({"Recv": "recv", "recv": "recv", "Irecv": "irecv", "irecv": "irecv",
-             "Sendrecv": "sendrecv", "sendrecv": "sendrecv", "Sendrecv_replace": "sendrecv",
-             "Isendrecv": "isendrecv", "Isendrecv_replace": "isendrecv",
-             "Probe": "probe", "Iprobe": "probe", "probe": "probe", "iprobe": "probe",
-             "Mprobe": "mprobe", "Improbe": "mprobe", "mprobe": "mprobe", "improbe": "mprobe",
-             "Send_init": "pinit", "Bsend_init": "pinit", "Ssend_init": "pinit",
-             "Rsend_init": "pinit", "Recv_init": "pinit", "Free": "free", "Disconnect": "free"})
-for _n in COLLECTIVES:
-    KIND[_n] = "coll"
-    KIND["I" + _n.lower()] = "icoll"
-    KIND[_n + "_init"] = "pcoll"
-for _n in OBJ_COLLECTIVES:
-    KIND[_n] = "ocoll"
-for _n in CREATION:
-    KIND[_n] = "create"
-KIND["Idup"] = KIND["Idup_with_info"] = "idup"
-for _n in KIND:
-    OP[_n] = CREATION.get(_n, _n.lower())
-OP["Free"], OP["Disconnect"] = "comm_free", "comm_disconnect"
-OP["Idup"] = OP["Idup_with_info"] = "comm_idup"
+class Meta(type):
+    """``isinstance``/``issubclass`` against a traced class ask the real one.
+
+    Only for the traced classes themselves: an application's subclass of
+    them (``mpi4py.util.pkl5.Comm`` subclasses whatever ``MPI.Comm`` is at
+    import) answers for its own instances only, as it would untraced."""
+
+    def __instancecheck__(cls, obj):
+        if "_real" in cls.__dict__:
+            return isinstance(obj, cls._real)
+        return type.__instancecheck__(cls, obj)
+
+    def __subclasscheck__(cls, sub):
+        if "_real" in cls.__dict__:
+            return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._real)
+        return type.__subclasscheck__(cls, sub)
+
 
 ANY_SOURCE, ANY_TAG, PROC_NULL = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.PROC_NULL
 _SPECIAL = (None, MPI.IN_PLACE, MPI.BOTTOM)

@@ -26,10 +26,12 @@ import inspect
 from mpi4py import MPI
 
 from . import ops
+from .calls import Meta
 from .bufsize import (BLOCKED_RECV, BLOCKED_SEND, PickleCounter, blocked_nbytes, nbytes,
                       noncontiguous, per_peer)
 from ._hotpath import enter, leave, leave_ex, new_req
-from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, Recorder
+from .writer import (FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, FLAG_NONE,
+                     Recorder)
 
 R: Recorder = None            # set by install()
 PK = PickleCounter()
@@ -39,24 +41,6 @@ REAL = {}                     # name -> the real mpi4py class
 _STATUS = MPI.Status()        # used when the application passes no status
 _world_group = None
 _comm_keys: dict = {}         # communicator key -> count of comms seen with it
-
-
-class _Meta(type):
-    """``isinstance``/``issubclass`` against a traced class ask the real one.
-
-    Only for the traced classes themselves: an application's subclass of
-    them (``mpi4py.util.pkl5.Comm`` subclasses whatever ``MPI.Comm`` is at
-    import) answers for its own instances only, as it would untraced."""
-
-    def __instancecheck__(cls, obj):
-        if "_real" in cls.__dict__:
-            return isinstance(obj, cls._real)
-        return type.__instancecheck__(cls, obj)
-
-    def __subclasscheck__(cls, sub):
-        if "_real" in cls.__dict__:
-            return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._real)
-        return type.__subclasscheck__(cls, sub)
 
 
 def code(name: str) -> int:
@@ -352,7 +336,7 @@ def _probe(name):
                 res._rx = (self._tidx, p, tg, n, fl)
         else:
             p, tg, n = _peer(self, source), tag, 0
-            fl = 8   # nothing matched (ops: FLAG_NONE in docs/TRACE.md)
+            fl = FLAG_NONE                   # nothing matched
         leave_ex(s, op, self._tidx, p, tg, 0, n, -1, -1, -1, -1, fl, None, 1)
         return res
     f.__name__ = name
@@ -397,22 +381,10 @@ def _p2p_init(name):
 # Each collective has one of a few signatures ("shapes"); the wrapper of a
 # shape has that exact signature, because generic *args/**kwargs handling
 # alone would cost the tracer's whole per-call budget.
-_SHAPE = {
-    "Barrier": "none", "Bcast": "bcast",
-    "Gather": "rooted", "Gatherv": "rooted", "Scatter": "rooted", "Scatterv": "rooted",
-    "Reduce": "reduce",
-    "Allgather": "pair", "Allgatherv": "pair", "Alltoall": "pair", "Alltoallv": "pair",
-    "Alltoallw": "pair", "Neighbor_allgather": "pair", "Neighbor_allgatherv": "pair",
-    "Neighbor_alltoall": "pair", "Neighbor_alltoallv": "pair", "Neighbor_alltoallw": "pair",
-    "Allreduce": "op", "Reduce_scatter_block": "op", "Scan": "op", "Exscan": "op",
-    "Reduce_scatter": "counts",
-}
+_SHAPE = ops.SHAPE                            # "Bcast" -> "bcast" (instrument/ops.py)
 _PLAIN = {k.lower(): k for k in _SHAPE}       # "bcast" -> "Bcast" (for Ibcast)
 _GATHERS = ("gather", "allgather", "gatherv", "allgatherv")
 _SUM = MPI.SUM
-_OBJ_COLLECTIVES = ("barrier", "bcast", "gather", "scatter", "allgather", "alltoall",
-                    "reduce", "allreduce", "scan", "exscan", "neighbor_allgather",
-                    "neighbor_alltoall")
 
 
 def _coll_done(s, self, sbuf, rbuf, root, res, spec):
@@ -567,26 +539,10 @@ def _obj_coll(cls_name, name):
 # --------------------------------------------------------------------------
 # Communicator creation
 # --------------------------------------------------------------------------
-_CREATION = {
-    # method: (class that defines it, op name)
-    "Dup": ("Comm", "comm_dup"), "Clone": ("Comm", "comm_dup"),
-    "Dup_with_info": ("Comm", "comm_dup"), "Create": ("Comm", "comm_create"),
-    "Split": ("Comm", "comm_split"), "Split_type": ("Comm", "comm_split_type"),
-    "Shrink": ("Comm", "comm_shrink"),
-    "Create_group": ("Intracomm", "comm_create_group"),
-    "Create_cart": ("Intracomm", "cart_create"), "Create_graph": ("Intracomm", "graph_create"),
-    "Create_dist_graph": ("Intracomm", "dist_graph_create"),
-    "Create_dist_graph_adjacent": ("Intracomm", "dist_graph_create_adjacent"),
-    "Create_intercomm": ("Intracomm", "intercomm_create"),
-    "Sub": ("Cartcomm", "cart_sub"), "Merge": ("Intercomm", "intercomm_merge"),
-    "Spawn": ("Intracomm", "spawn"), "Spawn_multiple": ("Intracomm", "spawn"),
-    "Accept": ("Intracomm", "comm_accept"), "Connect": ("Intracomm", "comm_connect"),
-}
-
-
 def _creation(name):
-    cls_name, opname = _CREATION[name]
-    base = getattr(REAL[cls_name], name)
+    row = ops.COMM_METHODS[name]
+    opname = row.op
+    base = getattr(REAL[row.level], name)
     op = code(opname)
 
     def f(self, *args, **kw):
@@ -701,7 +657,8 @@ class RequestMethods:
         st = _status_for(status, getattr(self, "_rx", None))
         flag = _R.Test(self, st)
         tid = _completed(self, st) if flag else -1
-        leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else 8, None, 1)
+        leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else FLAG_NONE,
+                 None, 1)
         return flag
 
     def test(self, status=None):
@@ -709,7 +666,8 @@ class RequestMethods:
         st = _status_for(status, getattr(self, "_rx", None))
         flag, obj = _R.test(self, st)
         tid = _completed(self, st) if flag else -1
-        leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else 8, None, 1)
+        leave_ex(s, _OP["test"], -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else FLAG_NONE,
+                 None, 1)
         return flag, obj
 
     def Cancel(self):
@@ -770,7 +728,7 @@ def _multi(opname, base, result):
                 st = sts[i]
                 src = st.source
                 _side(("f", tids[-1], rx[src] if src >= 0 else -1, st.tag, st.count))
-        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else 8,
+        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else FLAG_NONE,
                  ("r", tids) if tids else None, 1)
         return res
     f.__name__ = opname
@@ -804,7 +762,7 @@ def _one_of(op, opname, base, requests, status, result):
     tid = -1
     if flag and idx is not None and idx >= 0:
         tid = _completed(requests[idx], st)
-    leave_ex(s, op, -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if tid >= 0 else 8, None, 2)
+    leave_ex(s, op, -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if tid >= 0 else FLAG_NONE, None, 2)
     return res
 
 
@@ -916,7 +874,7 @@ def _counted(cls_name, prefix):
         attr = inspect.getattr_static(real, name)
         if callable(attr) or isinstance(attr, classmethod):
             ns[name] = counter(name, getattr(real, name))
-    cls = _Meta("Traced" + cls_name, (real,), dict(ns, _real=real))
+    cls = Meta("Traced" + cls_name, (real,), dict(ns, _real=real))
     holder["cls"] = cls
     return cls
 
@@ -924,21 +882,6 @@ def _counted(cls_name, prefix):
 # --------------------------------------------------------------------------
 # Assembly
 # --------------------------------------------------------------------------
-_P2P = {
-    "Send": _send, "Bsend": _send, "Ssend": _send, "Rsend": _send,
-    "send": _send, "bsend": _send, "ssend": _send,
-    "Isend": _isend, "Ibsend": _isend, "Issend": _isend, "Irsend": _isend,
-    "isend": _isend, "ibsend": _isend, "issend": _isend,
-    "Recv": _recv, "recv": _recv, "Irecv": _irecv, "irecv": _irecv,
-    "Sendrecv": _sendrecv, "sendrecv": _sendrecv,
-    "Isendrecv": _isendrecv, "Isendrecv_replace": _isendrecv,
-    "Probe": _probe, "Iprobe": _probe, "Mprobe": _probe, "Improbe": _probe,
-    "probe": _probe, "iprobe": _probe, "mprobe": _probe, "improbe": _probe,
-    "Send_init": _p2p_init, "Bsend_init": _p2p_init, "Ssend_init": _p2p_init,
-    "Rsend_init": _p2p_init, "Recv_init": _p2p_init,
-    "Psend_init": _p2p_init, "Precv_init": _p2p_init,
-}
-
 _OP = {}
 _OP_SRR = None
 _R = _P = _M = None
@@ -960,38 +903,34 @@ def _comm_init(self, comm=None):
                 setattr(self, a, v)
 
 
+# The tracer's wrapper of each kind of communicator method (instrument/ops.py)
+_WRAPPER = {
+    "send": _send, "isend": _isend, "recv": _recv, "irecv": _irecv,
+    "sendrecv": _sendrecv, "isendrecv": _isendrecv, "probe": _probe, "mprobe": _probe,
+    "pinit": _p2p_init, "partitioned": _p2p_init, "create": _creation, "dynamic": _creation,
+    "idup": _idup,
+}
+
+
 def _methods_for(cls_name):
     """Traced methods a mixin for the mpi4py class ``cls_name`` defines."""
-    real = REAL[cls_name]
-    own = set(vars(real))
     ns = {"__init__": _comm_init} if cls_name == "Comm" else {}
-    for name, factory in _P2P.items():
-        if name in own:
-            ns[name] = factory(name)
-    if "Sendrecv_replace" in own:
-        ns["Sendrecv_replace"] = _sendrecv_replace
-    for plain in _SHAPE:
-        for name in (plain, "I" + plain.lower(), plain + "_init"):
-            if name in own:
-                ns[name] = _coll(cls_name, name)
-    for name in _OBJ_COLLECTIVES:
-        if name in own:
+    for row in ops.TABLE:
+        if row.level != cls_name:
+            continue
+        name, kind = row.method, row.kind
+        if name == "Sendrecv_replace":
+            ns[name] = _sendrecv_replace
+        elif kind in _WRAPPER:
+            ns[name] = _WRAPPER[kind](name)
+        elif kind in ("coll", "icoll", "pcoll"):
+            ns[name] = _coll(cls_name, name)
+        elif kind == "ocoll":
             ns[name] = _obj_coll(cls_name, name)
-    for name in _CREATION:
-        if name in own:
-            ns[name] = _creation(name)
-    for name in ("Idup", "Idup_with_info"):
-        if name in own:
-            ns[name] = _idup(name)
-    if cls_name == "Intracomm":
-        ns["Create_from_group"] = _from_group("Intracomm", "Create_from_group",
-                                              "comm_create_from_group")
-    if cls_name == "Intercomm":
-        ns["Create_from_groups"] = _from_group("Intercomm", "Create_from_groups",
-                                               "intercomm_create_from_groups")
-    if cls_name == "Comm":
-        ns["Free"] = _free("Free", "comm_free")
-        ns["Disconnect"] = _free("Disconnect", "comm_disconnect")
+        elif kind == "create_from":
+            ns[name] = _from_group(cls_name, name, row.op)
+        elif kind == "free":
+            ns[name] = _free(name, row.op)
     return ns
 
 
@@ -1016,7 +955,7 @@ def _build_classes():
         mixins[name] = type(name + "Methods", tuple(mixins[p] for p in ps) or (object,),
                             _methods_for(name))
     for name in parents:
-        cls = _Meta("Traced" + name, (mixins[name], REAL[name]), {"_real": REAL[name]})
+        cls = Meta("Traced" + name, (mixins[name], REAL[name]), {"_real": REAL[name]})
         _TRACED_BY_REAL[REAL[name]] = cls
         globals()["Traced" + name] = cls
     slots = ("_tid", "_rx", "_pinfo")
@@ -1036,12 +975,12 @@ def _build_classes():
     }
     for name, meth in completions.items():
         setattr(RequestMethods, name, meth)
-    TracedRequest = _Meta("TracedRequest", (RequestMethods, _R),
+    TracedRequest = Meta("TracedRequest", (RequestMethods, _R),
                           {"_real": _R, "__slots__": slots})
-    TracedPrequest = _Meta("TracedPrequest", (RequestMethods, _P),
+    TracedPrequest = Meta("TracedPrequest", (RequestMethods, _P),
                            {"_real": _P, "Start": _start, "Startall": classmethod(_startall),
                             "__slots__": slots})
-    TracedMessage = _Meta("TracedMessage", (MessageMethods, _M), {"_real": _M})
+    TracedMessage = Meta("TracedMessage", (MessageMethods, _M), {"_real": _M})
     _TRACED_BY_REAL[_R] = TracedRequest
     _TRACED_BY_REAL[_P] = TracedPrequest
     _TRACED_BY_REAL[_M] = TracedMessage

@@ -1,51 +1,229 @@
-"""Canonical operation names of the trace contract and their integer codes.
+"""The MPI operations: one table that the tracer, the recorder, the
+replayer and the simulator's lowering all read.
 
-The tracer stores an op as a small integer in its raw per-rank files; the
-merged ``events.parquet`` stores the lower-case name.  Categories tell later
-stages how to read an event's other columns (see ``docs/TRACE.md``).
+One row per mpi4py method (``TABLE``, or :func:`table` as a DataFrame):
+
+=======  ====================================================================
+column   meaning
+=======  ====================================================================
+method   the mpi4py name: ``Isend``, ``isend``, ``Allreduce_init``, ``Wait``
+level    the mpi4py class that defines it (``Comm``, ``Intracomm``,
+         ``Topocomm``, ``Cartcomm``, ``Intercomm``, ``Request``,
+         ``Prequest``, ``Message``, ``Win``, ``File``); subclasses inherit it
+op       the canonical lower-case name the trace stores (``events.op``)
+kind     what the call gives back, which decides how it is traced,
+         recorded and replayed (KINDS below; instrument/kinds.py has the
+         recording and the replaying of each kind side by side)
+shape    buffer collectives: where their bytes go (SHAPES); else ""
+=======  ====================================================================
+
+The trace stores an op as a small integer in its raw per-rank files
+(:func:`code`; the names travel with the codes, so the numbering is private
+to one run) and the merged ``events.parquet`` the lower-case name.  The
+simulator lowers a traced op by its kind (``SENDS``, ``RECVS``, ...).
 """
+from __future__ import annotations
 
-# Point-to-point, blocking and nonblocking.
-P2P_SEND = ["send", "bsend", "ssend", "rsend"]
-P2P_ISEND = ["isend", "ibsend", "issend", "irsend"]
-P2P_RECV = ["recv", "mrecv"]
-P2P_IRECV = ["irecv", "imrecv"]
-P2P_SENDRECV = ["sendrecv", "sendrecv_replace", "isendrecv", "isendrecv_replace"]
-PROBES = ["probe", "iprobe", "mprobe", "improbe"]
-# Persistent requests: *_init creates, start/startall activates.
-PERSISTENT = ["send_init", "bsend_init", "ssend_init", "rsend_init", "recv_init",
-              "psend_init", "precv_init", "start", "pready", "parrived"]
-COMPLETIONS = ["wait", "test", "waitany", "testany", "waitall", "testall",
-               "waitsome", "testsome", "get_status", "get_status_any",
-               "get_status_all", "get_status_some", "cancel", "request_free"]
-COLLECTIVES = ["barrier", "bcast", "gather", "gatherv", "scatter", "scatterv",
-               "allgather", "allgatherv", "alltoall", "alltoallv", "alltoallw",
-               "reduce", "allreduce", "reduce_scatter_block", "reduce_scatter",
-               "scan", "exscan",
-               "neighbor_allgather", "neighbor_allgatherv", "neighbor_alltoall",
-               "neighbor_alltoallv", "neighbor_alltoallw"]
-NB_COLLECTIVES = ["i" + c for c in COLLECTIVES]
-PERSISTENT_COLLECTIVES = [c + "_init" for c in COLLECTIVES]
-COMM_CREATION = ["comm_dup", "comm_idup", "comm_create", "comm_create_group",
-                 "comm_create_from_group", "comm_split", "comm_split_type",
-                 "cart_create", "cart_sub", "graph_create", "dist_graph_create",
-                 "dist_graph_create_adjacent", "intercomm_create",
-                 "intercomm_create_from_groups", "intercomm_merge",
-                 "comm_shrink", "comm_free", "comm_disconnect"]
-ENV = ["init", "finalize", "abort"]
-# Calls the tracer sees but no later stage models (one-sided, I/O, dynamic
-# processes): counted and reported, never silently dropped.
-UNMODELLED_PREFIXES = ("win_", "file_", "spawn", "comm_accept", "comm_connect",
-                       "comm_join", "comm_get_parent", "grequest_")
+from typing import NamedTuple
 
-NAMES = (ENV + P2P_SEND + P2P_ISEND + P2P_RECV + P2P_IRECV + P2P_SENDRECV + PROBES
-         + PERSISTENT + COMPLETIONS + COLLECTIVES + NB_COLLECTIVES
-         + PERSISTENT_COLLECTIVES + COMM_CREATION)
+
+class Op(NamedTuple):
+    method: str
+    level: str
+    op: str
+    kind: str
+    shape: str = ""
+
+
+# What each kind of call is.  Replay refuses the REFUSED_KINDS with a
+# message naming the call: the message log cannot hold what they do.
+KINDS = {
+    "env": "MPI initialisation and finalisation (the tool's own, not the application's)",
+    "send": "blocking send (buffer or object)",
+    "isend": "nonblocking send: returns a request",
+    "recv": "blocking receive: fills buf / returns the object; status",
+    "irecv": "nonblocking receive: the request fills buf at completion",
+    "sendrecv": "Sendrecv(_replace), sendrecv: fills recvbuf (buf)",
+    "isendrecv": "Isendrecv(_replace): a request",
+    "probe": "Probe/Iprobe (either case): flag and status",
+    "mprobe": "Mprobe/Improbe (either case): a message (or none) and status",
+    "mrecv": "Message.Recv/recv: fills buf / returns the object; status",
+    "imrecv": "Message.Irecv/irecv: a request",
+    "pinit": "Send_init/Recv_init family: a persistent request",
+    "coll": "buffer collective: fills its output buffer",
+    "icoll": "nonblocking buffer collective: a request",
+    "pcoll": "persistent buffer collective (*_init): a persistent request",
+    "ocoll": "object (lower-case) collective: returns an object",
+    "create": "communicator creation: returns a communicator",
+    "create_from": "communicator from a group (a class method): a communicator",
+    "idup": "Idup: a communicator and a request",
+    "free": "Free/Disconnect of a communicator",
+    "wait": "Wait/Test (either case): completes one request",
+    "waitmany": "Waitall/any/some, Testall/any/some (either case): completes several",
+    "start": "Start/Startall: activates persistent requests",
+    "request": "request bookkeeping (Cancel, Free): traced; nothing logged, replay answers",
+    "query": "Get_status*: not traced (asks, completes nothing); the request answers",
+    # traced and counted, but refused by replay: the log cannot hold them
+    "partitioned": "partitioned communication (Psend_init, Pready, ...)",
+    "dynamic": "processes that come and go (Spawn, Accept, Connect, Shrink)",
+    "onesided": "one-sided communication (MPI.Win)",
+    "io": "MPI-IO (MPI.File)",
+}
+REFUSED_KINDS = ("partitioned", "dynamic", "onesided", "io")
+
+# Where a buffer collective's bytes go (the tracer's sbytes/rbytes).
+SHAPES = {
+    "none": "no data (Barrier)",
+    "bcast": "root sends its buffer to every member",
+    "rooted": "root sends/receives one block per member (Gather*, Scatter*)",
+    "reduce": "every member sends its buffer to the root",
+    "pair": "every member exchanges a block with every other (or neighbour)",
+    "op": "every member sends and receives its buffer (Allreduce, Scan, ...)",
+    "counts": "Reduce_scatter: receive counts per member",
+}
+
+# Buffer collectives: method, level, shape; each also comes as I<name>
+# (nonblocking) and <Name>_init (persistent).
+_COLLECTIVES = [
+    ("Barrier", "Comm", "none"), ("Bcast", "Comm", "bcast"),
+    ("Gather", "Comm", "rooted"), ("Gatherv", "Comm", "rooted"),
+    ("Scatter", "Comm", "rooted"), ("Scatterv", "Comm", "rooted"),
+    ("Allgather", "Comm", "pair"), ("Allgatherv", "Comm", "pair"),
+    ("Alltoall", "Comm", "pair"), ("Alltoallv", "Comm", "pair"), ("Alltoallw", "Comm", "pair"),
+    ("Reduce", "Comm", "reduce"), ("Allreduce", "Comm", "op"),
+    ("Reduce_scatter_block", "Comm", "op"), ("Reduce_scatter", "Comm", "counts"),
+    ("Scan", "Intracomm", "op"), ("Exscan", "Intracomm", "op"),
+    ("Neighbor_allgather", "Topocomm", "pair"), ("Neighbor_allgatherv", "Topocomm", "pair"),
+    ("Neighbor_alltoall", "Topocomm", "pair"), ("Neighbor_alltoallv", "Topocomm", "pair"),
+    ("Neighbor_alltoallw", "Topocomm", "pair"),
+]
+_OBJECT_COLLECTIVES = [
+    ("barrier", "Comm"), ("bcast", "Comm"), ("gather", "Comm"), ("scatter", "Comm"),
+    ("allgather", "Comm"), ("alltoall", "Comm"), ("reduce", "Comm"), ("allreduce", "Comm"),
+    ("scan", "Intracomm"), ("exscan", "Intracomm"),
+    ("neighbor_allgather", "Topocomm"), ("neighbor_alltoall", "Topocomm"),
+]
+
+
+def _rows() -> list[Op]:
+    rows = [Op("Init", "-", "init", "env"), Op("Finalize", "-", "finalize", "env"),
+            Op("Abort", "Comm", "abort", "env")]
+    rows += [Op(m, "Comm", m.lower(), "send")
+             for m in ("Send", "Bsend", "Ssend", "Rsend", "send", "bsend", "ssend")]
+    rows += [Op(m, "Comm", m.lower(), "isend")
+             for m in ("Isend", "Ibsend", "Issend", "Irsend", "isend", "ibsend", "issend")]
+    rows += [Op("Recv", "Comm", "recv", "recv"), Op("recv", "Comm", "recv", "recv"),
+             Op("Irecv", "Comm", "irecv", "irecv"), Op("irecv", "Comm", "irecv", "irecv"),
+             Op("Sendrecv", "Comm", "sendrecv", "sendrecv"),
+             Op("sendrecv", "Comm", "sendrecv", "sendrecv"),
+             Op("Sendrecv_replace", "Comm", "sendrecv_replace", "sendrecv"),
+             Op("Isendrecv", "Comm", "isendrecv", "isendrecv"),
+             Op("Isendrecv_replace", "Comm", "isendrecv_replace", "isendrecv")]
+    rows += [Op(m, "Comm", m.lower(), "probe") for m in ("Probe", "Iprobe", "probe", "iprobe")]
+    rows += [Op(m, "Comm", m.lower(), "mprobe")
+             for m in ("Mprobe", "Improbe", "mprobe", "improbe")]
+    rows += [Op("Recv", "Message", "mrecv", "mrecv"), Op("recv", "Message", "mrecv", "mrecv"),
+             Op("Irecv", "Message", "imrecv", "imrecv"),
+             Op("irecv", "Message", "imrecv", "imrecv")]
+    rows += [Op(m, "Comm", m.lower(), "pinit")
+             for m in ("Send_init", "Bsend_init", "Ssend_init", "Rsend_init", "Recv_init")]
+    rows += [Op(m, "Comm", m.lower(), "partitioned") for m in ("Psend_init", "Precv_init")]
+    rows += [Op("Start", "Prequest", "start", "start"),
+             Op("Startall", "Prequest", "start", "start"),
+             Op("Pready", "Prequest", "pready", "partitioned"),
+             Op("Parrived", "Prequest", "parrived", "partitioned")]
+    rows += [Op(m, "Request", m.lower(), "wait") for m in ("Wait", "wait", "Test", "test")]
+    rows += [Op(m, "Request", m.lower(), "waitmany")
+             for m in ("Waitany", "waitany", "Testany", "testany", "Waitall", "waitall",
+                       "Testall", "testall", "Waitsome", "waitsome", "Testsome", "testsome")]
+    rows += [Op("Get_status", "Request", "get_status", "query"),
+             Op("Get_status_any", "Request", "get_status_any", "query"),
+             Op("Get_status_all", "Request", "get_status_all", "query"),
+             Op("Get_status_some", "Request", "get_status_some", "query"),
+             Op("Cancel", "Request", "cancel", "request"),
+             Op("Free", "Request", "request_free", "request")]
+    for m, level, shape in _COLLECTIVES:
+        rows.append(Op(m, level, m.lower(), "coll", shape))
+    for m, level, shape in _COLLECTIVES:
+        rows.append(Op("I" + m.lower(), level, "i" + m.lower(), "icoll", shape))
+    for m, level, shape in _COLLECTIVES:
+        rows.append(Op(m + "_init", level, m.lower() + "_init", "pcoll", shape))
+    rows += [Op(m, level, m, "ocoll") for m, level in _OBJECT_COLLECTIVES]
+    rows += [Op(m, level, op, "create") for m, level, op in (
+        ("Dup", "Comm", "comm_dup"), ("Clone", "Comm", "comm_dup"),
+        ("Dup_with_info", "Comm", "comm_dup"), ("Create", "Comm", "comm_create"),
+        ("Split", "Comm", "comm_split"), ("Split_type", "Comm", "comm_split_type"),
+        ("Create_group", "Intracomm", "comm_create_group"),
+        ("Create_cart", "Intracomm", "cart_create"),
+        ("Create_graph", "Intracomm", "graph_create"),
+        ("Create_dist_graph", "Intracomm", "dist_graph_create"),
+        ("Create_dist_graph_adjacent", "Intracomm", "dist_graph_create_adjacent"),
+        ("Create_intercomm", "Intracomm", "intercomm_create"),
+        ("Sub", "Cartcomm", "cart_sub"), ("Merge", "Intercomm", "intercomm_merge"))]
+    rows += [Op("Create_from_group", "Intracomm", "comm_create_from_group", "create_from"),
+             Op("Create_from_groups", "Intercomm", "intercomm_create_from_groups",
+                "create_from")]
+    rows += [Op("Idup", "Comm", "comm_idup", "idup"),
+             Op("Idup_with_info", "Comm", "comm_idup", "idup"),
+             Op("Free", "Comm", "comm_free", "free"),
+             Op("Disconnect", "Comm", "comm_disconnect", "free")]
+    # dynamic processes and fault tolerance: the trace sees a new
+    # communicator; the log cannot stand in for processes that come and go
+    rows += [Op(m, level, op, "dynamic") for m, level, op in (
+        ("Shrink", "Comm", "comm_shrink"), ("Spawn", "Intracomm", "spawn"),
+        ("Spawn_multiple", "Intracomm", "spawn"), ("Accept", "Intracomm", "comm_accept"),
+        ("Connect", "Intracomm", "comm_connect"))]
+    # one-sided communication and MPI-IO: the tracer counts every method of
+    # Win and File as win_<method> / file_<method>; these are the main ones
+    rows += [Op(m, "Win", "win_" + m.lower(), "onesided") for m in (
+        "Create", "Allocate", "Allocate_shared", "Create_dynamic", "Put", "Get", "Accumulate",
+        "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Fence", "Lock", "Unlock",
+        "Lock_all", "Unlock_all", "Flush", "Flush_all", "Post", "Start", "Complete", "Wait",
+        "Sync", "Free")]
+    rows += [Op(m, "File", "file_" + m.lower(), "io") for m in (
+        "Open", "Read", "Read_at", "Read_all", "Write", "Write_at", "Write_all", "Close")]
+    return rows
+
+
+TABLE: tuple[Op, ...] = tuple(_rows())
+
+# communicator classes, innermost last (a method of Comm is also Cartcomm's)
+COMM_LEVELS = ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
+               "Intercomm")
+COMM_METHODS: dict[str, Op] = {o.method: o for o in TABLE if o.level in COMM_LEVELS}
+KIND = {m: o.kind for m, o in COMM_METHODS.items()}
+OP = {m: o.op for m, o in COMM_METHODS.items()}
+# "Bcast" -> "bcast": where a buffer collective's bytes go (also for Ibcast, Bcast_init)
+SHAPE = {o.method: o.shape for o in TABLE if o.kind == "coll"}
+OBJECT_COLLECTIVES = tuple(o.method for o in TABLE if o.kind == "ocoll")
+CREATION = {o.method: o for o in TABLE if o.kind == "create"}
+
+
+def ops_of(*kinds: str) -> frozenset[str]:
+    """The canonical op names of the calls of these kinds."""
+    return frozenset(o.op for o in TABLE if o.kind in kinds)
+
+
+# What the simulator's lowering and the clustering read off the trace
+SENDS = ops_of("send", "isend")                         # one message out
+SYNC_SENDS = frozenset({"ssend", "issend"})             # complete once matched
+RECVS = ops_of("recv", "irecv", "mrecv", "imrecv")      # one message in
+SENDRECVS = ops_of("sendrecv", "isendrecv")             # one out, one in
+COMPLETIONS = ops_of("wait", "waitmany")
+POINT_TO_POINT = ops_of("send", "isend", "recv", "irecv", "sendrecv", "isendrecv", "probe",
+                        "mprobe", "mrecv", "imrecv", "pinit") | {"start"}
+REFUSED = ops_of(*REFUSED_KINDS)
+# calls the tracer counts but no later stage models: reported, never dropped
+UNMODELLED_PREFIXES = ("win_", "file_", "spawn", "comm_accept", "comm_connect", "comm_join",
+                       "comm_get_parent", "grequest_")
+
+NAMES: list[str] = list(dict.fromkeys(o.op for o in TABLE))
 CODE = {name: i for i, name in enumerate(NAMES)}
 
 
 def code(name: str) -> int:
-    """Integer code of an op name; unknown names (unmodelled calls) get a new code."""
+    """Integer code of an op name; a name not in the table (a Win or File
+    method the table does not list) gets a new code."""
     c = CODE.get(name)
     if c is None:
         c = CODE[name] = len(NAMES)
@@ -56,3 +234,9 @@ def code(name: str) -> int:
 def is_unmodelled(name: str) -> bool:
     """True for calls that the simulator and replay do not model."""
     return name.startswith(UNMODELLED_PREFIXES)
+
+
+def table():
+    """TABLE as a pandas DataFrame (columns method, level, op, kind, shape)."""
+    import pandas as pd
+    return pd.DataFrame(TABLE, columns=Op._fields)

@@ -1,4 +1,4 @@
-"""Message logging (METHODS.md M1 S3): record what flows into chosen ranks.
+"""Message logging (docs/METHODS.md: the record step): record what flows into chosen ranks.
 
 ``mpiexec -n N python -m instrument record --ranks R1,R2 -o LOG_DIR app.py``
 runs the application at full scale; only the chosen ranks are intercepted
@@ -16,11 +16,11 @@ import pickle
 
 from mpi4py import MPI
 
-from .bufsize import nbytes
-from .calls import (COMM_PARENTS, KIND, OP, bytes_view, describe_comm,
-                    mixin_hierarchy, output_view, peer_tag, status_tuple)
-from .intercept import _Meta
+from .calls import (COMM_PARENTS, Meta, bytes_view, describe_comm, mixin_hierarchy,
+                    peer_tag, status_tuple)
+from .kinds import KIND_CLASS, Call
 from .msglog import LogWriter
+from .ops import COMM_METHODS
 
 W: LogWriter | None = None
 REAL: dict = {}
@@ -36,13 +36,6 @@ def _sig(cls, name):
     return s
 
 
-def _nbytes(spec) -> int:
-    try:
-        return nbytes(spec)
-    except Exception:
-        return 0
-
-
 def _wrap(obj):
     """The recording subclass of a communicator/request/message MPI returned."""
     cls = _BY_REAL.get(type(obj))
@@ -54,74 +47,33 @@ def _wrap(obj):
     return new
 
 
+class _Log:
+    """The recorder's side of instrument/kinds.py: write a call's record,
+    wrap what MPI returned into our recording classes."""
+
+    @staticmethod
+    def write(c: Call, size: int = 0, result=None, payloads=()) -> None:
+        W.write(c.op, c.peer, c.tag, size, result, payloads)
+
+    wrap = staticmethod(_wrap)
+
+
 def _comm_method(cls_name, name):
+    """The recording wrapper of a communicator method (its kind's record)."""
     real = REAL[cls_name]
-    kind, op = KIND[name], OP[name]
+    row = COMM_METHODS[name]
+    kind = KIND_CLASS[row.kind]
     base = getattr(real, name)
     sig = _sig(real, name)
-    lower = name[0].islower()
 
     def f(self, *args, **kw):
         ba = sig.bind(self, *args, **kw)
         ba.apply_defaults()
         a = ba.arguments
-        peer, tag = peer_tag(kind, a)
-        st = None
+        c = Call(name, row.op, a, *peer_tag(row.kind, a))
         if "status" in a:
-            st = a["status"] if a["status"] is not None else MPI.Status()
-            a["status"] = st
-        res = base(*ba.args, **ba.kwargs)
-        if kind in ("send", "isend", "pinit"):
-            size = 0 if lower else _nbytes(a.get("buf"))
-            W.write(op, peer, tag, size, None)
-            if kind == "isend":
-                return _wrap(res)
-            if kind == "pinit":
-                r = _wrap(res)
-                r._out = bytes_view(a["buf"]) if name == "Recv_init" else None
-                return r
-            return res
-        if kind in ("recv", "sendrecv"):
-            if lower:
-                payload = pickle.dumps(res, protocol=5)
-            else:
-                v = output_view(name, a)
-                payload = bytes(v[:st.Get_count(MPI.BYTE)]) if v is not None else b""
-            W.write(op, peer, tag, 0, status_tuple(st), [payload])
-            return res
-        if kind in ("irecv", "isendrecv", "icoll", "pcoll"):
-            W.write(op, peer, tag, 0, None)
-            r = _wrap(res)
-            r._out = "obj" if lower else output_view(name, a)
-            return r
-        if kind == "probe":
-            flag = res
-            W.write(op, peer, tag, 0, (bool(flag), status_tuple(st) if flag else None))
-            return res
-        if kind == "mprobe":
-            got = res is not None and res != MPI.MESSAGE_NULL
-            W.write(op, peer, tag, 0, (got, status_tuple(st) if got else None))
-            if got:
-                m = _wrap(res)
-                return m
-            return res
-        if kind == "coll":
-            v = output_view(name, a)
-            W.write(op, peer, tag, 0, None, [bytes(v)] if v is not None else [])
-            return res
-        if kind == "ocoll":
-            W.write(op, peer, tag, 0, None, [pickle.dumps(res, protocol=5)])
-            return res
-        if kind == "create":
-            new = _wrap(res) if res is not None and res != MPI.COMM_NULL else res
-            W.write(op, -1, -1, 0, describe_comm(res))
-            return new
-        if kind == "idup":
-            W.write(op, -1, -1, 0, describe_comm(res[0]))
-            r = _wrap(res[1])
-            return _wrap(res[0]), r
-        W.write(op, -1, -1, 0, None)             # free
-        return res
+            c.status = a["status"] = a["status"] if a["status"] is not None else MPI.Status()
+        return kind.record(c, base(*ba.args, **ba.kwargs), _Log)
     f.__name__ = name
     return f
 
@@ -251,18 +203,24 @@ def _from_group(cls_name, name, op):
     return classmethod(f)
 
 
+def _methods_for(cls_name: str) -> dict:
+    """The recording methods the mpi4py class ``cls_name`` defines."""
+    ns = {}
+    for m, row in COMM_METHODS.items():
+        if row.level == cls_name and row.kind in KIND_CLASS:
+            ns[m] = _comm_method(cls_name, m)
+        elif row.level == cls_name and row.kind == "create_from":
+            ns[m] = _from_group(cls_name, m, row.op)
+    return ns
+
+
 def _build():
     for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
                  "Intercomm", "Request", "Prequest", "Message"):
         REAL[name] = getattr(MPI, name)
-    mixins = mixin_hierarchy("Rec", lambda c: {n: _comm_method(c, n) for n in KIND
-                                               if n in vars(REAL[c])})
-    mixins["Intracomm"].Create_from_group = _from_group("Intracomm", "Create_from_group",
-                                                        "comm_create_from_group")
-    mixins["Intercomm"].Create_from_groups = _from_group("Intercomm", "Create_from_groups",
-                                                         "intercomm_create_from_groups")
+    mixins = mixin_hierarchy("Rec", lambda c: _methods_for(c))
     for cname in COMM_PARENTS:
-        _BY_REAL[REAL[cname]] = _Meta("Rec" + cname, (mixins[cname], REAL[cname]),
+        _BY_REAL[REAL[cname]] = Meta("Rec" + cname, (mixins[cname], REAL[cname]),
                                       {"_real": REAL[cname]})
     req_ns = {"__slots__": ()}
     for n in ("Wait", "wait", "Test", "test"):
@@ -273,12 +231,12 @@ def _build():
     mixin = type("RecRequestMethods", (), req_ns)
     # _out: what completion delivers: a byte view of the receive buffer,
     # "obj" for lower-case receives, or None
-    RecRequest = _Meta("RecRequest", (mixin, REAL["Request"]),
+    RecRequest = Meta("RecRequest", (mixin, REAL["Request"]),
                        {"_real": REAL["Request"], "__slots__": ("_out",)})
-    RecPrequest = _Meta("RecPrequest", (mixin, REAL["Prequest"]),
+    RecPrequest = Meta("RecPrequest", (mixin, REAL["Prequest"]),
                         {"_real": REAL["Prequest"], "Start": _start,
                          "Startall": classmethod(_startall), "__slots__": ("_out",)})
-    RecMessage = _Meta("RecMessage", (REAL["Message"],),
+    RecMessage = Meta("RecMessage", (REAL["Message"],),
                        dict({n: _message_method(n) for n in ("Recv", "recv", "Irecv", "irecv")},
                             _real=REAL["Message"]))
     _BY_REAL[REAL["Request"]] = RecRequest

@@ -9,11 +9,9 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import runpy
 import signal
 import sys
 import time
-import traceback
 
 
 # merge (pandas, pyarrow) is imported only where used: every rank would
@@ -21,6 +19,8 @@ import traceback
 
 TRACER_VERSION = "1.0"
 
+
+from launch import abort_job, run_app  # noqa: E402  (standard library only)
 
 from .writer import write_json  # noqa: E402  (json only: no heavy imports)
 
@@ -87,7 +87,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         os._exit(128 + signum)
     signal.signal(signal.SIGTERM, on_term)
 
-    status, code = _run_target(target, mode)
+    status, code = run_app(target, mode)
     intercept.finish(status)
     if count_c_calls:
         from . import ccount
@@ -99,7 +99,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     if code != 0:
         # like `python -m mpi4py`: one failing rank must not leave the others
         # blocked; what every rank wrote stays readable (merge it later).
-        _abort(world, code, intercept.REAL["Comm"].Abort)
+        abort_job(world, code, intercept.REAL["Comm"].Abort)
         return code
 
     if not MPI.Is_finalized():
@@ -125,21 +125,6 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     return 0
 
 
-def _abort(world, code: int, abort) -> None:
-    """Abort the job after a rank failed, without losing its traceback.
-
-    The launcher kills every process as soon as Abort reaches it, and output
-    still in the pipe to the launcher is lost; so flush, then give the
-    forwarding a moment first.
-    """
-    from mpi4py import MPI
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if not MPI.Is_finalized():
-        time.sleep(1.0)
-        abort(world, code)
-
-
 def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
     """After an application's own MPI.Finalize, wait for every rank's close."""
     from .merge import rank_info
@@ -151,39 +136,31 @@ def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
             time.sleep(0.05)
 
 
-def _run_target(target: list[str], mode: str):
-    """Run the application as __main__; returns (status, exit code)."""
-    status, code = "complete", 0
-    sys.argv = list(target)
-    try:
-        if mode == "module":
-            runpy.run_module(target[0], run_name="__main__", alter_sys=True)
-        elif mode == "command":
-            sys.argv = ["-c"] + target[1:]
-            exec(compile(target[0], "<string>", "exec"), {"__name__": "__main__"})
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
-            runpy.run_path(target[0], run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            code = e.code if isinstance(e.code, int) else 1
-            status = "exited with %s" % e.code
-    except BaseException:
-        traceback.print_exc()
-        status, code = "failed: %s" % sys.exc_info()[0].__name__, 1
-    return status, code
+def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
+                force: bool = False, reps: str | None = None) -> int:
+    """Entry point of ``instrument record`` on every rank.
 
-
-def record_main(log_dir: str, ranks: list[int], target: list[str], mode: str,
-                force: bool = False) -> int:
-    """Entry point of ``instrument record`` on every rank."""
+    ``ranks``: the world ranks to record, or None to take the representatives
+    of the file ``reps`` (read by rank 0 alone: pandas in every rank would
+    add its import time to the full-scale run)."""
     from mpi4py import MPI
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     err = None
     if rank == 0:
-        bad = [r for r in ranks if not 0 <= r < size]
-        if bad:
+        bad = []
+        if ranks is None:
+            from cluster.representatives import RepresentativesError, read_representatives
+            try:
+                ranks = sorted(int(r) for r in
+                               read_representatives(reps, size)["representative"].unique())
+            except RepresentativesError as e:
+                err = str(e)
+        else:
+            bad = [r for r in ranks if not 0 <= r < size]
+        if err:
+            pass
+        elif bad:
             err = f"--ranks {bad} outside 0..{size - 1}"
         elif os.path.exists(log_dir) and os.listdir(log_dir):
             if not force:
@@ -199,7 +176,7 @@ def record_main(log_dir: str, ranks: list[int], target: list[str], mode: str,
                 "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
                 "size": size, "ranks": ranks, "cwd": os.getcwd(),
                 "start": datetime.datetime.now(datetime.timezone.utc).isoformat()})
-    err = world.bcast(err, root=0)
+    err, ranks = world.bcast((err, ranks), root=0)
     if err:
         if rank == 0:
             print(f"instrument record: error: {err}", file=sys.stderr)
@@ -215,11 +192,11 @@ def record_main(log_dir: str, ranks: list[int], target: list[str], mode: str,
                                                  "argv": target, "mode": mode})
         signal.signal(signal.SIGTERM, lambda s, f: (record.finish("killed by signal %d" % s),
                                                     os._exit(128 + s)))
-    status, code = _run_target(target, mode)
+    status, code = run_app(target, mode)
     if rec is not None:
         rec.finish(status)
     if code != 0:
-        _abort(world, code, MPI.Comm.Abort)
+        abort_job(world, code, MPI.Comm.Abort)
         return code
     if rank == 0:
         print(f"instrument: message log of rank(s) {ranks} -> {log_dir}", file=sys.stderr)

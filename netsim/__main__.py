@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from .platform import PlatformError, from_dict, load_platform
+from .prediction import prediction_json, write_prediction
 from .schedule import ScheduleError
 
 
@@ -25,23 +25,12 @@ def _loggops(spec: str):
 
 
 def _load_compute(path: str, events):
-    """Per-event computation seconds from a CSV/Parquet with rank, seq, comp."""
-    import pandas as pd
+    """Per-event computation seconds from replay.expand's table (rank, seq, comp)."""
+    from replay.compute import ComputeError, read_compute
     try:
-        df = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
-    except (OSError, ValueError) as e:
-        raise ScheduleError(f"{path}: cannot read computation table: {e}") from None
-    missing = {"rank", "seq", "comp"} - set(df.columns)
-    if missing:
-        raise ScheduleError(f"{path}: computation table lacks column(s) {sorted(missing)}")
-    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp"]], on=["rank", "seq"],
-                                        how="left")
-    lost = key["comp"].isna()
-    if lost.any():
-        r = key.loc[lost].iloc[0]
-        raise ScheduleError(f"{path}: no computation time for {int(lost.sum())} trace events "
-                            f"(first: rank {int(r['rank'])}, seq {int(r['seq'])})")
-    return key["comp"].to_numpy()
+        return read_compute(path, events)
+    except ComputeError as e:
+        raise ScheduleError(str(e)) from None
 
 
 def main(argv=None) -> int:
@@ -60,7 +49,7 @@ def main(argv=None) -> int:
                     help="the trace's computation column when --compute is not given "
                          "(default cpu: right on an oversubscribed host)")
     ap.add_argument("--compute-scale", type=float, default=1.0,
-                    help="multiply computation times (M4's speed factor), on top of the "
+                    help="multiply computation times (a speed factor), on top of the "
                          "platform's compute_scale")
     ap.add_argument("-o", "--output", required=True, help="prediction JSON")
     ap.add_argument("--timeline", help="Chrome trace event JSON (open in ui.perfetto.dev)")
@@ -112,7 +101,7 @@ def main(argv=None) -> int:
         if a.goal_out:
             from .goal import write_goal
             write_goal(a.goal_out, sched)
-        from .predict import prediction_json, run, write_timeline
+        from .predict import run, write_timeline
         print(f"netsim: simulating {len(sched)} operations", file=sys.stderr)
         res = run(sched, plat)
     except (PlatformError, ScheduleError) as e:
@@ -121,9 +110,7 @@ def main(argv=None) -> int:
     out = prediction_json(res, plat, {"input": os.path.abspath(a.trace),
                                       "compute": a.compute or f"trace:{a.vector}",
                                       "warnings": warnings})
-    os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
-    with open(a.output, "w") as f:
-        json.dump(out, f, indent=1)
+    write_prediction(a.output, out)
     if a.timeline:
         write_timeline(a.timeline, sched, res)
     pr = res.per_rank

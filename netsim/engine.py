@@ -35,7 +35,7 @@ messages of a NIC:
   messages between nodes (P each, in order of arrival).
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
-plus network levels (M4) and NIC contention.  The loop is compiled with
+plus network levels (after Klinov's multi-level model) and NIC contention.  The loop is compiled with
 numba: the same code as plain Python would read, at C speed.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The target machine: a platform YAML file, validated, as plain numbers.
 
-Keys (see ARCHITECTURE.md; every key but ``network.levels`` has a default):
+Keys (checked against netsim/platform.schema.yaml, which describes each;
+every key but ``nodes``, ``cores_per_node`` and ``network.levels`` has a default):
 
 ``name``; ``nodes``; ``cores_per_node``; ``placement``: ``block`` (ranks
 fill node after node), ``cyclic`` (rank r on node r mod nodes) or
@@ -12,7 +13,7 @@ stream large messages faster than they copy small ones) where ``span``
 is how many consecutive cores (numbered node after node over the whole
 machine) the level joins; the last level has no span and joins
 everything; optionally ``one_way``: the level's measured ping-pong curve, a list of
-``[bytes, seconds]`` one-way times (``netsim.calibrate fit`` writes it):
+``[bytes, seconds]`` one-way times (``calibrate fit`` writes it):
 then a message's time on the wire is read off that curve, linearly
 between its sizes and with its last slope beyond them, instead of
 ``(bytes - 1) * byte_time``, so that two ranks reproduce the measured
@@ -22,7 +23,7 @@ changes); the curve's latency, overheads and, over the eager limit, the
 rendezvous handshake the engine charges apart come off it; optionally
 ``stream``: the level's measured streaming curve, ``[bytes, seconds]``
 per message of a window of back-to-back nonblocking sends (PLogP's gap
-g(m); ``netsim.calibrate fit`` writes it): a message then holds its
+g(m); ``calibrate fit`` writes it): a message then holds its
 sender's NIC (and, with contention, the nodes' NICs) for that time less
 ``network.gap`` instead of its wire time, so that a window of messages
 is spaced as measured while each message still arrives one wire time
@@ -36,7 +37,7 @@ one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 leave and enter the node); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
 charged to the calling rank's CPU for the collectives the trace flags so,
-on the bytes sent and received; default 0; netsim.calibrate measures it
+on the bytes sent and received; default 0; calibrate measures it
 net of what the MPI overlaps with the transfer: an Alltoallw of
 subarrays against an Alltoall of the same bytes contiguous);
 ``network.call_overhead`` (seconds of CPU per traced MPI call, charged to
@@ -70,6 +71,7 @@ host time x this factor).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -253,27 +255,6 @@ class Platform:
                 "compute_scale": self.compute_scale}
 
 
-def _num(d: dict, key: str, where: str, default=None, integer=False, positive=False):
-    if key not in d:
-        if default is None:
-            raise PlatformError(f"{where}: missing key '{key}'")
-        return default
-    v = d[key]
-    if isinstance(v, str):
-        # YAML 1.1 reads 6e-9 (no dot) as a string: accept what is a number
-        try:
-            v = float(v)
-        except ValueError:
-            pass
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise PlatformError(f"{where}: '{key}' must be a number, not {v!r}")
-    if integer and int(v) != v:
-        raise PlatformError(f"{where}: '{key}' must be a whole number, not {v!r}")
-    if v < 0 or (positive and v == 0):
-        raise PlatformError(f"{where}: '{key}' must be {'> 0' if positive else '>= 0'}, not {v!r}")
-    return int(v) if integer else float(v)
-
-
 def one_way_at(curve, nbytes) -> np.ndarray:
     """Seconds of a measured one-way curve ([bytes, seconds] pairs, sizes
     increasing) at ``nbytes``: linear between its sizes, with its last
@@ -285,143 +266,190 @@ def one_way_at(curve, nbytes) -> np.ndarray:
     return np.where(x > n[-1], t[-1] + (x - n[-1]) * slope, np.interp(x, n, t))
 
 
-def _curve(lv: dict, where: str, key: str = "one_way") -> list:
-    """A level's measured curve (``one_way`` or ``stream``): [bytes, seconds]
-    pairs, sizes increasing."""
-    pts = lv[key]
-    if not isinstance(pts, list) or len(pts) < 2 or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2 for p in pts):
-        raise PlatformError(f"{where}: '{key}' must be a list of at least two "
-                            f"[bytes, seconds] pairs")
-    out = [(_num({"bytes": n}, "bytes", f"{where}.{key}", integer=True),
-            _num({"seconds": t}, "seconds", f"{where}.{key}")) for n, t in pts]
-    sizes = [n for n, _ in out]
-    if sizes != sorted(set(sizes)):
-        raise PlatformError(f"{where}: '{key}' sizes must increase, got {sizes}")
+SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "platform.schema.yaml")
+_VALIDATOR = None
+
+
+def _validator():
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import jsonschema
+        with open(SCHEMA_PATH) as f:
+            _VALIDATOR = jsonschema.Draft202012Validator(yaml.safe_load(f))
+    return _VALIDATOR
+
+
+def _dotted(path) -> str:
+    """network.levels[1].latency from a JSON path."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
 
 
-_TOP_KEYS = {"name", "nodes", "cores_per_node", "placement", "network", "collectives",
-             "compute_scale", "description"}
-_NET_KEYS = {"levels", "overhead", "overhead_byte", "gap", "eager_limit", "contention",
-             "pack_byte_time", "call_overhead", "copy_byte_time", "copy_overhead",
-             "alltoall_self_limit", "collective_overhead",
-             "semantics"}
+def _message(e) -> str:
+    """One line naming the key and what it must be, from a schema error."""
+    path = list(e.absolute_path)
+    for i, p in enumerate(path):          # anything inside a measured curve
+        if p in ("one_way", "stream") and i >= 2 and path[i - 2] == "levels":
+            return (f"{_dotted(path[:i])}: '{p}' must be a list of at least two "
+                    f"[bytes, seconds] pairs")
+    if path and path[-1] == "levels" and e.validator in ("minItems", "type"):
+        return "network.levels must be a non-empty list, innermost first"
+    if path and path[-1] == "placement":
+        return f"placement must be block, cyclic or {{map: FILE}}, not {e.instance!r}"
+    where = _dotted(path[:-1]) if path and isinstance(path[-1], str) else _dotted(path)
+    key = f"'{path[-1]}'" if path and isinstance(path[-1], str) else "it"
+    prefix = f"{where}: " if where else ""
+    v = e.instance
+    if e.validator == "additionalProperties":
+        known = sorted(e.schema.get("properties", {}))
+        extra = sorted(set(v) - set(known))
+        return f"{_dotted(path) or 'top level'}: unknown key(s) {extra}; known: {known}"
+    if e.validator == "required":
+        return f"{_dotted(path) or 'top level'}: missing key {e.message.split()[0]}"
+    if e.validator == "minimum":
+        return f"{prefix}{key} must be >= {e.validator_value}, not {v!r}"
+    if e.validator == "exclusiveMinimum":
+        return f"{prefix}{key} must be > {e.validator_value}, not {v!r}"
+    if e.validator == "type":
+        want = {"integer": "a whole number", "number": "a number", "boolean": "true or false",
+                "object": "a mapping", "array": "a list", "string": "text"}
+        return f"{prefix}{key} must be {want.get(e.validator_value, e.validator_value)}, " \
+               f"not {v!r}"
+    if e.validator == "enum":
+        return f"{prefix}{key} must be one of {', '.join(map(str, e.validator_value))}, " \
+               f"not {v!r}"
+    return f"{_dotted(path)}: {e.message}"
 
 
-def from_dict(d: dict, source: str = "<dict>") -> Platform:
-    """Validate a platform description (the parsed YAML)."""
+def _non_finite(x, path=()):
+    """The path of the first NaN or infinite number in a parsed file, or None."""
+    if isinstance(x, float) and not np.isfinite(x):
+        return path
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        found = _non_finite(v, path + (k,))
+        if found is not None:
+            return found
+    return None
+
+
+def _check(d, source: str) -> None:
+    """The schema (netsim/platform.schema.yaml) and the rules it cannot say."""
     if not isinstance(d, dict):
         raise PlatformError(f"{source}: a platform file must be a mapping of keys")
-    unknown = set(d) - _TOP_KEYS
-    if unknown:
-        raise PlatformError(f"{source}: unknown key(s) {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
-    nodes = _num(d, "nodes", source, integer=True, positive=True)
-    cpn = _num(d, "cores_per_node", source, integer=True, positive=True)
-    net = d.get("network")
-    if not isinstance(net, dict):
-        raise PlatformError(f"{source}: missing 'network' mapping (with 'levels')")
-    unknown = set(net) - _NET_KEYS
-    if unknown:
-        raise PlatformError(f"{source}: network: unknown key(s) {sorted(unknown)}")
-    raw_levels = net.get("levels")
-    if not isinstance(raw_levels, list) or not raw_levels:
-        raise PlatformError(f"{source}: network.levels must be a non-empty list, innermost first")
-    levels, prev = [], 0
-    for i, lv in enumerate(raw_levels):
+    errors = list(_validator().iter_errors(d))
+    if errors:
+        import jsonschema
+        raise PlatformError(f"{source}: {_message(jsonschema.exceptions.best_match(errors))}")
+    bad = _non_finite(d)
+    if bad is not None:
+        raise PlatformError(f"{source}: {_dotted(bad)} must be a finite number")
+    levels = d["network"]["levels"]
+    prev = 0
+    for i, lv in enumerate(levels):
         where = f"{source}: network.levels[{i}]"
-        if not isinstance(lv, dict):
-            raise PlatformError(f"{where}: must be a mapping {{name, span, latency, byte_time}}")
-        last = i == len(raw_levels) - 1
-        span = lv.get("span")
-        if span is not None:
-            span = _num(lv, "span", where, integer=True, positive=True)
-            if span <= prev:
-                raise PlatformError(f"{where}: span {span} must exceed the inner level's {prev}")
-            prev = span
-        elif not last:
+        if lv.get("span") is None and i < len(levels) - 1:
             raise PlatformError(f"{where}: only the last (outermost) level may omit 'span'")
-        unknown = set(lv) - {"name", "span", "latency", "byte_time", "rendezvous_byte_time",
-                             "one_way", "stream"}
-        if unknown:
-            raise PlatformError(f"{where}: unknown key(s) {sorted(unknown)}")
-        levels.append(Level(str(lv.get("name", f"level{i}")), None if last else span,
-                            _num(lv, "latency", where), _num(lv, "byte_time", where),
-                            _num(lv, "rendezvous_byte_time", where)
-                            if "rendezvous_byte_time" in lv else None,
-                            _curve(lv, where) if "one_way" in lv else None,
-                            _curve(lv, where, "stream") if "stream" in lv else None))
-    place = d.get("placement", "block")
-    if isinstance(place, dict):
-        if set(place) != {"map"}:
-            raise PlatformError(f"{source}: placement mapping must be {{map: FILE}}")
-        path = place["map"]
-        if not os.path.isabs(path):
-            path = os.path.join(os.path.dirname(os.path.abspath(source)), path)
-        try:
-            place = [int(x) for x in open(path).read().replace(",", " ").split()]
-        except (OSError, ValueError) as e:
-            raise PlatformError(f"{source}: placement map {path}: {e}") from None
-    elif place not in ("block", "cyclic"):
-        raise PlatformError(f"{source}: placement must be block, cyclic or {{map: FILE}}, "
-                            f"not {place!r}")
-    ov = net.get("overhead", {}) or {}
-    ob = net.get("overhead_byte", {}) or {}
-    coll = d.get("collectives", {"default": "analytic"}) or {"default": "analytic"}
-    if not isinstance(coll, dict):
-        raise PlatformError(f"{source}: collectives must be a mapping op -> algorithm")
-    for op, alg in coll.items():
+        if lv.get("span") is not None:
+            if lv["span"] <= prev:
+                raise PlatformError(f"{where}: span {lv['span']} must exceed the inner "
+                                    f"level's {prev}")
+            prev = lv["span"]
+        for key in ("one_way", "stream"):
+            sizes = [n for n, _ in lv.get(key, [])]
+            if sizes != sorted(set(sizes)):
+                raise PlatformError(f"{where}: '{key}' sizes must increase, got {sizes}")
+    for op, alg in (d.get("collectives") or {}).items():
         if alg != "analytic" and alg not in ALGORITHMS:
             raise PlatformError(f"{source}: collectives.{op}: unknown algorithm {alg!r}; "
                                 f"choose analytic or one of {sorted(ALGORITHMS)}")
-    cov = net.get("collective_overhead", {}) or {}
-    if not isinstance(cov, dict):
-        raise PlatformError(f"{source}: network.collective_overhead must be a mapping "
-                            f"family -> seconds")
-    for fam in cov:
+    for fam in d["network"].get("collective_overhead") or {}:
         if fam not in FOR_OP:
-            raise PlatformError(f"{source}: network.collective_overhead.{fam}: not a collective "
-                                f"family; choose from {sorted(FOR_OP)}")
-    cov = {fam: _num(cov, fam, f"{source}: network.collective_overhead") for fam in cov}
-    semantics = net.get("semantics", "detailed")
-    if semantics not in ("detailed", "loggopsim"):
-        raise PlatformError(f"{source}: network.semantics must be detailed or loggopsim")
-    if semantics == "loggopsim" and len(raw_levels) != 1:
-        raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
-    if semantics == "loggopsim" and (levels[0].one_way or levels[0].stream):
-        raise PlatformError(f"{source}: loggopsim semantics take one G: drop the level's "
-                            f"one_way and stream curves")
-    contention = net.get("contention", False)
-    if not isinstance(contention, bool):
-        raise PlatformError(f"{source}: network.contention must be true or false")
+            raise PlatformError(f"{source}: network.collective_overhead.{fam}: not a "
+                                f"collective family; choose from {sorted(FOR_OP)}")
+    if d["network"].get("semantics") == "loggopsim":
+        if len(levels) != 1:
+            raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
+        if "one_way" in levels[0] or "stream" in levels[0]:
+            raise PlatformError(f"{source}: loggopsim semantics take one G: drop the level's "
+                                f"one_way and stream curves")
+
+
+def _placement(place, source: str):
+    """``block``, ``cyclic``, or the node of every rank read from a map file."""
+    if not isinstance(place, dict):
+        return place
+    path = place["map"]
+    if not os.path.isabs(path):
+        path = os.path.join(os.path.dirname(os.path.abspath(source)), path)
+    try:
+        with open(path) as f:
+            return [int(x) for x in f.read().replace(",", " ").split()]
+    except (OSError, ValueError) as e:
+        raise PlatformError(f"{source}: placement map {path}: {e}") from None
+
+
+def _curve(points):
+    return [(int(n), float(t)) for n, t in points] if points is not None else None
+
+
+def from_dict(d: dict, source: str = "<dict>") -> Platform:
+    """Check a platform description (the parsed YAML) and turn it into numbers."""
+    _check(d, source)
+    net = d["network"]
+    last = len(net["levels"]) - 1
+    levels = [Level(str(lv.get("name", f"level{i}")), None if i == last else int(lv["span"]),
+                    float(lv["latency"]), float(lv["byte_time"]),
+                    float(lv["rendezvous_byte_time"]) if "rendezvous_byte_time" in lv else None,
+                    _curve(lv.get("one_way")), _curve(lv.get("stream")))
+              for i, lv in enumerate(net["levels"])]
+    ov = net.get("overhead") or {}
+    ob = net.get("overhead_byte") or {}
     return Platform(
         name=str(d.get("name", os.path.splitext(os.path.basename(source))[0])),
-        nodes=nodes, cores_per_node=cpn, placement=place, levels=levels,
-        o_send=_num(ov, "send", f"{source}: network.overhead", 0.0),
-        o_recv=_num(ov, "recv", f"{source}: network.overhead", 0.0),
-        O_send=_num(ob, "send", f"{source}: network.overhead_byte", 0.0),
-        O_recv=_num(ob, "recv", f"{source}: network.overhead_byte", 0.0),
-        gap=_num(net, "gap", f"{source}: network", 0.0),
-        eager_limit=_num(net, "eager_limit", f"{source}: network", 65536, integer=True),
-        contention=contention, collectives=dict(coll),
-        pack_byte_time=_num(net, "pack_byte_time", f"{source}: network", 0.0),
-        call_overhead=_num(net, "call_overhead", f"{source}: network", 0.0),
-        copy_byte_time=_num(net, "copy_byte_time", f"{source}: network", 0.0),
-        copy_overhead=_num(net, "copy_overhead", f"{source}: network", 0.0),
-        alltoall_self_limit=_num(net, "alltoall_self_limit", f"{source}: network", 0,
-                                 integer=True),
-        collective_overhead=cov,
-        compute_scale=_num(d, "compute_scale", source, 1.0, positive=True),
-        semantics=semantics, source=source)
+        nodes=int(d["nodes"]), cores_per_node=int(d["cores_per_node"]),
+        placement=_placement(d.get("placement", "block"), source), levels=levels,
+        o_send=float(ov.get("send", 0.0)), o_recv=float(ov.get("recv", 0.0)),
+        O_send=float(ob.get("send", 0.0)), O_recv=float(ob.get("recv", 0.0)),
+        gap=float(net.get("gap", 0.0)), eager_limit=int(net.get("eager_limit", 65536)),
+        contention=net.get("contention", False),
+        collectives=dict(d.get("collectives") or {"default": "analytic"}),
+        pack_byte_time=float(net.get("pack_byte_time", 0.0)),
+        call_overhead=float(net.get("call_overhead", 0.0)),
+        copy_byte_time=float(net.get("copy_byte_time", 0.0)),
+        copy_overhead=float(net.get("copy_overhead", 0.0)),
+        alltoall_self_limit=int(net.get("alltoall_self_limit", 0)),
+        collective_overhead={k: float(v) for k, v in
+                             (net.get("collective_overhead") or {}).items()},
+        compute_scale=float(d.get("compute_scale", 1.0)),
+        semantics=net.get("semantics", "detailed"), source=source)
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML that reads 6e-9 as a number (YAML 1.1 wants a dot: 6.0e-9)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                                |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                                |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                                |[-+]?\.(?:inf|Inf|INF)
+                                |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
 
 
 def load_platform(path: str) -> Platform:
     """Read and validate a platform YAML file."""
     try:
         with open(path) as f:
-            d = yaml.safe_load(f)
+            d = yaml.load(f, Loader=_Loader)
     except OSError as e:
         raise PlatformError(f"{path}: cannot read platform file: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise PlatformError(f"{path}: not a text file ({e.reason})") from None
     except yaml.YAMLError as e:
         raise PlatformError(f"{path}: not valid YAML: {e}") from None
     return from_dict(d, path)

@@ -145,19 +145,6 @@ def deadlock_report(s: Schedule, start, end, matched, events=None, limit: int = 
     return "\n".join(lines)
 
 
-def prediction_json(res: Result, platform, extra: dict | None = None) -> dict:
-    pr = res.per_rank
-    out = {"predicted_time": res.predicted_time, "platform": platform.describe(),
-           "ranks": pr.to_dict(orient="records"),
-           "summary": {k: {"mean": float(pr[k].mean()), "max": float(pr[k].max())}
-                       for k in ("computation", "communication", "waiting", "finish")},
-           "simulation": {"events": res.events, "seconds": res.seconds,
-                          "events_per_second": res.events / res.seconds if res.seconds else None}}
-    if extra:
-        out.update(extra)
-    return out
-
-
 def write_timeline(path: str, s: Schedule, res: Result, max_ranks: int = 64,
                    max_ops: int = 200_000) -> None:
     """Chrome trace event JSON (opens in Perfetto / chrome://tracing)."""

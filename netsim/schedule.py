@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instrument import ops
 from instrument.writer import FLAG_INPLACE, FLAG_NONCONTIG
 
 from . import collectives as C
@@ -135,11 +136,12 @@ class Builder:
             coll_need=np.array(self.coll_need, np.int64), nranks=self.nranks)
 
 
-_P2P_SEND = {"send", "bsend", "ssend", "rsend", "isend", "ibsend", "issend", "irsend"}
-_SYNC = {"ssend", "issend"}                # complete only once the receiver matched
-_P2P_RECV = {"recv", "irecv", "mrecv", "imrecv"}
-_COMPLETIONS = {"wait", "waitall", "waitany", "waitsome", "test", "testall", "testany",
-                "testsome"}
+# how each traced op lowers: by its kind in the one table (instrument/ops.py)
+_P2P_SEND = ops.SENDS
+_SYNC = ops.SYNC_SENDS                    # complete only once the receiver matched
+_P2P_RECV = ops.RECVS
+_SENDRECV = ops.SENDRECVS
+_COMPLETIONS = ops.COMPLETIONS
 
 
 def _base(op: str) -> str:
@@ -267,7 +269,7 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
                 after = [(x, True)]
             else:
                 after = [(x, False)]
-        elif op in ("sendrecv", "sendrecv_replace", "isendrecv", "isendrecv_replace"):
+        elif op in _SENDRECV:
             made = []
             if peer >= 0:
                 made.append(B.op(SEND, r, after, peer=peer, size=int(cols["sbytes"][i]), tag=tag,

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 
-_SEND = {"send", "bsend", "ssend", "rsend"}
-_ISEND = {"isend", "ibsend", "issend", "irsend"}
+from instrument.ops import ops_of
+
+_SEND = ops_of("send")
+_ISEND = ops_of("isend")
 
 
 def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "cpu",

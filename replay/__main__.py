@@ -4,7 +4,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from instrument.__main__ import _ranks_arg, _split_target
+from launch import split_command
+
+VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
+          "--concurrent", "--repeats", "--load")
 
 
 def _alone() -> None:
@@ -52,7 +55,7 @@ def main(argv=None) -> int:
                          "keep, per rank, the replay with the least total computation: the "
                          "least disturbed run, as a validation keeps the fastest of its real "
                          "runs (default 1)")
-    opts, mode, target = _split_target_replay(argv)
+    opts, mode, target = split_command(argv, VALUED, "replay")
     a = ap.parse_args(opts)
     if mode is None:
         ap.error("give the application: app.py, -m module or -c command")
@@ -71,21 +74,28 @@ def main(argv=None) -> int:
             path = replay_rank(a.rank, a.size, a.log, a.output, target, mode)
             print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
         else:
-            try:
-                ranks = _ranks_arg(a.ranks, a.reps)
-            except ValueError as e:
-                ap.error(str(e))
+            if bool(a.ranks) == bool(a.reps):
+                ap.error("give exactly one of --rank, --ranks and --reps")
+            if a.ranks:
+                from instrument.__main__ import parse_ranks
+                try:
+                    ranks = parse_ranks(a.ranks)
+                except ValueError as e:
+                    ap.error(str(e))
+            else:
+                # the driver only: a replayed rank never imports pandas
+                from cluster.representatives import RepresentativesError, representative_ranks
+                try:
+                    ranks = representative_ranks(a.reps)
+                except RepresentativesError as e:
+                    print(f"replay: error: {e}", file=sys.stderr)
+                    return 2
             replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
                         repeats=a.repeats, load=a.load)
     except (LogError, Divergence, ReplayError) as e:
         print(f"replay: error: {e}", file=sys.stderr)
         return 2
     return 0
-
-
-def _split_target_replay(argv):
-    return _split_target(argv, ("--rank", "--ranks", "--reps", "--size", "--log", "-o",
-                                "--output", "--concurrent", "--repeats", "--load"), "replay")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Expand representatives' replayed vectors to every rank (M1 S4, last step).
+"""Expand representatives' replayed vectors to every rank (docs/METHODS.md: the expand step).
 
     python -m replay.expand TRACE_DIR REPS.csv REPLAY_DIR -o COMPUTE.csv [--scale none|member]
 
@@ -37,9 +37,14 @@ import sys
 import numpy as np
 import pandas as pd
 
+from cluster.representatives import RepresentativesError, read_representatives
+
+from .compute import write_compute
+from .replayed import ReplayedError, read_replayed
+
 
 class ExpandError(Exception):
-    pass
+    """The replays cannot be expanded to the trace's ranks."""
 
 
 def target_seconds(rp: pd.DataFrame) -> np.ndarray:
@@ -68,7 +73,7 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
         path = os.path.join(replay_dir, f"rank{rep}.csv")
         if not os.path.exists(path):
             raise ExpandError(f"{path}: no replay of representative rank {rep}")
-        rp = pd.read_csv(path)
+        rp = read_replayed(path, rep)
         h = host[rep]
         secs = target_seconds(rp)
         waited = rp["comp"].sum() - secs.sum()
@@ -111,14 +116,13 @@ def main(argv=None) -> int:
                     help="the trace column used for alignment fallbacks and member scaling")
     a = ap.parse_args(argv)
     try:
-        reps = pd.read_csv(a.reps)
+        reps = read_representatives(a.reps)
         df = expand(a.trace, reps, a.replayed, a.scale, a.vector,
                     warn=lambda m: print(m, file=sys.stderr))
-    except (ExpandError, OSError, KeyError) as e:
+    except (ExpandError, RepresentativesError, ReplayedError, OSError, KeyError) as e:
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2
-    (df.to_parquet if a.output.endswith(".parquet") else
-     lambda p: df.to_csv(p, index=False))(a.output)
+    write_compute(df, a.output)
     print(f"{df['rank'].nunique()} ranks, {len(df)} segments -> {a.output}")
     return 0
 

@@ -1,4 +1,4 @@
-"""Impersonating MPI for one rank, answered from its message log (M1 S4).
+"""Impersonating MPI for one rank, answered from its message log (docs/METHODS.md: replay).
 
 The classes here subclass mpi4py's (so ``isinstance`` checks and class
 calls such as ``MPI.Request.Waitall`` behave) but never communicate: a
@@ -20,10 +20,11 @@ import time
 
 from mpi4py import MPI
 
-from instrument.calls import (COMM_PARENTS, KIND, OP, bytes_view, fill_status,
-                              mixin_hierarchy, output_view, peer_tag)
-from instrument.intercept import _Meta
+from instrument.calls import (COMM_PARENTS, Meta, bytes_view, fill_status, mixin_hierarchy,
+                              peer_tag)
+from instrument.kinds import KIND_CLASS, Call
 from instrument.msglog import LogReader
+from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS
 
 REAL: dict = {}
 _CLS: dict = {}
@@ -127,66 +128,64 @@ def _request(out=None):
 # ---- communicator methods ------------------------------------------------
 
 
+class _Fake:
+    """The replayer's side of instrument/kinds.py: the stand-ins it hands
+    the application, and the copy of logged bytes into its buffers."""
+
+    @staticmethod
+    def request(out=None):
+        return _request(out)
+
+    @staticmethod
+    def prequest(out=None):
+        r = _CLS["Prequest"]()
+        r._out = out
+        return r
+
+    @staticmethod
+    def message():
+        return _CLS["Message"]()
+
+    new_comm = staticmethod(_new_comm)
+    copy_in = staticmethod(_copy_in)
+
+
 def _comm_method(cls_name, name):
+    """The replaying stand-in of a communicator method (its kind's replay)."""
     real = REAL[cls_name]
-    kind, op = KIND[name], OP[name]
+    row = COMM_METHODS[name]
+    kind = KIND_CLASS[row.kind]
     sig = inspect.signature(getattr(real, name))
-    lower = name[0].islower()
 
     def f(self, *args, **kw):
         RP.enter()
         ba = sig.bind(self, *args, **kw)
         ba.apply_defaults()
-        a = ba.arguments
-        peer, tag = peer_tag(kind, a)
-        result, payloads = RP.next(op, peer, tag)
-        res, empty = None, False
-        if kind == "isend":
-            res = _request()
-        elif kind == "pinit":
-            res = _CLS["Prequest"]()
-            res._out = bytes_view(a["buf"]) if name == "Recv_init" else None
-        elif kind in ("recv", "sendrecv"):
-            fill_status(a.get("status"), result)
-            if lower:
-                res = pickle.loads(payloads[0])
-            else:
-                _copy_in(output_view(name, a), payloads[0], op)
-        elif kind in ("irecv", "isendrecv", "icoll"):
-            res = _request("obj" if lower else output_view(name, a))
-        elif kind == "pcoll":
-            res = _CLS["Prequest"]()
-            res._out = output_view(name, a)
-        elif kind == "probe":
-            flag, st = result
-            if flag:
-                fill_status(a.get("status"), st)
-            res = flag if name in ("Iprobe", "iprobe") else True
-            empty = not flag
-        elif kind == "mprobe":
-            got, st = result
-            if got:
-                fill_status(a.get("status"), st)
-                res = _CLS["Message"]()
-            else:
-                res = None if name in ("Improbe", "improbe") else MPI.MESSAGE_NULL
-            empty = not got
-        elif kind == "coll":
-            if payloads:
-                _copy_in(output_view(name, a), payloads[0], op)
-        elif kind == "ocoll":
-            res = pickle.loads(payloads[0])
-        elif kind == "create":
-            res = _new_comm(result)
-        elif kind == "idup":
-            res = (_new_comm(result), _request())
+        c = Call(name, row.op, ba.arguments, *peer_tag(row.kind, ba.arguments))
+        result, payloads = RP.next(c.op, c.peer, c.tag)
+        res, empty = kind.replay(c, result, payloads, _Fake)
         # free the logged data inside the call: freeing a large payload
         # (munmap) after leave() would land in the next computation span
         payloads = result = None
-        RP.leave(op, empty)
+        RP.leave(c.op, empty)
         return res
     f.__name__ = name
     return f
+
+
+def _methods_for(cls_name: str) -> dict:
+    """The replaying methods the mpi4py class ``cls_name`` defines."""
+    ns = {}
+    for m, row in COMM_METHODS.items():
+        if row.level != cls_name:
+            continue
+        if row.kind in KIND_CLASS:
+            ns[m] = _comm_method(cls_name, m)
+        elif row.kind == "create_from":
+            ns[m] = _from_group(row.op)
+        elif row.kind in REFUSED_KINDS:
+            ns[m] = _refused(f"{KINDS[row.kind]}: {m}")
+    return ns
 
 
 # ---- queries a communicator answers from its description ---------------------
@@ -225,17 +224,6 @@ class _Queries:
 
     def Is_inter(self):
         return self._d["cls"] == "Intercomm"
-
-    def Free(self):
-        RP.enter()
-        RP.next("comm_free", check=False)
-        RP.leave("comm_free")
-
-    def Disconnect(self):
-        # mpi4py.futures disconnects its intercommunicator at shutdown
-        RP.enter()
-        RP.next("comm_disconnect", check=False)
-        RP.leave("comm_disconnect")
 
     def __eq__(self, other):
         return self is other
@@ -508,12 +496,22 @@ def _from_group(op):
     return classmethod(f)
 
 
-def _unsupported(what):
+def _local(op):
+    """A request method replay answers itself: an event, no log record."""
+    def f(self):
+        RP.enter()
+        RP.leave(op)
+    f.__name__ = op
+    return f
+
+
+def _refused(what):
+    """A method replay cannot stand in for: it stops with the reason."""
     def f(*args, **kw):
         raise NotImplementedError(
             f"replay: {what} cannot be replayed (the tracer counts these calls as unmodelled; "
             f"the message log does not hold their data)")
-    return classmethod(f)
+    return f
 
 
 def build():
@@ -521,27 +519,27 @@ def build():
     for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
                  "Intercomm", "Request", "Prequest", "Message"):
         REAL[name] = getattr(MPI, name)
-    mixins = mixin_hierarchy("Replay", lambda c: {
-        n: _comm_method(c, n) for n in KIND if n in vars(REAL[c]) and KIND[n] != "free"},
-        root=(_Queries,))
-    mixins["Intracomm"].Create_from_group = _from_group("comm_create_from_group")
-    mixins["Intercomm"].Create_from_groups = _from_group("intercomm_create_from_groups")
+    mixins = mixin_hierarchy("Replay", _methods_for, root=(_Queries,))
     for cname in COMM_PARENTS:
-        _CLS[cname] = _Meta("Replay" + cname, (mixins[cname], REAL[cname]),
+        _CLS[cname] = Meta("Replay" + cname, (mixins[cname], REAL[cname]),
                             {"_real": REAL[cname]})
     for cname, what, names in (
             ("Win", "one-sided communication (MPI.Win)",
              ("Create", "Allocate", "Allocate_shared", "Create_dynamic")),
             ("File", "MPI-IO (MPI.File)", ("Open",))):
         REAL[cname] = getattr(MPI, cname)
-        _CLS[cname] = _Meta("Replay" + cname, (REAL[cname],),
-                            dict({n: _unsupported(what) for n in names}, _real=REAL[cname]))
+        _CLS[cname] = Meta("Replay" + cname, (REAL[cname],),
+                            dict({n: classmethod(_refused(what)) for n in names},
+                                 _real=REAL[cname]))
     req_ns = {n: _single(n) for n in ("Wait", "wait", "Test", "test")}
     for n in ("Waitall", "waitall", "Testall", "testall", "Waitany", "waitany", "Testany",
               "testany", "Waitsome", "waitsome", "Testsome", "testsome"):
         req_ns[n] = _multi(n)
-    req_ns["Free"] = lambda self: None
-    req_ns["Cancel"] = lambda self: None
+    # the tracer traces these (request_free, cancel) and the recorder logs
+    # nothing for them: the replay answers them itself, as events of their
+    # own, so that its spans line up with the trace's
+    req_ns["Free"] = _local("request_free")
+    req_ns["Cancel"] = _local("cancel")
     # a replayed request stands for an active one until a completion
     # call completes it (``_out`` becomes "done")
     req_ns["__bool__"] = lambda self: getattr(self, "_out", None) != "done"
@@ -550,11 +548,11 @@ def build():
     req_ns["__ne__"] = lambda self, other: not req_ns["__eq__"](self, other)
     req_ns["__hash__"] = lambda self: id(self)
     mixin = type("ReplayRequestMethods", (), req_ns)
-    _CLS["Request"] = _Meta("ReplayRequest", (mixin, REAL["Request"]), {"_real": REAL["Request"]})
-    _CLS["Prequest"] = _Meta("ReplayPrequest", (mixin, REAL["Prequest"]),
+    _CLS["Request"] = Meta("ReplayRequest", (mixin, REAL["Request"]), {"_real": REAL["Request"]})
+    _CLS["Prequest"] = Meta("ReplayPrequest", (mixin, REAL["Prequest"]),
                              {"_real": REAL["Prequest"], "Start": _start,
                               "Startall": classmethod(_startall)})
-    _CLS["Message"] = _Meta("ReplayMessage", (REAL["Message"],),
+    _CLS["Message"] = Meta("ReplayMessage", (REAL["Message"],),
                             dict({n: _message_method(n) for n in ("Recv", "recv", "Irecv",
                                                                    "irecv")},
                                  _real=REAL["Message"], __bool__=lambda self: True,

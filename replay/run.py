@@ -9,6 +9,7 @@ import sys
 import time
 
 from instrument.msglog import LogError, LogReader, log_path
+from launch import command_line
 
 
 class ReplayError(Exception):
@@ -28,7 +29,7 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     measured along the run, :func:`less_overhead`);
     ``empty`` (1: the call was a poll, Iprobe or Test*, that found or
     completed nothing)."""
-    from instrument.run import _run_target
+    from launch import run_app
     log = LogReader(log_path(log_dir, rank))
     h = log.header
     if h.get("rank") != rank:
@@ -41,7 +42,7 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     # 0.55-0.7 s replayed with the tracer's 64 MiB top pad, 0.75-1.1 s without)
     from . import fake
     rp = fake.install(log, rank)
-    status, code = _run_target(target, mode)
+    status, code = run_app(target, mode)
     if code != 0:
         raise ReplayError(f"rank {rank}: the application {status} during replay "
                           f"(at log record {log.index})")
@@ -166,7 +167,7 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
     fillers: list = []
     done, failed = [], []
     t0 = time.time()
-    tgt = (["-m"] if mode == "module" else ["-c"] if mode == "command" else []) + target
+    tgt = command_line(target, mode)
     scratch = os.path.join(out_dir, ".load")
 
     def command(r, out):

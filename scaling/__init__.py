@@ -1,4 +1,4 @@
-"""Empirical scalability (METHODS.md M2, M3, M5) and M4's configuration search.
+"""Empirical scalability (docs/METHODS.md: scalability from small runs, the metric, heterogeneous clusters) and the optimal processor grid.
 
     python -m scaling fit DATA --model abc --train 'procs<=128' --predict 256,512
     python -m scaling metric DATA

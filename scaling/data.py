@@ -3,9 +3,9 @@
 Columns: ``procs`` (processes), ``time`` (seconds), optional ``size`` and
 other launch parameters, optional ``efficiency``, optional ``program``.
 One row per run; identical configurations may repeat.  Repeats scatter
-wildly on shared machines (METHODS.md M2: up to 40x), so they are reduced
-to one row per configuration: the minimum time (M2) or the maximum
-efficiency (M3).
+wildly on shared machines (up to 40x), so they are reduced
+to one row per configuration: the minimum time (extrapolation) or the maximum
+efficiency (the metric).
 """
 from __future__ import annotations
 

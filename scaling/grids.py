@@ -1,4 +1,4 @@
-"""M4: the optimal processor grid, with the source's two heuristics.
+"""The optimal processor grid, with the source's two heuristics.
 
 Candidates: every grid (g_1, ..., g_k) of the given dimensionality with
 product <= the maximum processor count.  Array dimension j is distributed
@@ -58,7 +58,7 @@ def uniformity(shapes: list[tuple], grid: tuple) -> float:
 
 
 def jacobi_evaluator(shape, t_elem=1e-8, latency=7e-6, byte_time=4e-9, iters=1):
-    """Compute the largest block, exchange its edges (M4's cluster figures)."""
+    """Compute the largest block, exchange its edges (the source's cluster figures)."""
     def f(grid):
         g_all = tuple(grid) + (1,) * (len(shape) - len(grid))   # undistributed: whole
         blocks = [math.ceil(n / g) for n, g in zip(shape, g_all)]

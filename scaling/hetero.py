@@ -1,4 +1,4 @@
-"""M5: execution-time models of heterogeneous clusters (NP-T) and the
+"""Execution-time models of heterogeneous clusters (NP-T) and the
 optimal configuration.
 
 A cluster is made of sub-clusters G_i of identical processing elements;

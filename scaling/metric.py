@@ -1,4 +1,4 @@
-"""M3: the scalability metric of a program over a (procs, size) region.
+"""The scalability metric of a program over a (procs, size) region.
 
 From a table of efficiencies on a rectangular grid of launch
 configurations (``procs`` p, ``size`` d; the maximum efficiency over
@@ -44,7 +44,7 @@ def _fill(E):
 
 
 def metric(df: pd.DataFrame) -> dict:
-    """The M3 tuple of one program (``procs``, ``size``, ``efficiency``)."""
+    """The metric's tuple of one program (``procs``, ``size``, ``efficiency``)."""
     p, d, E = efficiency_grid(df)
     if len(p) < 2 or len(d) < 2:
         raise ValueError("the metric needs at least two procs values and two sizes")

@@ -4,13 +4,13 @@ Every model: ``fit(df)`` on a reduced table (``procs``, ``time``, maybe
 ``size``), ``predict(df) -> times``, ``predict_std(df)`` (a standard error
 where the model allows, else NaN), ``describe() -> str``.
 
-* :class:`ABC` (M2): T(q) = a q + b/q + c/sqrt(q), a, b, c >= 0, bounded
+* :class:`ABC` (small runs): T(q) = a q + b/q + c/sqrt(q), a, b, c >= 0, bounded
   least squares; ``weighting="relative"`` (default) minimises relative
   errors, which keeps small q from dominating.
-* :class:`LogLinear` (M2, Barnes et al.): log2 T = sum_k b_k log2 x_k +
+* :class:`LogLinear` (Barnes et al.): log2 T = sum_k b_k log2 x_k +
   g(q), g = c0 + c1 log2 q (``degree=1``) or + c2 (log2 q)^2 (``degree=2``);
   x are the launch parameters (e.g. size).
-* :class:`NPT` (M5): T(N, P) = (k0 N^3 + k1 N^2 + k2 N + k3)/P + k4 log2 P
+* :class:`NPT` (heterogeneous clusters): T(N, P) = (k0 N^3 + k1 N^2 + k2 N + k3)/P + k4 log2 P
   + k5 with N = ``size``; ``nonneg=True`` (NNLS, default) or plain least
   squares.
 * :class:`PMNF`: performance model normal form: c0 + sum of up to

@@ -1,4 +1,4 @@
-"""The apps tier: the whole method on third-party applications (issue 8).
+"""The apps tier: the whole method on third-party applications.
 
     bash bench/apps/install.sh && .venv/bin/python -m pytest -m apps
 

@@ -76,7 +76,7 @@ def test_rendezvous_byte_time_applies_over_the_eager_limit():
 
 
 def test_a_measured_one_way_curve_is_followed_between_and_beyond_its_sizes():
-    """A level's one_way curve (netsim.calibrate writes the measured
+    """A level's one_way curve (calibrate writes the measured
     ping-pong): two ranks reproduce it at every size, eager or rendezvous
     (eager limit 1000), linearly between its sizes and with its last slope
     beyond them; the other level keeps its byte time."""
@@ -102,7 +102,7 @@ def test_a_measured_one_way_curve_is_followed_between_and_beyond_its_sizes():
 
 def test_a_measured_stream_curve_spaces_a_window_of_messages():
     """A level's stream curve (seconds per message of a window of
-    nonblocking sends, netsim.calibrate's ``stream``) is how long each
+    nonblocking sends, calibrate's ``stream``) is how long each
     message holds its sender's NIC: k messages in flight leave that far
     apart, each still arriving one wire time after it leaves, and a
     ping-pong, one message at a time, is unchanged."""
@@ -417,7 +417,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     for n in (262144, 1048576, 4194304):
         rows.append(f"1,{n},{12e-6 + n * 0.2e-9!r}")
     (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
-    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
     assert "5.00 GB/s over the eager limit" in p.stdout
     lv = load_platform(str(tmp_path / "p.yaml")).levels[0]
@@ -428,7 +428,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     # with the binding's per-call cost measured (peer -1), it becomes the
     # platform's call overhead and comes off the per-message latency
     (tmp_path / "pp.csv").write_text("\n".join(rows + ["-1,0,5e-07"]) + "\n")
-    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
     assert "call overhead 0.500 us per call" in p.stdout
     plat = load_platform(str(tmp_path / "p.yaml"))
@@ -442,7 +442,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     rows += ["-1,8,5e-06,sendrecv", "-1,8,6.104e-06,alltoall", "-1,8,4.604e-06,allgather",
              "-1,8,3.404e-06,allgather_inplace", "-1,0,1e-07,loop"]
     (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
-    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "--alltoall-self-limit", "0", "-o", str(tmp_path / "p.yaml")])
     assert "local copy 10.00 GB/s + 1.200 us per copy" in p.stdout, p.stdout
     assert "alltoall: 1.800 us per call" in p.stdout, p.stdout
@@ -463,7 +463,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
         pack += [f"-1,{n},{contig!r},alltoall_contig",
                  f"-1,{n},{contig + 2 * n * extra!r},alltoallw"]
     (tmp_path / "pp.csv").write_text("\n".join(rows + pack) + "\n")
-    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "--alltoall-self-limit", "0", "-o", str(tmp_path / "p.yaml")])
     assert "packing non-contiguous datatypes 0.100 ns per byte" in p.stdout, p.stdout
     plat = load_platform(str(tmp_path / "p.yaml"))
@@ -472,7 +472,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     assert plat.collective_overhead == pytest.approx({"alltoall": 1.8e-6, "allgather": 0.3e-6})
     # by default MPICH's alltoall sends its own 8 bytes to itself: counted
     # as a one-way trip less the call (2.504 us), not as the copy (1.2 us)
-    p = run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
     plat = load_platform(str(tmp_path / "p.yaml"))
     assert plat.alltoall_self_limit == 32768
@@ -484,7 +484,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     ex = [f"1,{n},{3e-6 + n * 0.5e-9 + 1.5e-6!r},exchange" for n in (0, 8, 64, 512, 4096)]
     ex.append(f"1,4194304,{12e-6 + 4194304 * 0.4e-9 + 1.5e-6!r},exchange")
     (tmp_path / "pp.csv").write_text("\n".join(rows + ex) + "\n")
-    run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
          "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
     curve = dict(load_platform(str(tmp_path / "p.yaml")).levels[0].one_way)
     assert curve[4194304] == pytest.approx(12e-6 + 4194304 * 0.4e-9, rel=1e-9)
@@ -496,7 +496,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     assert load_platform(str(tmp_path / "p.yaml")).levels[0].stream is None
     st = [f"1,{n},{1e-6 + n * 0.15e-9!r},stream" for n in (8, 4096, 4194304)]
     (tmp_path / "pp.csv").write_text("\n".join(rows + ex + st + ["-1,8,3e-07,stream_loop"]) + "\n")
-    run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
          "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
     plat = load_platform(str(tmp_path / "p.yaml"))
     assert dict(plat.levels[0].stream) == pytest.approx(
@@ -509,10 +509,10 @@ def test_calibration_sends_written_data_on_ordinary_pages():
     data (a never-written np.zeros is one shared zero page, sent from
     cache 30 % faster at 1 MiB) and on 4 KiB pages (NumPy puts arrays from
     4 MiB up on transparent huge pages, which MPICH copied 30 % faster)."""
-    from netsim.calibrate import _message_buffer
+    from calibrate.measure import message_buffer
     n = 8 << 20
-    buf = _message_buffer(n)
-    assert len(buf) == n and buf.min() == 1 and len(_message_buffer(0)) == 0
+    buf = message_buffer(n)
+    assert len(buf) == n and buf.min() == 1 and len(message_buffer(0)) == 0
     rss, huge = _smaps_over(buf.ctypes.data, n)
     assert rss >= n // 1024                      # written: resident (kB)
     assert huge == 0
@@ -622,13 +622,13 @@ def test_calibrate_measures_the_eager_limit(tmp_path):
     return before their receiver): measure bisects it, fit writes it unless
     --eager-limit says otherwise."""
     raw = tmp_path / "pp.csv"
-    mpirun(2, ["-m", "netsim.calibrate", "measure", "--repeats", "3", "-o", str(raw)])
+    mpirun(2, ["-m", "calibrate", "measure", "--repeats", "3", "-o", str(raw)])
     import pandas as pd
     rows = pd.read_csv(raw)
     limit = int(rows.loc[rows["what"] == "eager_limit", "bytes"].iloc[0])
     assert 1024 <= limit < 1 << 22
     for extra, want in (([], limit), (["--eager-limit", "65536"], 65536)):
-        run([sys.executable, "-m", "netsim.calibrate", "fit", str(raw), "--cores-per-node", "2",
+        run([sys.executable, "-m", "calibrate", "fit", str(raw), "--cores-per-node", "2",
              "-o", str(tmp_path / "p.yaml")] + extra)
         assert load_platform(str(tmp_path / "p.yaml")).eager_limit == want
     # a blocking Send of limit bytes returns with its receiver late, one
@@ -646,7 +646,7 @@ def test_calibrated_curve_never_falls_with_size(tmp_path):
            65536: 12.0}
     rows = ["peer,bytes,one_way,what"] + [f"1,{n},{t * 1e-6!r},pingpong" for n, t in pts.items()]
     (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
-    run([sys.executable, "-m", "netsim.calibrate", "fit", str(tmp_path / "pp.csv"),
+    run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
          "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
     curve = load_platform(str(tmp_path / "p.yaml")).levels[0].one_way
     t = [v * 1e6 for _, v in curve]

@@ -1,4 +1,4 @@
-"""Validate the whole method on third-party applications (issue 8).
+"""Validate the whole method on third-party applications.
 
     python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 9]
                              [--out bench/apps/results] [--markdown]
@@ -9,9 +9,9 @@ bench/apps/install.sh): trace at N (with the C-level call counter beside the
 tracer), cluster, record the representatives; then rounds, one after the
 other, of: a replay of the representatives (N at once: the contention of
 the real run, with load copies beside a lone representative), a
-measurement of this machine's network (``netsim.calibrate measure``) and a
+measurement of this machine's network (``calibrate measure``) and a
 real run of the application (untraced, MPI init to the end, as ``python -m
-netsim.validate``).  This shared machine drifts by tens of per cent within
+validate``).  This shared machine drifts by tens of per cent within
 minutes, so the rounds interleave the two sides: both sample the same
 minutes.  Then fit the rounds' network measurements, each point's mean
 (``--combine``), into config/platforms/this-machine.yaml's terms (OUT/APP/platform.yaml),
@@ -66,7 +66,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
-from netsim.validate import measure                 # noqa: E402  (the repository's)
+from cluster.representatives import read_representatives  # noqa: E402
+from replay.replayed import read_replayed  # noqa: E402
+from validate import measure  # noqa: E402  (the repository's)
 from replay.run import keep_least_disturbed         # noqa: E402
 PY = sys.executable
 MPIEXEC = str(Path(PY).parent / "mpiexec")
@@ -120,7 +122,7 @@ def fidelity(trace: Path, reps: pd.DataFrame, replay: Path) -> float:
     worst = 0.0
     for r in sorted(set(reps["representative"])):
         traced = ev.loc[ev["rank"] == r, "comp"].sum()
-        replayed = pd.read_csv(replay / f"rank{r}.csv")["comp"].sum()
+        replayed = read_replayed(str(replay / f"rank{r}.csv"), r)["comp"].sum()
         worst = max(worst, abs(replayed - traced) / traced)
     return worst
 
@@ -133,23 +135,23 @@ def output_line(text: str, pattern: str | None) -> str | None:
 
 
 def measure_network(out: Path, k: int) -> Path:
-    """One ``netsim.calibrate measure`` of this machine (busy-polling waits,
+    """One ``calibrate measure`` of this machine (busy-polling waits,
     as the real runs have): OUT/pingpong<k>.csv, its output in
     OUT/pingpong<k>.log."""
     out.mkdir(parents=True, exist_ok=True)
     one = out / f"pingpong{k}.csv"
-    sh([MPIEXEC, "-n", "2", PY, "-m", "netsim.calibrate", "measure", "-o", str(one)],
+    sh([MPIEXEC, "-n", "2", PY, "-m", "calibrate", "measure", "-o", str(one)],
        out / f"pingpong{k}.log", MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
     return one
 
 
 def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
                  combine="mean") -> Path:
-    """Fit ``netsim.calibrate measure`` files into ``path``: ``template``
+    """Fit ``calibrate measure`` files into ``path``: ``template``
     with the fitted call overhead, latency, byte times and curves, eager
     limit, local copy rate, packing rate and collective overheads, each
     point the mean over the files (``combine``: any statistic
-    ``netsim.calibrate.fit`` takes).
+    ``calibrate.fit`` takes).
 
     A shared machine's memory bandwidth and latency drift by tens of per
     cent; measurements taken beside the real runs are the honest target
@@ -161,26 +163,13 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
     4.5-5.5 us), where the median picks one and a run pays a mixture.  The
     template's per-message overheads are part of the fitted one-way time,
     so they come off the latency."""
-    from netsim.calibrate import fit, gbs
-    both = path.with_suffix(".csv")
-    pd.concat([pd.read_csv(m) for m in measured]).to_csv(both, index=False)
-    fitted_net = fit(str(both), cores_per_node=2, nodes=1, spans=None, eager_limit=None,
-                     name="this-machine", combine=combine)["network"]
-    fitted = fitted_net["levels"][0]
-    plat = yaml.safe_load(template.read_text())
+    from calibrate import fit, gbs, into_template
+    fitted_plat = fit([str(m) for m in measured], cores_per_node=2, nodes=1, spans=None,
+                      eager_limit=None, name="this-machine", combine=combine)
+    fitted = fitted_plat["network"]["levels"][0]
+    plat = into_template(fitted_plat, yaml.safe_load(template.read_text()))
     net = plat["network"]
-    o = net["overhead"]["send"] + net["overhead"]["recv"]
     lv = net["levels"][0]
-    lv["latency"] = max(fitted["latency"] - o, 0.0)
-    lv["byte_time"] = fitted["byte_time"]
-    for key in ("rendezvous_byte_time", "one_way", "stream"):
-        if key in fitted:
-            lv[key] = fitted[key]
-    for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit",
-                "pack_byte_time"):
-        net[key] = fitted_net.get(key, 0)
-    net["collective_overhead"] = fitted_net.get("collective_overhead", {})
-    net["eager_limit"] = fitted_net["eager_limit"]
     path.write_text(yaml.safe_dump(plat, sort_keys=False, default_flow_style=None))
     print(f"    calibrated: {net['call_overhead'] * 1e6:.2f} us per call + one-way "
           f"{fitted['latency'] * 1e6:.2f} us per message, "
@@ -263,7 +252,7 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
     return the app's row."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
-    reps = pd.read_csv(d / "reps.csv")
+    reps = read_representatives(str(d / "reps.csv"))
     compare = recipe.get("compare", True)
     networks = sorted(d.glob("pingpong*.csv"), key=lambda f: int(f.stem[len("pingpong"):]))
     rounds = max(replay_repeats, len(runs), len(networks))

@@ -1,6 +1,6 @@
 """Time an untraced application from MPI initialisation to its end, every rank.
 
-    mpiexec -n N python -m netsim.clock --out DIR (app.py | -m module | -c cmd) [args]
+    mpiexec -n N python -m validate.clock --out DIR (app.py | -m module | -c cmd) [args]
 
 What a prediction covers is the span from MPI initialisation (which the
 tracer performs before the application imports anything) to the end of the
@@ -8,7 +8,7 @@ application; the wall time of the whole ``mpiexec`` command adds process
 start-up and tear-down on top.  This launcher initialises MPI the same way,
 synchronises the ranks once (the simulator starts them together), runs the
 application unmodified as ``__main__`` and writes ``DIR/rank<R>.json`` with
-``{rank, span, status}``.  ``python -m netsim.validate`` uses it.
+``{rank, span, status}``.  ``python -m validate`` uses it.
 """
 from __future__ import annotations
 
@@ -20,25 +20,25 @@ import time
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from instrument.__main__ import _split_target
-    opts, mode, target = _split_target(argv, valued=("--out",), prog="netsim.clock")
+    from launch import split_command
+    opts, mode, target = split_command(argv, valued=("--out",), prog="validate.clock")
     if mode is None or len(opts) != 2 or opts[0] != "--out":
-        print("usage: python -m netsim.clock --out DIR (app.py | -m module | -c cmd) [args]",
+        print("usage: python -m validate.clock --out DIR (app.py | -m module | -c cmd) [args]",
               file=sys.stderr)
         return 2
     out = opts[1]
     from mpi4py import MPI
-    from instrument.run import _abort, _run_target
+    from launch import abort_job, run_app
     rank = MPI.COMM_WORLD.Get_rank()
     MPI.COMM_WORLD.Barrier()
     t0 = time.perf_counter()
-    status, code = _run_target(target, mode)
+    status, code = run_app(target, mode)
     span = time.perf_counter() - t0
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "span": span, "status": status}, f)
     if code:
-        _abort(MPI.COMM_WORLD, code, MPI.Comm.Abort)
+        abort_job(MPI.COMM_WORLD, code, MPI.Comm.Abort)
     return code
 
 

@@ -1,0 +1,262 @@
+"""Fit a platform file to the measurements (``python -m calibrate fit``).
+
+    python -m calibrate fit pingpong.csv --cores-per-node C [--nodes K]
+        [--template PLATFORM.yaml] -o platform.yaml
+
+Assigns each peer to the innermost level joining it with rank 0
+(levels given by ``--spans``, default one level per node and one across
+nodes), and fits one_way = latency + bytes * byte_time per level over the
+sizes up to the eager limit, by non-negative least squares (scipy),
+weighting every point by 1/one_way so that small messages count as much
+as large ones; the sizes over the eager limit give the level's
+``rendezvous_byte_time`` (their slope).  Each level keeps its
+``stream`` curve (seconds per message by size, less the ``stream_loop``
+cost, which the simulator charges as the application's own calls), with
+which the simulator spaces the messages a sender has in flight, and its
+measured curve (``one_way``: [bytes, seconds] per size, made
+non-decreasing: points out of order are the machine's drift between
+sizes, pooled to their mean), which the simulator follows between the
+sizes instead of the straight lines: a shared-memory MPI's per-byte
+cost falls with the size and jumps where its protocol changes (MPICH:
+between 4 and 8 KiB), which no two lines fit within 10 % everywhere.
+With the peer -1 row, that cost becomes ``network.call_overhead``
+(charged per call the application makes) and comes off every level's
+latency, so that a ping-pong (one call per
+one-way trip on its critical path) still costs what was measured while a
+collective or a window of Isends pays it once per call, not per message.
+The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
+ranks the model of an alltoall or allgather is one exchange, which the
+model times as one ping-pong trip (the one-way time at 8 bytes, off the
+curve):
+what the measured collective costs beyond that becomes
+``network.collective_overhead`` of its family.  What an allgather costs
+beyond the same allgather in place is ``network.copy_overhead``, the fixed
+cost of copying the own block (MPICH's local copy); the alltoall's
+overhead is counted net of it.  The median over the sizes of
+(alltoallw - alltoall_contig) / (2 bytes) is ``network.pack_byte_time``,
+what packing non-contiguous datatypes adds per byte sent and received.
+Writes a platform YAML (eager limit from ``--eager-limit``, default the
+measured one; the largest alltoall block MPICH sends to itself as a
+message from
+``--alltoall-self-limit``, default its 32768, and the alltoall's overhead
+is then counted net of that message rather than of the copy).
+Files without ``what`` (older ones) read as ping-pongs and, peer -1, call.
+A file may hold several measurements (concatenated): each point's minimum
+is used, or with ``--combine median`` its median (the machine's typical
+moment rather than its quietest), or with ``--combine mean`` its mean (what
+many messages cost on average when the machine switches between states).
+"""
+from __future__ import annotations
+
+from .measure import COLLECTIVES, PACKING
+
+
+def gbs(byte_time: float) -> float:
+    """GB/s of a fitted byte time; inf for 0 (a fit whose small messages took
+    no longer than their empty ones: the measured curve decides)."""
+    return 1e-9 / byte_time if byte_time > 0 else float("inf")
+
+
+def _line(d) -> tuple[float, float]:
+    """one_way = a + bytes * b, non-negative, each point weighted 1/one_way
+    (so that small messages count as much as large ones)."""
+    import numpy as np
+    from scipy.optimize import nnls
+    wgt = 1.0 / d["one_way"].to_numpy()
+    A = np.stack([np.ones(len(d)), d["bytes"].to_numpy(float)], axis=1) * wgt[:, None]
+    (a, b), _ = nnls(A, d["one_way"].to_numpy() * wgt)
+    return float(a), float(b)
+
+
+def _non_decreasing(t: list[float]) -> list[float]:
+    """The closest non-decreasing sequence (least squares: adjacent
+    violators pooled to their mean).  A larger message never arrives
+    sooner; where the measured points say so (0-64 bytes read 2.3-3.2 us
+    in one measurement, in no order), it is the machine's drift between
+    the sizes, and pooling them averages it out."""
+    blocks: list[list[float]] = []              # [sum, count]
+    for x in t:
+        blocks.append([x, 1])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s_, c_ = blocks.pop()
+            blocks[-1][0] += s_
+            blocks[-1][1] += c_
+    return [s_ / c_ for s_, c_ in blocks for _ in range(c_)]
+
+
+def _two_rank_overheads(pair, call: float, level: dict,
+                        self_limit: int) -> tuple[float, dict]:
+    """(copy_overhead, {family: collective_overhead}) from the two-rank rows
+    (``pair``: what -> seconds per call) against the model's cost of one
+    exchange of 8 bytes: the one-way time of the level joining ranks 0 and
+    1 (the binding's call cost included), read off its measured curve as
+    the simulator does, else off its fitted line.  The alltoall's own block
+    is counted as the simulator charges it: a message to itself (the same
+    one-way time less the binding's call) up to ``self_limit`` bytes, else
+    the local copy."""
+    if not any(f in pair for f in COLLECTIVES):
+        return 0.0, {}
+    if "one_way" in level:
+        from netsim.platform import one_way_at
+        exchange = float(one_way_at(level["one_way"], 8))
+    else:
+        exchange = call + level["latency"] + 8 * level["byte_time"]
+    loop = float(pair.get("loop", 0.0))
+    copy_over = 0.0
+    if "allgather" in pair and "allgather_inplace" in pair:
+        copy_over = max(float(pair["allgather"] - pair["allgather_inplace"]), 0.0)
+    measured = {"alltoall": pair.get("alltoall"),
+                "allgather": pair.get("allgather_inplace", pair.get("allgather"))}
+    own_copy = {"alltoall": exchange - call if self_limit >= 8 else copy_over, "allgather": 0.0}
+    return copy_over, {f: max(float(t) - loop - exchange - own_copy[f], 0.0)
+                       for f, t in measured.items() if t is not None}
+
+
+def _pack_byte_time(rows, combine: str = "min") -> float:
+    """Seconds per byte sent and received that packing a non-contiguous
+    datatype adds (the simulator charges it on both): the median over the
+    sizes of (alltoallw - alltoall_contig) / (2 bytes); 0 without rows."""
+    t = rows.groupby(["bytes", "what"])["one_way"].agg(combine).unstack()
+    if not set(PACKING) <= set(t.columns):
+        return 0.0
+    per_byte = (t["alltoallw"] - t["alltoall_contig"]) / (2 * t.index.to_numpy(float))
+    per_byte = per_byte.dropna()
+    return max(float(per_byte.median()), 0.0) if len(per_byte) else 0.0
+
+
+def _loaded(pingpong, exchange):
+    """The one-way curve with the reverse direction loaded: per size, the
+    slower of the ping-pong and the exchange less the exchange's fixed extra
+    cost (a Sendrecv call costs ~1.5 us more than a one-way trip: the
+    median difference up to 4 KiB).  On shared memory both transfers are
+    copies through one memory system: MPICH moved 1 MiB each way at
+    6.9-10.9 GB/s during an exchange (varying by the minute) against 11
+    GB/s alone, and a window of sends (osu_bw) ran slower still.  The simulator has no model of
+    that sharing, and applications mostly exchange, so the curve takes
+    the loaded rate."""
+    both = pingpong.index.intersection(exchange.index)
+    small = [n for n in both if n <= 4096] or list(both)
+    if not small:
+        return pingpong
+    extra = float((exchange[small] - pingpong[small]).median())
+    loaded = (exchange.reindex(pingpong.index) - extra).fillna(0.0)
+    return pingpong.combine(loaded, max)
+
+
+def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
+        eager_limit: int | None, name: str, alltoall_self_limit: int = 32768,
+        combine: str = "min") -> dict:
+    """A platform description (dict, the platform file's keys) fitted to the
+    measurements ``raw``: a CSV path, or a list of them (concatenated:
+    several measurements, each point combined over them with ``combine``)."""
+    import pandas as pd
+    paths = [raw] if isinstance(raw, str) else list(raw)
+    df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    if "what" not in df:
+        df["what"] = ["pingpong" if p >= 0 else "call" for p in df["peer"]]
+    if eager_limit is None:
+        # the measured one (the smallest, over several measurements), else MPICH's
+        # default over a network
+        measured = df.loc[df["what"] == "eager_limit", "bytes"]
+        eager_limit = int(measured.min()) if len(measured) else 65536
+    per_call = df[df["what"] == "call"]["one_way"]
+    call = float(per_call.agg(combine)) if len(per_call) else 0.0
+    # several measurements in one file (concatenated): each point's minimum
+    # (or median)
+    copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].agg(combine)
+    copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
+    # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
+    pack_bt = _pack_byte_time(df[df["what"].isin(PACKING)], combine)
+    pair = df[~df["what"].isin(["pingpong", "exchange", "stream", "stream_loop", "call", "copy",
+                                "eager_limit", *PACKING])]
+    pair = pair.groupby("what")["one_way"].agg(combine)
+    exchange = df[df["what"] == "exchange"].groupby("bytes")["one_way"].agg(combine)
+    stream = df[df["what"] == "stream"].copy()
+    # the caller's own cost per message of the window, which the simulator
+    # charges as the application's calls and computation, comes off
+    loop = df[df["what"] == "stream_loop"]["one_way"]
+    own = float(loop.agg(combine)) if len(loop) else 0.0
+    stream["one_way"] = (stream["one_way"] - own).clip(0)
+    df = df[df["what"] == "pingpong"]
+    spans = spans or ([cores_per_node] if nodes > 1 else [])
+    names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
+
+    def level(peer):
+        for i, s in enumerate(spans):
+            if peer // s == 0:
+                return i
+        return len(spans)
+    df["level"] = df["peer"].map(level)
+    stream["level"] = stream["peer"].map(level)
+    levels = []
+    for i, lname in enumerate(names):
+        d = df[df["level"] == i]
+        if d.empty:
+            continue
+        d = d.groupby("bytes", as_index=False)["one_way"].agg(combine)
+        eager, rdv = d[d["bytes"] <= eager_limit], d[d["bytes"] > eager_limit]
+        lat, bt = _line(eager if len(eager) >= 2 else d)
+        lv = {"name": lname, "latency": max(lat - call, 0.0), "byte_time": bt}
+        if len(rdv) >= 2:
+            # large messages stream at their own rate (shared memory: a
+            # pipelined copy); their intercept is the handshake, modelled apart
+            lv["rendezvous_byte_time"] = _line(rdv)[1]
+        if len(d) >= 2:
+            curve = d.set_index("bytes")["one_way"]
+            if i == level(1) and len(exchange):
+                curve = _loaded(curve, exchange)
+            lv["one_way"] = [[int(n), float(t)] for n, t in
+                             zip(curve.index, _non_decreasing(list(curve.to_numpy(float))))]
+        st = stream[stream["level"] == i].groupby("bytes")["one_way"].agg(combine)
+        if len(st) >= 2:
+            lv["stream"] = [[int(n), float(t)] for n, t in st.items()]
+        if i < len(spans):
+            lv["span"] = spans[i]
+        levels.append(lv)
+    if not levels:
+        raise ValueError(f"{raw}: no measurements")
+    levels[-1].pop("span", None)
+    copy_over, coll_over = _two_rank_overheads(pair, call, levels[0], alltoall_self_limit)
+    net = {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
+           "eager_limit": eager_limit, "contention": nodes > 1}
+    if call:
+        net["call_overhead"] = call
+    if copy_bt:
+        net["copy_byte_time"] = copy_bt
+    if copy_over:
+        net["copy_overhead"] = copy_over
+    if pack_bt:
+        net["pack_byte_time"] = pack_bt
+    if coll_over:
+        net["collective_overhead"] = coll_over
+        if alltoall_self_limit:
+            net["alltoall_self_limit"] = alltoall_self_limit
+    return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
+            "network": net,
+            "collectives": {"default": "analytic"}, "compute_scale": 1.0}
+
+
+def into_template(fitted: dict, template: dict) -> dict:
+    """``template`` (a platform description) with its innermost level's
+    network replaced by the fitted one: latency, byte times and curves,
+    eager limit, call overhead, local copy, packing and collective
+    overheads.  The template's per-message overheads (o) are part of the
+    fitted one-way time, so they come off its latency.  Everything else
+    (nodes, placement, outer levels, collective algorithms) is kept: the
+    user's description of the machine around the measured node."""
+    import copy
+    plat = copy.deepcopy(template)
+    net, fnet = plat["network"], fitted["network"]
+    lv, flv = net["levels"][0], fnet["levels"][0]
+    o = net.get("overhead", {}).get("send", 0.0) + net.get("overhead", {}).get("recv", 0.0)
+    lv["latency"] = max(flv["latency"] - o, 0.0)
+    lv["byte_time"] = flv["byte_time"]
+    for key in ("rendezvous_byte_time", "one_way", "stream"):
+        if key in flv:
+            lv[key] = flv[key]
+    for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit",
+                "pack_byte_time"):
+        net[key] = fnet.get(key, 0)
+    net["collective_overhead"] = fnet.get("collective_overhead", {})
+    net["eager_limit"] = fnet["eager_limit"]
+    return plat

@@ -1,0 +1,312 @@
+"""Measure the target's network from Python (``python -m calibrate measure``).
+
+    mpiexec -n P python -m calibrate measure -o pingpong.csv [--repeats R]
+
+Rank 0 ping-pongs with every other rank in turn (so with ranks
+placed block-wise the pairs cross every level of the machine: same socket,
+same node, other nodes), over every power of two from 0 bytes to 4 MiB,
+in blocks of back-to-back round trips with separate send and receive
+buffers (written, on ordinary 4 KiB pages), and keeps the median block's
+time per trip (columns ``peer, bytes, one_way, what``; ``what`` is
+``pingpong`` for these rows); per peer and size also a ``stream``: the
+seconds per message of a window of 64 back-to-back Isends answered by 64
+preposted Irecvs and one short acknowledgement (as the OSU bandwidth
+test; PLogP's gap g(m)), and once (peer -1) ``stream_loop``, the same
+window posted to ``MPI.PROC_NULL``: the loop's and the binding's own cost
+per message; with
+rank 1 also an ``exchange`` (a Sendrecv, both directions at once) per
+size.  Further rows, peer -1:
+``call``, the cost of one call that MPI completes at once (a Send to and a
+Recv from ``MPI.PROC_NULL``, median per call): the binding's own per-call
+cost (mpi4py: about 0.5 us); ``copy``, seconds to copy ``bytes`` within a
+process (a memory copy, as MPI copies a collective's own block); and, from
+ranks 0 and 1, seconds per call of ``sendrecv``, ``alltoall``,
+``allgather`` and ``allgather_inplace`` (``MPI.IN_PLACE``) with 8 bytes per
+member, measured interleaved so that the machine's drift cancels,
+``loop``, the timing loop's own cost per call, and per size (``bytes``
+per rank) ``alltoallw`` of 3-D subarrays against ``alltoall_contig``, the
+same bytes contiguous (single calls from cold caches, median); and
+``eager_limit``, whose ``bytes`` is the largest message a blocking Send
+hands over before its receiver posted the receive (bisected; MPICH on
+shared memory: 8112).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+# every power of two up to 4 MiB: the curve bends at several of them
+SIZES = [0] + [1 << k for k in range(0, 23)]
+WINDOW = 64                                 # messages in flight in a stream (as osu_bw)
+COPY_SIZES = [65536, 1048576, 4194304, 16777216]
+COLLECTIVES = ("alltoall", "allgather")      # one exchange at two ranks
+# (a0, a1) of _pack_costs' (a0, a1, 33) complex arrays: 270 KB, 1.1 MB and 4.3 MB per rank
+PACK_SHAPES = [(16, 32), (32, 64), (64, 128)]
+PACKING = ("alltoallw", "alltoall_contig")  # what _pack_costs' rows are
+
+
+def _median_per_call(fn, calls: int, repeats: int) -> float:
+    from mpi4py import MPI
+    spans = []
+    for _ in range(repeats):
+        t0 = MPI.Wtime()
+        for _ in range(calls):
+            fn()
+        spans.append((MPI.Wtime() - t0) / calls)
+    return statistics.median(spans)
+
+
+def _first_two(w):
+    """A communicator of ranks 0 and 1 of ``w`` on those two (the others
+    get None, as does a single rank); the caller frees it."""
+    from mpi4py import MPI
+    if w.size < 2:
+        return None
+    pair = w.Split(0 if w.rank < 2 else MPI.UNDEFINED, w.rank)
+    return None if pair == MPI.COMM_NULL else pair
+
+
+def _eager_limit(w, late: float = 0.02) -> int | None:
+    """The largest message a blocking Send hands over before its receiver
+    has posted the receive (MPI's eager protocol; larger ones wait for the
+    receiver: rendezvous), from ranks 0 and 1: rank 1 posts each receive
+    ``late`` seconds after rank 0 starts sending; a send that returns
+    within half of that was eager.  Bisection between the powers of two
+    that straddle it (MPICH on shared memory: 8112 bytes, a cell of 8 KiB
+    less its header).  None where even 4 MiB goes eagerly, or fewer than
+    two ranks."""
+    import numpy as np
+    from mpi4py import MPI
+    pair = _first_two(w)
+    if pair is None:
+        return None
+    buf = np.zeros(1 << 22, np.uint8)
+
+    def eager(n: int) -> bool:
+        pair.Barrier()
+        if pair.rank == 0:
+            t0 = MPI.Wtime()
+            pair.Send([buf, n, MPI.BYTE], 1, 9)
+            quick = MPI.Wtime() - t0 < late / 2
+            pair.Recv([buf, 0, MPI.BYTE], 1, 9)
+        else:
+            time.sleep(late)
+            pair.Recv([buf, n, MPI.BYTE], 0, 9)
+            pair.Send([buf, 0, MPI.BYTE], 0, 9)
+            quick = None
+        return pair.bcast(quick, 0)
+    lo, hi = 0, 1024
+    while hi <= len(buf) and eager(hi):
+        lo, hi = hi, hi * 2
+    found = hi <= len(buf)
+    while found and hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if eager(mid) else (lo, mid)
+    pair.Free()
+    return lo if found else None
+
+
+def _pair_costs(w, repeats: int) -> list:
+    """Rows (what, seconds per call) of ranks 0 and 1: a Sendrecv, the
+    collectives of COLLECTIVES (allgather also in place), 8 bytes per
+    member, and the timing loop's own cost (``loop``).  Interleaved in short
+    blocks, each row but the Sendrecv's is the Sendrecv's median plus the
+    median of its block-by-block difference: the machine's drift cancels."""
+    import numpy as np
+    from mpi4py import MPI
+    pair = _first_two(w)
+    if pair is None:
+        return []
+    other = 1 - pair.rank
+    # buffers made once, as an application's are (a slice per call costs
+    # ~0.1 us, which the model would charge every allgather)
+    s, r = np.ones(16, np.uint8), np.ones(16, np.uint8)
+    s8, r8 = s[:8], r[:8]
+    calls = {"sendrecv": lambda: pair.Sendrecv(s8, other, 3, r8, other, 3),
+             "alltoall": lambda: pair.Alltoall(s, r),
+             "allgather": lambda: pair.Allgather(s8, r),
+             "allgather_inplace": lambda: pair.Allgather(MPI.IN_PLACE, r),
+             "loop": lambda: None}
+    spans = {what: [] for what in calls}
+    for _ in range(repeats):
+        for what, fn in calls.items():
+            pair.Barrier()
+            spans[what].append(_median_per_call(fn, 500, 1))
+    pair.Free()
+    base = statistics.median(spans["sendrecv"])
+    return [("sendrecv", base)] + [
+        (what, base + statistics.median(t - b for t, b in zip(spans[what], spans["sendrecv"])))
+        for what in calls if what != "sendrecv"]
+
+
+def _pack_costs(w, repeats: int) -> list:
+    """Rows (what, bytes, seconds per call) of ranks 0 and 1 for MPI's
+    packing of non-contiguous derived datatypes: an Alltoallw whose blocks
+    are 3-D subarrays of complex numbers, (a0, a1/2, 33) out of (a0, a1,
+    33) on the send side (contiguous pieces of a1/2 x 33 numbers), as
+    mpi4py-fft's slab redistribution has (``alltoallw``), and an Alltoall of
+    the same bytes contiguous (``alltoall_contig``), ``bytes`` per rank;
+    single calls on data just evicted from the caches (an application
+    redistributes arrays that its computation has pushed out), the median
+    of each.  Their difference per byte sent and received is
+    ``network.pack_byte_time``: MPICH on shared memory moved mpi4py-fft's
+    1.1 MB per rank of subarrays in 550 us inside its solver, 560 us here
+    from cold caches, 340 us warm; contiguous, 240 us cold."""
+    import numpy as np
+    from mpi4py import MPI
+    pair = _first_two(w)
+    if pair is None:
+        return []
+    rows = []
+    flush = np.ones(32 << 20, np.uint8)         # larger than the caches
+    for a0, a1 in PACK_SHAPES:
+        shape_a, shape_b = (a0, a1, 33), (2 * a0, a1 // 2, 33)
+        a, b = np.ones(shape_a, complex), np.zeros(shape_b, complex)
+        s, r = np.ones(a.size, complex), np.zeros(a.size, complex)
+        dt = MPI.DOUBLE_COMPLEX
+        stypes = [dt.Create_subarray(shape_a, (a0, a1 // 2, 33), (0, j * (a1 // 2), 0)).Commit()
+                  for j in range(2)]
+        rtypes = [dt.Create_subarray(shape_b, (a0, a1 // 2, 33), (j * a0, 0, 0)).Commit()
+                  for j in range(2)]
+        cd = ([1, 1], [0, 0])
+        calls = {"alltoallw": lambda: pair.Alltoallw([a, cd, stypes], [b, cd, rtypes]),
+                 "alltoall_contig": lambda: pair.Alltoall(s, r)}
+        median = {}
+        for what, fn in calls.items():
+            spans = []
+            for _ in range(max(10, repeats // 3) + 2):
+                flush += 1              # evict both arrays from the caches
+                pair.Barrier()
+                t0 = MPI.Wtime()
+                fn()
+                spans.append(MPI.Wtime() - t0)
+            median[what] = statistics.median(spans[2:])     # the first two warm up
+        rows += [(what, a.nbytes, t) for what, t in median.items()]
+        for t in stypes + rtypes:
+            t.Free()
+    pair.Free()
+    return rows
+
+
+def message_buffer(n: int):
+    """``n`` bytes of written memory on ordinary pages, as a message buffer.
+
+    Written: a never-written np.zeros maps one shared zero page, which
+    MPICH sent from cache (1 MiB in 80 us against 112 us from real data).
+    Ordinary 4 KiB pages (an anonymous mmap, as malloc gives a C code and
+    as mpi4py's OSU demos allocate): NumPy asks for transparent huge pages
+    from 4 MiB up, and MPICH moved 4 MiB from those in 340 us against
+    470 us from ordinary pages, which would bend the curve's end down.  The
+    sender and the receiver each have their own (sending back the buffer
+    just received into ran 8-256 KiB messages up to twice as slow)."""
+    import mmap
+
+    import numpy as np
+    buf = np.frombuffer(mmap.mmap(-1, max(n, 1)), dtype=np.uint8)[:n]
+    buf[:] = 1
+    return buf
+
+
+def _typical_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
+    """Seconds per call of the median block of back-to-back calls (rank 0
+    runs ``on_zero``, ``peer`` runs ``on_peer``; others wait): applications
+    repeat their exchanges, and the first block, which warms up, is not
+    counted.  The median, not the fastest block: an application pays the
+    typical call, and the fastest of 30 blocks was 2-26 % below it here,
+    3-15 % at most sizes (a 1 MiB Sendrecv: 109 us fastest, 118 us
+    median, 115 us per call over 30 calls in a row).  ``n``: the bytes one
+    call moves (from 1 MiB on, fewer and shorter blocks).  Returned on rank 0."""
+    from mpi4py import MPI
+    calls = 20 if n < (1 << 20) else 3
+    reps = repeats if n < (1 << 20) else max(9, repeats // 3)
+    spans = []
+    for rep in range(reps + 1):
+        w.Barrier()
+        fn = on_zero if w.rank == 0 else on_peer if w.rank == peer else None
+        if fn is None:
+            continue
+        t0 = MPI.Wtime()
+        for _ in range(calls):
+            fn()
+        if rep:
+            spans.append((MPI.Wtime() - t0) / calls)
+    return statistics.median(spans) if spans else float("inf")
+
+
+def _stream(w, peer, sbuf, rbuf):
+    """(sender, receiver): one window of WINDOW nonblocking messages from
+    rank 0 to ``peer``, all in flight at once, then a short
+    acknowledgement (so that the sender's next window starts after the
+    receiver has them all)."""
+    from mpi4py import MPI
+    ack = bytearray(4)
+
+    def post():
+        MPI.Request.Waitall([w.Isend(sbuf, peer, 8) for _ in range(WINDOW)])
+    if peer == MPI.PROC_NULL:                # the loop alone: no acknowledgement
+        return post, post
+
+    def send():
+        post()
+        w.Recv(ack, peer, 9)
+
+    def receive():
+        MPI.Request.Waitall([w.Irecv(rbuf, 0, 8) for _ in range(WINDOW)])
+        w.Send(ack, 0, 9)
+    return send, receive
+
+
+def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
+    import numpy as np
+    from mpi4py import MPI
+    w = MPI.COMM_WORLD
+    rows = []
+    for peer in range(1, w.size):
+        for n in sizes:
+            sbuf, rbuf = message_buffer(n), message_buffer(n)
+
+            def ping():
+                w.Send(sbuf, peer, 7)
+                w.Recv(rbuf, peer, 7)
+
+            def pong():
+                w.Recv(rbuf, 0, 7)
+                w.Send(sbuf, 0, 7)
+            t = _typical_block(w, peer, ping, pong, n, repeats)
+            if w.rank == 0:
+                rows.append((peer, n, t / 2, "pingpong"))
+            t = _typical_block(w, peer, *_stream(w, peer, sbuf, rbuf), WINDOW * n, repeats)
+            if w.rank == 0:
+                rows.append((peer, n, t / WINDOW, "stream"))
+            if peer == 1:
+                # both directions at once (rank 0 with its nearest peer)
+                def exchange():
+                    w.Sendrecv(sbuf, 1 - w.rank, 7, rbuf, 1 - w.rank, 7)
+                t = _typical_block(w, peer, exchange, exchange, n, repeats)
+                if w.rank == 0:
+                    rows.append((peer, n, t, "exchange"))
+    # the binding's cost per call: calls that MPI answers at once
+    buf = np.zeros(8, dtype=np.uint8)
+
+    def null_pair():
+        w.Send(buf, MPI.PROC_NULL, 7)
+        w.Recv(buf, MPI.PROC_NULL, 7)
+    rows.append((-1, 0, _median_per_call(null_pair, 2000, repeats) / 2, "call"))
+    # the stream's own loop: the same window to MPI.PROC_NULL, per message
+    post, _ = _stream(w, MPI.PROC_NULL, buf, buf)
+    rows.append((-1, 8, _median_per_call(post, 20, repeats) / WINDOW, "stream_loop"))
+    # a memory copy within the process, over buffers larger than the caches
+    for n in COPY_SIZES:
+        a, b = np.ones(n, np.uint8), np.zeros(n, np.uint8)
+        rows.append((-1, n, min(_median_per_call(lambda: np.copyto(b, a), 1, 3)
+                                for _ in range(max(3, repeats // 3))), "copy"))
+    rows += [(-1, 8, t, what) for what, t in _pair_costs(w, repeats)]
+    rows += [(-1, n, t, what) for what, n, t in _pack_costs(w, repeats)]
+    limit = _eager_limit(w)
+    if limit is not None:
+        rows.append((-1, limit, 0.0, "eager_limit"))
+    if w.rank == 0:
+        with open(out, "w") as f:
+            f.write("peer,bytes,one_way,what\n")
+            f.writelines(f"{p},{n},{t!r},{what}\n" for p, n, t, what in rows)
+        print(f"wrote {out} ({len(rows)} points)")

@@ -1,0 +1,260 @@
+"""What MPI answers each kind of communicator call: how ``instrument
+record`` logs it and how ``replay`` gives it back, side by side.
+
+A kind (the ``kind`` column of instrument/ops.py) groups the mpi4py
+methods that return and fill the same things.  For each kind:
+
+* ``record(call, res, log)`` runs on the host after the real call: it
+  writes one log record (the call's op, the peer and tag the application
+  passed, and what MPI answered) and returns what the application gets;
+* ``replay(call, result, payloads, fake)`` runs on the target instead of
+  the call: from that record it gives the application the same answer
+  without communicating, and says whether the call was an empty poll.
+
+``log`` is the recorder's port (``write``, ``wrap``: instrument/record.py),
+``fake`` the replayer's (``request``, ``prequest``, ``message``,
+``new_comm``, ``copy_in``: replay/fake.py).  Keeping both halves of a kind
+in one class keeps what one writes and the other reads in step.
+"""
+from __future__ import annotations
+
+import pickle
+
+from mpi4py import MPI
+
+from .bufsize import nbytes
+from .calls import bytes_view, describe_comm, fill_status, output_view, status_tuple
+
+
+class Call:
+    """One intercepted communicator call.
+
+    ``name``: the mpi4py method; ``op``: its canonical op name; ``a``: its
+    bound arguments (name -> value, defaults applied); ``peer``, ``tag``:
+    as the application passed them (checked on replay); ``lower``: the
+    object (lower-case) API, whose payloads are pickles; ``status``: the
+    Status MPI fills (the application's, or one of our own)."""
+
+    __slots__ = ("name", "op", "a", "peer", "tag", "lower", "status")
+
+    def __init__(self, name: str, op: str, a: dict, peer: int, tag: int):
+        self.name, self.op, self.a, self.peer, self.tag = name, op, a, peer, tag
+        self.lower = name[0].islower()
+        self.status = None
+
+
+def _size(spec) -> int:
+    try:
+        return nbytes(spec)
+    except Exception:                     # an argument MPI itself will reject
+        return 0
+
+
+def _received(c: Call, res) -> bytes:
+    """What a blocking receive delivered: the object's pickle, or the bytes
+    MPI wrote into the receive buffer (as many as the status counts)."""
+    if c.lower:
+        return pickle.dumps(res, protocol=5)
+    v = output_view(c.name, c.a)
+    return bytes(v[:c.status.Get_count(MPI.BYTE)]) if v is not None else b""
+
+
+class Send:
+    """A blocking send: the log keeps its size; replay sends nowhere."""
+
+    @staticmethod
+    def record(c, res, log):
+        log.write(c, size=0 if c.lower else _size(c.a.get("buf")))
+        return res
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return None, False
+
+
+class Isend(Send):
+    """A nonblocking send: a request that completes at once on replay."""
+
+    @staticmethod
+    def record(c, res, log):
+        Send.record(c, res, log)
+        return log.wrap(res)
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return fake.request(), False
+
+
+class PersistentInit(Send):
+    """Send_init/Recv_init: a persistent request; a receive's buffer is
+    filled at each completion."""
+
+    @staticmethod
+    def record(c, res, log):
+        Send.record(c, res, log)
+        r = log.wrap(res)
+        r._out = bytes_view(c.a["buf"]) if c.name == "Recv_init" else None
+        return r
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return fake.prequest(bytes_view(c.a["buf"]) if c.name == "Recv_init" else None), False
+
+
+class Recv:
+    """A blocking receive (or Sendrecv): the received bytes or object and
+    the status."""
+
+    @staticmethod
+    def record(c, res, log):
+        log.write(c, result=status_tuple(c.status), payloads=[_received(c, res)])
+        return res
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        fill_status(c.a.get("status"), result)
+        if c.lower:
+            return pickle.loads(payloads[0]), False
+        fake.copy_in(output_view(c.name, c.a), payloads[0], c.op)
+        return None, False
+
+
+class Irecv:
+    """A nonblocking receive or collective: a request whose completion
+    (logged with the completion call) fills the output buffer."""
+
+    @staticmethod
+    def record(c, res, log):
+        log.write(c)
+        r = log.wrap(res)
+        r._out = "obj" if c.lower else output_view(c.name, c.a)
+        return r
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return fake.request("obj" if c.lower else output_view(c.name, c.a)), False
+
+
+class PersistentCollective(Irecv):
+    """A persistent collective (*_init): like Irecv, a persistent request."""
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return fake.prequest(output_view(c.name, c.a)), False
+
+
+class Probe:
+    """Probe/Iprobe: whether a message was there, and its status."""
+
+    @staticmethod
+    def record(c, res, log):
+        log.write(c, result=(bool(res), status_tuple(c.status) if res else None))
+        return res
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        flag, st = result
+        if flag:
+            fill_status(c.a.get("status"), st)
+        return (flag if c.name in ("Iprobe", "iprobe") else True), not flag
+
+
+class Mprobe:
+    """Mprobe/Improbe: a matched message (or none) and its status."""
+
+    @staticmethod
+    def record(c, res, log):
+        got = res is not None and res != MPI.MESSAGE_NULL
+        log.write(c, result=(got, status_tuple(c.status) if got else None))
+        return log.wrap(res) if got else res
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        got, st = result
+        if got:
+            fill_status(c.a.get("status"), st)
+            return fake.message(), False
+        return (None if c.name in ("Improbe", "improbe") else MPI.MESSAGE_NULL), True
+
+
+class Collective:
+    """A blocking buffer collective: the bytes of its output buffer."""
+
+    @staticmethod
+    def record(c, res, log):
+        v = output_view(c.name, c.a)
+        log.write(c, payloads=[bytes(v)] if v is not None else [])
+        return res
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        if payloads:
+            fake.copy_in(output_view(c.name, c.a), payloads[0], c.op)
+        return None, False
+
+
+class ObjectCollective:
+    """An object collective: the returned object, pickled."""
+
+    @staticmethod
+    def record(c, res, log):
+        log.write(c, payloads=[pickle.dumps(res, protocol=5)])
+        return res
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return pickle.loads(payloads[0]), False
+
+
+class Create:
+    """Communicator creation: the new communicator's description (rank,
+    size, members, topology), from which replay impersonates it."""
+
+    @staticmethod
+    def record(c, res, log):
+        new = log.wrap(res) if res is not None and res != MPI.COMM_NULL else res
+        log.write(c, result=describe_comm(res))
+        return new
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return fake.new_comm(result), False
+
+
+class Idup:
+    """Idup: a communicator and a request."""
+
+    @staticmethod
+    def record(c, res, log):
+        log.write(c, result=describe_comm(res[0]))
+        req = log.wrap(res[1])
+        return log.wrap(res[0]), req
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return (fake.new_comm(result), fake.request()), False
+
+
+class Free:
+    """Free/Disconnect: nothing comes back."""
+
+    @staticmethod
+    def record(c, res, log):
+        log.write(c)
+        return res
+
+    @staticmethod
+    def replay(c, result, payloads, fake):
+        return None, False
+
+
+# kind (instrument/ops.py) -> its recording and replaying; the kinds not
+# here are logged by their own classes (requests, messages, Start) or
+# refused (ops.REFUSED_KINDS)
+KIND_CLASS = {
+    "send": Send, "isend": Isend, "pinit": PersistentInit,
+    "recv": Recv, "sendrecv": Recv, "irecv": Irecv, "isendrecv": Irecv, "icoll": Irecv,
+    "pcoll": PersistentCollective, "probe": Probe, "mprobe": Mprobe,
+    "coll": Collective, "ocoll": ObjectCollective, "create": Create, "idup": Idup,
+    "free": Free,
+}

@@ -1,0 +1,80 @@
+"""The prediction file: written by ``python -m netsim``, read here only.
+
+``prediction/NAME.json`` (docs/FILES.md) holds:
+
+``predicted_time`` (s)
+    the latest rank's finish, from MPI initialisation;
+``platform``
+    the platform as simulated (every parameter, defaults filled in);
+``ranks``
+    one record per rank: ``rank``, ``computation``, ``communication``,
+    ``waiting``, ``finish`` (s);
+``summary``
+    per quantity of ``ranks``, its ``mean`` and ``max`` (s);
+``simulation``
+    ``events``, ``seconds`` (the engine's wall time), ``events_per_second``;
+``input``, ``compute``, ``warnings``
+    the trace simulated, where the computation times came from, and every
+    warning the trace carried (calls the tracer could not see, ...).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+QUANTITIES = ("computation", "communication", "waiting", "finish")
+
+
+class PredictionError(ValueError):
+    """A prediction file that is missing, damaged or inconsistent."""
+
+
+def prediction_json(res, platform, extra: dict | None = None) -> dict:
+    """The prediction of a simulation result (netsim.predict.Result) as a dict."""
+    pr = res.per_rank
+    out = {"predicted_time": res.predicted_time, "platform": platform.describe(),
+           "ranks": pr.to_dict(orient="records"),
+           "summary": {k: {"mean": float(pr[k].mean()), "max": float(pr[k].max())}
+                       for k in QUANTITIES},
+           "simulation": {"events": res.events, "seconds": res.seconds,
+                          "events_per_second": res.events / res.seconds if res.seconds else None}}
+    if extra:
+        out.update(extra)
+    return out
+
+
+def write_prediction(path: str, prediction: dict) -> None:
+    """Write ``prediction`` to ``path`` (atomically: a reader never sees half a file)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(prediction, f, indent=1)
+    os.replace(tmp, path)
+
+
+def read_prediction(path: str) -> dict:
+    """The checked prediction: the keys above, a finite non-negative time,
+    one record per rank with every quantity."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise PredictionError(f"{path}: cannot read prediction ({e})") from None
+    if not isinstance(d, dict):
+        raise PredictionError(f"{path}: not a prediction (a JSON object is expected)")
+    for key in ("predicted_time", "platform", "ranks", "summary"):
+        if key not in d:
+            raise PredictionError(f"{path}: missing {key!r} (write it with `python -m netsim`)")
+    t = d["predicted_time"]
+    if not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        raise PredictionError(f"{path}: predicted_time must be a finite number >= 0, not {t!r}")
+    if not isinstance(d["ranks"], list) or not d["ranks"]:
+        raise PredictionError(f"{path}: ranks must be a non-empty list")
+    for i, r in enumerate(d["ranks"]):
+        if not isinstance(r, dict) or r.get("rank") != i or \
+                any(not isinstance(r.get(q), (int, float)) for q in QUANTITIES):
+            raise PredictionError(f"{path}: ranks[{i}] must be rank {i} with "
+                                  f"{', '.join(QUANTITIES)} in seconds")
+    d.setdefault("warnings", [])
+    return d

@@ -1,0 +1,47 @@
+"""The workflow's report: one self-contained HTML page plus PNG figures.
+
+    python -m report --predictions P1.json [P2.json ...] --reps reps.csv
+        --summary reps_summary.csv --dendrogram dendro.png [--timelines T1.json ...]
+        [--trace-summary trace_summary.txt] [--validate validate.json]
+        [--calibrated platform.yaml] -o report.html
+
+Sections: the prediction per platform (ranked, fastest first: the what-if
+sweep), the per-rank breakdown (computation / communication / waiting) on
+the fastest platform, predicted vs measured when validate ran, the
+representatives and dendrogram, a timeline excerpt, and every platform's
+parameters.  Figures are embedded (base64) and also written beside the
+report as PNG files.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .page import build
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m report",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--predictions", nargs="+", required=True)
+    ap.add_argument("--timelines", nargs="*", default=[])
+    ap.add_argument("--reps", required=True)
+    ap.add_argument("--summary", required=True)
+    ap.add_argument("--dendrogram", required=True)
+    ap.add_argument("--trace-summary")
+    ap.add_argument("--validate")
+    ap.add_argument("--calibrated")
+    ap.add_argument("-o", "--output", required=True)
+    a = ap.parse_args(argv)
+    try:
+        build(a.output, a.predictions, a.reps, a.summary, a.dendrogram, a.timelines,
+              a.trace_summary, a.validate, a.calibrated)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"report: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {a.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Run the application for real and compare with a prediction.
+
+    python -m validate --prediction P.json --ranks N [--repeats 3]
+        [--mpiexec PATH] -o validate.json -- (app.py | -m module | -c cmd) [args]
+
+Runs the application untraced ``repeats`` times with ``mpiexec -n N`` on the
+machine the prediction's platform describes (a dedicated run: one rank per
+core, MPI's default busy-polling waits), each rank under
+``python -m validate.clock``, which measures what the prediction covers: from
+MPI initialisation to the end of the application (the slowest rank).  Keeps
+the minimum over runs (the least disturbed run, as docs/METHODS.md recommends for repeats)
+and writes ``{platform, ranks, predicted, measured, runs, wall, error}`` with
+error = (predicted - measured) / measured; ``wall`` are the whole commands'
+times (process start-up and tear-down included), for reference.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .run import measure
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv and not {"-h", "--help"} & set(argv):
+        print("validate: error: give the application after --", file=sys.stderr)
+        return 2
+    cut = argv.index("--") if "--" in argv else len(argv)
+    ap = argparse.ArgumentParser(prog="python -m validate")
+    ap.add_argument("--prediction", required=True)
+    ap.add_argument("--ranks", type=int, help="N (default: the prediction's rank count)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--mpiexec", help="default: the mpiexec beside this python")
+    ap.add_argument("-o", "--output", required=True)
+    a = ap.parse_args(argv[:cut])
+    target = argv[cut + 1:]
+    if not target:
+        ap.error("give the application after --: app.py, -m module or -c command")
+    with open(a.prediction) as f:
+        pred = json.load(f)
+    ranks = a.ranks or len(pred["ranks"])
+    try:
+        m = measure(target, ranks, a.repeats, a.mpiexec)
+    except (RuntimeError, OSError) as e:
+        print(f"validate: error: {e}", file=sys.stderr)
+        return 2
+    out = {"platform": pred["platform"]["name"], "ranks": ranks,
+           "predicted": pred["predicted_time"], **m, "command": target,
+           "error": (pred["predicted_time"] - m["measured"]) / m["measured"]}
+    with open(a.output, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"predicted {out['predicted']:.4g} s, measured {out['measured']:.4g} s, "
+          f"error {100 * out['error']:+.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
