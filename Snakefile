@@ -20,10 +20,18 @@ PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
 RES = config["results"]
 N = config["ranks"]
+# Everything a rule's result depends on is an input or a param, so that a
+# changed config reruns what it changes (Snakemake compares params).
 APP = " ".join((["-m"] if config["app"]["module"] else []) + [config["app"]["script"]]
                + [str(a) for a in config["app"]["args"]])
+# the application's script (a module has none): a changed script reruns its runs
+APP_FILES = [] if config["app"]["module"] else [config["app"]["script"]]
+MPIRUN = f"{MPIEXEC} -n {N} {PY}"          # the full-scale run on the host
 CL = config["cluster"]
 COUNT = "--count-c-calls" if config["count_c_calls"] else ""
+# the software of every rule, for `snakemake --use-conda` (the README's
+# commands install the same into .venv)
+ENV = "config/envs/repreplay.yaml"
 PLATFORMS = {os.path.splitext(os.path.basename(p))[0]: p for p in config["platforms"]}
 for _name, _path in PLATFORMS.items():
     if not os.path.exists(_path):
@@ -46,17 +54,25 @@ rule all:
 
 
 rule trace:
-    """S1: run the application at full scale N on the host, every MPI call traced."""
+    """Step 1: run the application at full scale N on the host, every MPI call traced."""
+    input:
+        APP_FILES,
     output:
         directory(f"{RES}/trace"),
     log:
         f"{RES}/logs/trace.log",
     benchmark:
         f"{RES}/benchmarks/trace.tsv"
+    params:
+        mpirun=MPIRUN,
+        c_calls=COUNT,
+        app=APP,
     resources:
         tasks=N,
+    conda:
+        ENV
     shell:
-        "{MPIEXEC} -n {N} {PY} -m instrument trace {COUNT} -o {output} --force {APP} "
+        "{params.mpirun} -m instrument trace {params.c_calls} -o {output} --force {params.app} "
         "> {log} 2>&1"
 
 
@@ -70,12 +86,16 @@ rule trace_summary:
         f"{RES}/logs/trace_summary.log",
     benchmark:
         f"{RES}/benchmarks/trace_summary.tsv"
+    params:
+        py=PY,
+    conda:
+        ENV
     shell:
-        "{PY} -m instrument show {input} > {output} 2> {log}"
+        "{params.py} -m instrument show {input} > {output} 2> {log}"
 
 
 checkpoint cluster:
-    """S2: group ranks by communication sequence, cluster their computation
+    """Step 2: group ranks by communication sequence, cluster their computation
     vectors, pick the member closest to each cluster's centroid."""
     input:
         f"{RES}/trace",
@@ -88,18 +108,22 @@ checkpoint cluster:
     benchmark:
         f"{RES}/benchmarks/cluster.tsv"
     params:
+        py=PY,
         c=CL,
+    conda:
+        ENV
     shell:
-        "{PY} -m cluster {input} -o {output.reps} --summary {output.summary} "
+        "{params.py} -m cluster {input} -o {output.reps} --summary {output.summary} "
         "--metric {params.c[metric]} --linkage {params.c[linkage]} "
         "--threshold {params.c[threshold]} --vector {params.c[vector]} "
         "--plot {output.plot} > {log} 2>&1"
 
 
 rule record:
-    """S3: run the application again on the host, logging everything that
-    flows into the representatives."""
+    """Step 3: run the application again on the host, logging everything
+    that flows into the representatives."""
     input:
+        APP_FILES,
         reps=f"{RES}/representatives.csv",
     output:
         directory(f"{RES}/msglog"),
@@ -107,18 +131,24 @@ rule record:
         f"{RES}/logs/record.log",
     benchmark:
         f"{RES}/benchmarks/record.tsv"
+    params:
+        mpirun=MPIRUN,
+        app=APP,
     resources:
         tasks=N,
+    conda:
+        ENV
     shell:
-        "{MPIEXEC} -n {N} {PY} -m instrument record --reps {input.reps} -o {output} --force "
-        "{APP} > {log} 2>&1"
+        "{params.mpirun} -m instrument record --reps {input.reps} -o {output} --force "
+        "{params.app} > {log} 2>&1"
 
 
 rule replay:
-    """S4: replay one representative alone on a target node (on SLURM: its
-    own one-node job in the target partition)."""
+    """Step 4: replay one representative alone on a target node (on SLURM:
+    its own one-node job in the target partition)."""
     input:
-        f"{RES}/msglog",
+        APP_FILES,
+        log=f"{RES}/msglog",
     output:
         f"{RES}/replay/rank{{rank}}.csv",
     log:
@@ -126,13 +156,20 @@ rule replay:
     benchmark:
         f"{RES}/benchmarks/replay_rank{{rank}}.tsv"
     params:
+        py=PY,
+        n=N,
+        out=lambda w, output: os.path.dirname(output[0]),
         repeats=config["replay"]["repeats"],
         load=config["replay"]["load"],
+        app=APP,
     resources:
         tasks=max(1, config["replay"]["load"]),
+    conda:
+        ENV
     shell:
-        "{PY} -m replay --rank {wildcards.rank} --size {N} --log {input} -o {RES}/replay "
-        "--repeats {params.repeats} --load {params.load} {APP} > {log} 2>&1"
+        "{params.py} -m replay --rank {wildcards.rank} --size {params.n} --log {input.log} "
+        "-o {params.out} --repeats {params.repeats} --load {params.load} {params.app} "
+        "> {log} 2>&1"
 
 
 def replayed(wildcards):
@@ -143,7 +180,7 @@ def replayed(wildcards):
 
 
 rule expand:
-    """Every rank takes its representative's target computation times."""
+    """Step 5: every rank takes its representative's target computation times."""
     input:
         trace=f"{RES}/trace",
         reps=f"{RES}/representatives.csv",
@@ -155,15 +192,19 @@ rule expand:
     benchmark:
         f"{RES}/benchmarks/expand.tsv"
     params:
+        py=PY,
+        replayed=lambda w, input: os.path.dirname(input.replayed[0]),
         scale=config["replay"]["scale"],
         vector=CL["vector"],
+    conda:
+        ENV
     shell:
-        "{PY} -m replay.expand {input.trace} {input.reps} {RES}/replay -o {output} "
-        "--scale {params.scale} --vector {params.vector} > {log} 2>&1"
+        "{params.py} -m replay.expand {input.trace} {input.reps} {params.replayed} "
+        "-o {output} --scale {params.scale} --vector {params.vector} > {log} 2>&1"
 
 
 rule simulate:
-    """S6: simulate the full-scale run on a target platform."""
+    """Step 6: simulate the full-scale run on a target platform."""
     input:
         trace=f"{RES}/trace",
         compute=f"{RES}/compute.csv",
@@ -175,8 +216,12 @@ rule simulate:
         f"{RES}/logs/simulate_{{platform}}.log",
     benchmark:
         f"{RES}/benchmarks/simulate_{{platform}}.tsv"
+    params:
+        py=PY,
+    conda:
+        ENV
     shell:
-        "{PY} -m netsim {input.trace} --platform {input.platform} --compute {input.compute} "
+        "{params.py} -m netsim {input.trace} --platform {input.platform} --compute {input.compute} "
         "-o {output.prediction} --timeline {output.timeline} > {log} 2>&1"
 
 
@@ -192,21 +237,26 @@ rule calibrate:
     benchmark:
         f"{RES}/benchmarks/calibrate.tsv"
     params:
+        py=PY,
+        mpiexec=MPIEXEC,
         c=config["calibrate"],
     resources:
         tasks=config["calibrate"]["ranks"],
     threads: config["calibrate"]["ranks"]   # one core per rank: timings, not throughput
+    conda:
+        ENV
     shell:
         # busy-polling waits: the latency a dedicated run sees
-        "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {MPIEXEC} -n {params.c[ranks]} {PY} -m calibrate "
-        "measure -o {output.raw} && "
-        "{PY} -m calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
+        "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {params.mpiexec} -n {params.c[ranks]} {params.py} "
+        "-m calibrate measure -o {output.raw} && "
+        "{params.py} -m calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
         "--nodes {params.c[nodes]} -o {output.platform}) > {log} 2>&1"
 
 
 rule validate:
     """Run the application for real at N on the target and compare."""
     input:
+        APP_FILES,
         prediction=lambda w: f"{RES}/prediction/{config['validate']['platform']}.json",
     output:
         f"{RES}/validate.json",
@@ -215,13 +265,20 @@ rule validate:
     benchmark:
         f"{RES}/benchmarks/validate.tsv"
     params:
+        py=PY,
+        mpiexec=MPIEXEC,
+        n=N,
         repeats=config["validate"]["repeats"],
+        app=APP,
     resources:
         tasks=N,
     threads: N   # a dedicated run: nothing else on these cores meanwhile
+    conda:
+        ENV
     shell:
-        "{PY} -m validate --prediction {input.prediction} --ranks {N} "
-        "--repeats {params.repeats} --mpiexec {MPIEXEC} -o {output} -- {APP} > {log} 2>&1"
+        "{params.py} -m validate --prediction {input.prediction} --ranks {params.n} "
+        "--repeats {params.repeats} --mpiexec {params.mpiexec} -o {output} -- {params.app} "
+        "> {log} 2>&1"
 
 
 rule report:
@@ -243,10 +300,13 @@ rule report:
     benchmark:
         f"{RES}/benchmarks/report.tsv"
     params:
+        py=PY,
         optional=lambda w, input: " ".join(
             ([f"--validate {input.validate[0]}"] if input.validate else [])
             + ([f"--calibrated {input.calibrated[0]}"] if input.calibrated else [])),
+    conda:
+        ENV
     shell:
-        "{PY} -m report --predictions {input.predictions} --timelines {input.timelines} "
+        "{params.py} -m report --predictions {input.predictions} --timelines {input.timelines} "
         "--reps {input.reps} --summary {input.summary} --dendrogram {input.dendrogram} "
         "--trace-summary {input.trace_summary} {params.optional} -o {output} > {log} 2>&1"

@@ -19,16 +19,20 @@ if kind == "pingpong":
     peer = 1 - r
     for _ in range(n // 2):
         if r == 0:
-            w.Send(buf, peer, 0); w.Recv(buf, peer, 0)
+            w.Send(buf, peer, 0)
+            w.Recv(buf, peer, 0)
         else:
-            w.Recv(buf, peer, 0); w.Send(buf, peer, 0)
+            w.Recv(buf, peer, 0)
+            w.Send(buf, peer, 0)
 elif kind == "allreduce":
     for _ in range(n):
         w.Allreduce(buf, out)
 elif kind == "isend":
     me = w.rank
     for _ in range(n // 3):
-        a = w.Irecv(out, me, 0); b = w.Isend(buf, me, 0); MPI.Request.Waitall([a, b])
+        a = w.Irecv(out, me, 0)
+        b = w.Isend(buf, me, 0)
+        MPI.Request.Waitall([a, b])
 t = time.perf_counter() - t0
 if r == 0:
-    print("CALLS %d SECONDS %.6f" % (n, t), flush=True)
+    print(f"CALLS {n} SECONDS {t:.6f}", flush=True)

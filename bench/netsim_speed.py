@@ -59,10 +59,13 @@ def _pattern(p, iters, block):
     for s_, d_, i_ in edges:
         if s_ < 0:                       # from the previous iteration: skip the first
             b = base[~first]
-            src.append(b + s_); dst.append(b + d_)
+            src.append(b + s_)
+            dst.append(b + d_)
             st.append(np.full(len(b), i_))
         else:
-            src.append(base + s_); dst.append(base + d_); st.append(np.full(len(base), i_))
+            src.append(base + s_)
+            dst.append(base + d_)
+            st.append(np.full(len(base), i_))
     return Schedule(kind=tile(kind).astype(np.int8), rank=np.repeat(r, per).astype(np.int64),
                     peer=tile(peer).astype(np.int64), size=tile(size).astype(np.int64),
                     tag=tile(tag).astype(np.int64), ctx=tile(ctx).astype(np.int64),
@@ -101,7 +104,8 @@ def halo_allreduce(p, iters):
         cols += rd
         m = len(cols)
         arr = lambda i: np.stack([np.broadcast_to(np.asarray(c[i]), r.shape) for c in cols], 1)
-        dur = np.zeros((p, m)); dur[:, 0] = 1e-4 * (1 + 0.05 * (r % 7))
+        dur = np.zeros((p, m))
+        dur[:, 0] = 1e-4 * (1 + 0.05 * (r % 7))
         edges = [(-2, 0, False), (-1, 0, False)] if k else [(-1, 0, False)]
         edges += [(0, i, False) for i in range(1, 9)]
         prev = list(range(1, 9))
@@ -122,7 +126,8 @@ def dissemination(p, iters):
             cols.append((RECV, (r - (1 << j)) % p, 0, j, 1))
         m = len(cols)
         arr = lambda i: np.stack([np.broadcast_to(np.asarray(c[i]), r.shape) for c in cols], 1)
-        dur = np.zeros((p, m)); dur[:, 0] = 5e-5
+        dur = np.zeros((p, m))
+        dur[:, 0] = 5e-5
         edges = [(-2, 0, False), (-1, 0, False)]
         prev = [0]
         for j in range(k):
@@ -139,7 +144,8 @@ def rd_allreduce(p, iters):
         cols = [(CALC, -1, 0, -1, 0)] + rd
         m = len(cols)
         arr = lambda i: np.stack([np.broadcast_to(np.asarray(c[i]), r.shape) for c in cols], 1)
-        dur = np.zeros((p, m)); dur[:, 0] = 2e-5
+        dur = np.zeros((p, m))
+        dur[:, 0] = 2e-5
         edges = [(-2, 0, False), (-1, 0, False)]
         prev = [0]
         for j in range(k):

@@ -143,73 +143,86 @@ def _loaded(pingpong, exchange):
     return pingpong.combine(loaded, max)
 
 
-def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
-        eager_limit: int | None, name: str, alltoall_self_limit: int = 32768,
-        combine: str = "min") -> dict:
-    """A platform description (dict, the platform file's keys) fitted to the
-    measurements ``raw``: a CSV path, or a list of them (concatenated:
-    several measurements, each point combined over them with ``combine``)."""
+def read_measurements(raw):
+    """The measurements of ``raw`` (a CSV path or a list of them), concatenated;
+    files without ``what`` (older ones) read as ping-pongs and, peer -1, call."""
     import pandas as pd
     paths = [raw] if isinstance(raw, str) else list(raw)
     df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
     if "what" not in df:
         df["what"] = ["pingpong" if p >= 0 else "call" for p in df["peer"]]
+    return df
+
+
+def _fit_level(name: str, pingpong, stream, eager_limit: int, call: float, exchange,
+               combine: str) -> dict:
+    """One network level from its ping-pong and stream rows: the fitted
+    latency (less the binding's call) and byte times, and the measured
+    curves (``exchange``: the loaded curve of the level joining ranks 0
+    and 1, or None)."""
+    d = pingpong.groupby("bytes", as_index=False)["one_way"].agg(combine)
+    eager, rdv = d[d["bytes"] <= eager_limit], d[d["bytes"] > eager_limit]
+    lat, bt = _line(eager if len(eager) >= 2 else d)
+    lv = {"name": name, "latency": max(lat - call, 0.0), "byte_time": bt}
+    if len(rdv) >= 2:
+        # large messages stream at their own rate (shared memory: a
+        # pipelined copy); their intercept is the handshake, modelled apart
+        lv["rendezvous_byte_time"] = _line(rdv)[1]
+    if len(d) >= 2:
+        curve = d.set_index("bytes")["one_way"]
+        if exchange is not None and len(exchange):
+            curve = _loaded(curve, exchange)
+        lv["one_way"] = [[int(n), float(t)] for n, t in
+                         zip(curve.index, _non_decreasing(list(curve.to_numpy(float))))]
+    st = stream.groupby("bytes")["one_way"].agg(combine)
+    if len(st) >= 2:
+        lv["stream"] = [[int(n), float(t)] for n, t in st.items()]
+    return lv
+
+
+def _agg(rows, combine: str, default: float = 0.0) -> float:
+    return float(rows.agg(combine)) if len(rows) else default
+
+
+def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
+        eager_limit: int | None, name: str, alltoall_self_limit: int = 32768,
+        combine: str = "min") -> dict:
+    """A platform description (dict, the platform file's keys) fitted to the
+    measurements ``raw``: a CSV path, or a list of them (several
+    measurements: each point combined over them with ``combine``)."""
+    df = read_measurements(raw)
+    what = df["what"]
     if eager_limit is None:
         # the measured one (the smallest, over several measurements), else MPICH's
         # default over a network
-        measured = df.loc[df["what"] == "eager_limit", "bytes"]
-        eager_limit = int(measured.min()) if len(measured) else 65536
-    per_call = df[df["what"] == "call"]["one_way"]
-    call = float(per_call.agg(combine)) if len(per_call) else 0.0
-    # several measurements in one file (concatenated): each point's minimum
-    # (or median)
-    copy = df[df["what"] == "copy"].groupby("bytes", as_index=False)["one_way"].agg(combine)
+        eager_limit = int(_agg(df.loc[what == "eager_limit", "bytes"], "min", 65536))
+    call = _agg(df.loc[what == "call", "one_way"], combine)
+    copy = df[what == "copy"].groupby("bytes", as_index=False)["one_way"].agg(combine)
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
+    pack_bt = _pack_byte_time(df[what.isin(PACKING)], combine)
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
-    pack_bt = _pack_byte_time(df[df["what"].isin(PACKING)], combine)
-    pair = df[~df["what"].isin(["pingpong", "exchange", "stream", "stream_loop", "call", "copy",
-                                "eager_limit", *PACKING])]
-    pair = pair.groupby("what")["one_way"].agg(combine)
-    exchange = df[df["what"] == "exchange"].groupby("bytes")["one_way"].agg(combine)
-    stream = df[df["what"] == "stream"].copy()
-    # the caller's own cost per message of the window, which the simulator
+    pair = df[~what.isin(["pingpong", "exchange", "stream", "stream_loop", "call", "copy",
+                          "eager_limit", *PACKING])].groupby("what")["one_way"].agg(combine)
+    exchange = df[what == "exchange"].groupby("bytes")["one_way"].agg(combine)
+    # the caller's own cost per message of a window, which the simulator
     # charges as the application's calls and computation, comes off
-    loop = df[df["what"] == "stream_loop"]["one_way"]
-    own = float(loop.agg(combine)) if len(loop) else 0.0
-    stream["one_way"] = (stream["one_way"] - own).clip(0)
-    df = df[df["what"] == "pingpong"]
+    stream = df[what == "stream"].copy()
+    stream["one_way"] = (stream["one_way"] - _agg(df.loc[what == "stream_loop", "one_way"],
+                                                  combine)).clip(0)
+    pingpong = df[what == "pingpong"]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
 
     def level(peer):
-        for i, s in enumerate(spans):
-            if peer // s == 0:
-                return i
-        return len(spans)
-    df["level"] = df["peer"].map(level)
-    stream["level"] = stream["peer"].map(level)
+        return next((i for i, s in enumerate(spans) if peer // s == 0), len(spans))
+    at = pingpong["peer"].map(level)
+    stream_at = stream["peer"].map(level)
     levels = []
     for i, lname in enumerate(names):
-        d = df[df["level"] == i]
-        if d.empty:
+        if not (at == i).any():
             continue
-        d = d.groupby("bytes", as_index=False)["one_way"].agg(combine)
-        eager, rdv = d[d["bytes"] <= eager_limit], d[d["bytes"] > eager_limit]
-        lat, bt = _line(eager if len(eager) >= 2 else d)
-        lv = {"name": lname, "latency": max(lat - call, 0.0), "byte_time": bt}
-        if len(rdv) >= 2:
-            # large messages stream at their own rate (shared memory: a
-            # pipelined copy); their intercept is the handshake, modelled apart
-            lv["rendezvous_byte_time"] = _line(rdv)[1]
-        if len(d) >= 2:
-            curve = d.set_index("bytes")["one_way"]
-            if i == level(1) and len(exchange):
-                curve = _loaded(curve, exchange)
-            lv["one_way"] = [[int(n), float(t)] for n, t in
-                             zip(curve.index, _non_decreasing(list(curve.to_numpy(float))))]
-        st = stream[stream["level"] == i].groupby("bytes")["one_way"].agg(combine)
-        if len(st) >= 2:
-            lv["stream"] = [[int(n), float(t)] for n, t in st.items()]
+        lv = _fit_level(lname, pingpong[at == i], stream[stream_at == i], eager_limit, call,
+                        exchange if i == level(1) else None, combine)
         if i < len(spans):
             lv["span"] = spans[i]
         levels.append(lv)
@@ -219,18 +232,11 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     copy_over, coll_over = _two_rank_overheads(pair, call, levels[0], alltoall_self_limit)
     net = {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
            "eager_limit": eager_limit, "contention": nodes > 1}
-    if call:
-        net["call_overhead"] = call
-    if copy_bt:
-        net["copy_byte_time"] = copy_bt
-    if copy_over:
-        net["copy_overhead"] = copy_over
-    if pack_bt:
-        net["pack_byte_time"] = pack_bt
-    if coll_over:
-        net["collective_overhead"] = coll_over
-        if alltoall_self_limit:
-            net["alltoall_self_limit"] = alltoall_self_limit
+    optional = {"call_overhead": call, "copy_byte_time": copy_bt, "copy_overhead": copy_over,
+                "pack_byte_time": pack_bt, "collective_overhead": coll_over}
+    net.update({k: v for k, v in optional.items() if v})
+    if coll_over and alltoall_self_limit:
+        net["alltoall_self_limit"] = alltoall_self_limit
     return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
             "network": net,
             "collectives": {"default": "analytic"}, "compute_scale": 1.0}

@@ -68,7 +68,8 @@ def main(argv=None) -> int:
               f"{r.spread:>9.2%}{r.max_error:>11.2%}")
     worst = reps["error"].max()
     print(f"clustering error (member total vs its representative's): mean "
-          f"{reps['error'].mean():.2%}, max {worst:.2%} (rank {int(reps.loc[reps['error'].idxmax(), 'rank'])})")
+          f"{reps['error'].mean():.2%}, max {worst:.2%} "
+          f"(rank {int(reps.loc[reps['error'].idxmax(), 'rank'])})")
     if worst > 2 * a.threshold * float(reps['total'].mean()) / max(reps['rep_total'].min(), 1e-300):
         print("warning: some members differ from their representative by more than the "
               "threshold implies; lower --threshold", file=sys.stderr)

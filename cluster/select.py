@@ -172,7 +172,8 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
     return pd.concat(out, ignore_index=True).sort_values("rank").reset_index(drop=True)
 
 
-def summary(reps: pd.DataFrame, vectors: dict | None = None, metric: str = "manhattan") -> pd.DataFrame:
+def summary(reps: pd.DataFrame, vectors: dict | None = None,
+            metric: str = "manhattan") -> pd.DataFrame:
     """Per cluster: group, size, representative, mean total, spread, max error.
 
     ``spread`` is the largest distance of a member's vector to the

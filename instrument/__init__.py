@@ -27,10 +27,10 @@ class Trace:
     """A loaded trace: ``meta`` dict and the contract's tables."""
     path: str
     meta: dict
-    events: "pd.DataFrame"
-    comms: "pd.DataFrame"
-    sites: "pd.DataFrame"
-    topology: "pd.DataFrame"
+    events: pd.DataFrame
+    comms: pd.DataFrame
+    sites: pd.DataFrame
+    topology: pd.DataFrame
 
     @property
     def size(self) -> int:
@@ -45,6 +45,7 @@ def load_trace(path: str, columns: list[str] | None = None, salvage: bool = True
     """Read a trace directory.  A run that crashed before merging is merged
     first (``salvage``), with its incomplete ranks marked in ``meta``."""
     import pandas as pd
+
     from .merge import merge, needs_merge
     if not os.path.isdir(path):
         raise TraceError(f"{path}: no such trace directory")

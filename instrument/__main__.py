@@ -14,7 +14,6 @@ import sys
 
 from launch import split_command
 
-
 VALUED = ("-o", "--output", "--ranks", "--reps")
 
 

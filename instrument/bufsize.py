@@ -160,6 +160,6 @@ class PickleCounter:
 
     def take(self):
         """(dumped, loaded) bytes since the previous take."""
-        d, l = self.dumped, self.loaded
+        taken = self.dumped, self.loaded
         self.dumped = self.loaded = 0
-        return d, l
+        return taken

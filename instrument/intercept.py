@@ -26,12 +26,18 @@ import inspect
 from mpi4py import MPI
 
 from . import ops
-from .calls import Meta
-from .bufsize import (BLOCKED_RECV, BLOCKED_SEND, PickleCounter, blocked_nbytes, nbytes,
-                      noncontiguous, per_peer)
 from ._hotpath import enter, leave, leave_ex, new_req
-from .writer import (FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, FLAG_NONE,
-                     Recorder)
+from .bufsize import (
+    BLOCKED_RECV,
+    BLOCKED_SEND,
+    PickleCounter,
+    blocked_nbytes,
+    nbytes,
+    noncontiguous,
+    per_peer,
+)
+from .calls import Meta
+from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, FLAG_NONE, Recorder
 
 R: Recorder = None            # set by install()
 PK = PickleCounter()
@@ -290,7 +296,8 @@ def _sendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY
     st = _STATUS if status is None else status
     REAL["Comm"].Sendrecv_replace(self, buf, dest, sendtag, source, recvtag, st)
     p, tg, n, fl = _matched(self, st, source, recvtag)
-    leave_ex(s, _OP_SRR, self._tidx, _peer(self, dest), sendtag, nbytes(buf), n, -1, p, tg, -1, fl, None, 1)
+    leave_ex(s, _OP_SRR, self._tidx, _peer(self, dest), sendtag, nbytes(buf), n, -1, p, tg, -1,
+             fl, None, 1)
 
 
 def _isendrecv(name):
@@ -302,7 +309,8 @@ def _isendrecv(name):
         def f(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
             s = enter()
             r = _wrap_req(base(self, buf, dest, sendtag, source, recvtag))
-            leave_ex(s, op, self._tidx, _peer(self, dest), sendtag, nbytes(buf), nbytes(buf), r._tid, _peer(self, source), recvtag, -1, 0, None, 1)
+            leave_ex(s, op, self._tidx, _peer(self, dest), sendtag, nbytes(buf), nbytes(buf),
+                     r._tid, _peer(self, source), recvtag, -1, 0, None, 1)
             return r
     else:
         def f(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
@@ -311,7 +319,8 @@ def _isendrecv(name):
             # no completion fix-up: MPICH 5.0 fills an Isendrecv status with
             # garbage tags; the posted source/tag/size are recorded instead
             r = _wrap_req(base(self, sendbuf, dest, sendtag, recvbuf, source, recvtag))
-            leave_ex(s, op, self._tidx, _peer(self, dest), sendtag, nbytes(sendbuf), nbytes(recvbuf), r._tid, _peer(self, source), recvtag, -1, 0, None, 1)
+            leave_ex(s, op, self._tidx, _peer(self, dest), sendtag, nbytes(sendbuf),
+                     nbytes(recvbuf), r._tid, _peer(self, source), recvtag, -1, 0, None, 1)
             return r
     f.__name__ = name
     return f
@@ -423,6 +432,82 @@ _PARAMS = {"none": [], "bcast": ["buf", "root"], "rooted": ["sendbuf", "recvbuf"
            "counts": ["sendbuf", "recvbuf", "recvcounts", "op"]}
 
 
+# One wrapper per shape, with that shape's exact signature (generic
+# argument binding would cost the tracer's whole per-call budget).
+
+def _coll_persistent(base, spec, shape):
+    params = _PARAMS[shape]             # rare: generic argument binding is fine
+
+    def f(self, *args, **kw):
+        s = enter()
+        res = base(self, *args, **kw)
+        a = dict(zip(params, args), **kw)
+        sbuf = a.get("buf", a.get("sendbuf"))
+        rbuf = a.get("buf", a.get("recvbuf"))
+        root = a.get("root", 0) if "root" in params else None
+        return _coll_done(s, self, sbuf, rbuf, root, res, spec)
+    return f
+
+
+def _coll_none(base, spec):
+    def f(self):
+        s = enter()
+        return _coll_done(s, self, None, None, None, base(self), spec)
+    return f
+
+
+def _coll_bcast(base, spec):
+    def f(self, buf, root=0):
+        s = enter()
+        return _coll_done(s, self, buf, buf, root, base(self, buf, root), spec)
+    return f
+
+
+def _coll_rooted(base, spec):
+    def f(self, sendbuf, recvbuf, root=0):
+        s = enter()
+        res = base(self, sendbuf, recvbuf, root)
+        return _coll_done(s, self, sendbuf, recvbuf, root, res, spec)
+    return f
+
+
+def _coll_reduce(base, spec):
+    def f(self, sendbuf, recvbuf, op=_SUM, root=0):
+        s = enter()
+        res = base(self, sendbuf, recvbuf, op, root)
+        return _coll_done(s, self, sendbuf, recvbuf, root, res, spec)
+    return f
+
+
+def _coll_pair(base, spec):
+    def f(self, sendbuf, recvbuf):
+        s = enter()
+        res = base(self, sendbuf, recvbuf)
+        return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
+    return f
+
+
+def _coll_op(base, spec):
+    def f(self, sendbuf, recvbuf, op=_SUM):
+        s = enter()
+        res = base(self, sendbuf, recvbuf, op)
+        return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
+    return f
+
+
+def _coll_counts(base, spec):
+    def f(self, sendbuf, recvbuf, recvcounts=None, op=_SUM):
+        s = enter()
+        res = base(self, sendbuf, recvbuf, recvcounts, op)
+        return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
+    return f
+
+
+_COLL_WRAPPER = {"none": _coll_none, "bcast": _coll_bcast, "rooted": _coll_rooted,
+                 "reduce": _coll_reduce, "pair": _coll_pair, "op": _coll_op,
+                 "counts": _coll_counts}
+
+
 def _coll(cls_name, name):
     """Wrap a buffer collective: blocking, nonblocking (I*) or persistent (*_init)."""
     base = getattr(REAL[cls_name], name)
@@ -433,51 +518,8 @@ def _coll(cls_name, name):
     stem = plain.lower()
     spec = (code(name.lower()), code("i" + stem), stem, stem.endswith(("v", "w")), mode)
     shape = _SHAPE[plain]
-
-    if mode == "persistent":          # rare: generic argument binding is fine
-        params = _PARAMS[shape]
-
-        def f(self, *args, **kw):
-            s = enter()
-            res = base(self, *args, **kw)
-            a = dict(zip(params, args), **kw)
-            sbuf = a.get("buf", a.get("sendbuf"))
-            rbuf = a.get("buf", a.get("recvbuf"))
-            root = a.get("root", 0) if "root" in params else None
-            return _coll_done(s, self, sbuf, rbuf, root, res, spec)
-    elif shape == "none":
-        def f(self):
-            s = enter()
-            return _coll_done(s, self, None, None, None, base(self), spec)
-    elif shape == "bcast":
-        def f(self, buf, root=0):
-            s = enter()
-            return _coll_done(s, self, buf, buf, root, base(self, buf, root), spec)
-    elif shape == "rooted":
-        def f(self, sendbuf, recvbuf, root=0):
-            s = enter()
-            res = base(self, sendbuf, recvbuf, root)
-            return _coll_done(s, self, sendbuf, recvbuf, root, res, spec)
-    elif shape == "reduce":
-        def f(self, sendbuf, recvbuf, op=_SUM, root=0):
-            s = enter()
-            res = base(self, sendbuf, recvbuf, op, root)
-            return _coll_done(s, self, sendbuf, recvbuf, root, res, spec)
-    elif shape == "pair":
-        def f(self, sendbuf, recvbuf):
-            s = enter()
-            res = base(self, sendbuf, recvbuf)
-            return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
-    elif shape == "op":
-        def f(self, sendbuf, recvbuf, op=_SUM):
-            s = enter()
-            res = base(self, sendbuf, recvbuf, op)
-            return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
-    else:  # counts
-        def f(self, sendbuf, recvbuf, recvcounts=None, op=_SUM):
-            s = enter()
-            res = base(self, sendbuf, recvbuf, recvcounts, op)
-            return _coll_done(s, self, sendbuf, recvbuf, None, res, spec)
+    f = _coll_persistent(base, spec, shape) if mode == "persistent" \
+        else _COLL_WRAPPER[shape](base, spec)
     f.__name__ = name
     return f
 
@@ -505,32 +547,38 @@ def _obj_coll(cls_name, name):
     if name == "barrier":
         def f(self):
             s = enter()
-            PK.dumped = PK.loaded = 0; PK.first = -1
+            PK.dumped = PK.loaded = 0
+            PK.first = -1
             return _obj_done(s, self, None, base(self), opc)
     elif name == "bcast":
         def f(self, obj, root=0):
             s = enter()
-            PK.dumped = PK.loaded = 0; PK.first = -1
+            PK.dumped = PK.loaded = 0
+            PK.first = -1
             return _obj_done(s, self, root, base(self, obj, root), opc)
     elif name in ("gather", "scatter"):
         def f(self, sendobj, root=0):
             s = enter()
-            PK.dumped = PK.loaded = 0; PK.first = -1
+            PK.dumped = PK.loaded = 0
+            PK.first = -1
             return _obj_done(s, self, root, base(self, sendobj, root), opc)
     elif name == "reduce":
         def f(self, sendobj, op=_SUM, root=0):
             s = enter()
-            PK.dumped = PK.loaded = 0; PK.first = -1
+            PK.dumped = PK.loaded = 0
+            PK.first = -1
             return _obj_done(s, self, root, base(self, sendobj, op, root), opc)
     elif name in ("allreduce", "scan", "exscan"):
         def f(self, sendobj, op=_SUM):
             s = enter()
-            PK.dumped = PK.loaded = 0; PK.first = -1
+            PK.dumped = PK.loaded = 0
+            PK.first = -1
             return _obj_done(s, self, None, base(self, sendobj, op), opc)
     else:  # allgather, alltoall, neighbor_*
         def f(self, sendobj):
             s = enter()
-            PK.dumped = PK.loaded = 0; PK.first = -1
+            PK.dumped = PK.loaded = 0
+            PK.first = -1
             return _obj_done(s, self, None, base(self, sendobj), opc)
     f.__name__ = name
     return f
@@ -552,7 +600,7 @@ def _creation(name):
             # the two groups call from different local comms: key on the peer
             # comm and tag, which both sides share
             a = dict(zip(["local_leader", "peer_comm", "remote_leader", "tag"], args), **kw)
-            pkey = "%s/ic%d" % (getattr(a["peer_comm"], "_tkey", "?"), a.get("tag", 0))
+            pkey = f"{getattr(a['peer_comm'], '_tkey', '?')}/ic{a.get('tag', 0)}"
         new = _wrap_comm(base(self, *args, **kw), self, opname, pkey)
         leave_ex(s, op, self._tidx, -1, -1, 0, 0, -1, -1, -1, getattr(new, "_tidx", -1), 0, None, 1)
         return new
@@ -775,7 +823,8 @@ def _start(self):
 def _record_start(r, s, depth):
     kind, comm, peer, tag, sb, rb, _, _, extra = r._pinfo
     r._tid = _next_req()
-    leave_ex(s, _OP["start"], comm, peer, tag, sb, rb, r._tid, -1, -1, -1, 0, ("p", kind, extra), depth)
+    leave_ex(s, _OP["start"], comm, peer, tag, sb, rb, r._tid, -1, -1, -1, 0, ("p", kind, extra),
+             depth)
 
 
 def _startall(cls, requests):
@@ -1010,7 +1059,7 @@ def install(trace_dir: str) -> Recorder:
     tw = _TRACED_BY_REAL[REAL["Intracomm"]](world)
     _register(tw, "world", "world")
     ts = _TRACED_BY_REAL[REAL["Intracomm"]](MPI.COMM_SELF)
-    _register(ts, "self%d" % rank, "self")
+    _register(ts, f"self{rank}", "self")
     MPI.COMM_WORLD = tw
     MPI.COMM_SELF = ts
     for real, traced in _TRACED_BY_REAL.items():

@@ -39,8 +39,10 @@ EVENT_SCHEMA = pa.schema([
     ("scounts", _I64_LIST), ("rcounts", _I64_LIST),
 ])
 
-COMPLETIONS_ONE = {"wait", "test", "waitany", "testany", "cancel", "request_free"}
-RECV_REQUEST_OPS = {"irecv", "isendrecv", "isendrecv_replace", "start"}
+# completions of one request, which keep its id in `req` while tracing
+COMPLETIONS_ONE = ops.ops_of("wait", "request") | {"waitany", "testany"}
+# requests whose matched source, tag and size are known only at completion
+RECV_REQUEST_OPS = ops.ops_of("irecv", "isendrecv") | {"start"}
 
 
 def read_side(path: str):
@@ -115,14 +117,11 @@ class _Globals:
         return sid
 
 
-def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
-    """One rank's events as a DataFrame in the contract's columns."""
-    ev = read_events(rank_path(trace_dir, rank, "ev"))
-    side, _ = read_side(rank_path(trace_dir, rank, "side"))
-    names = dict()
-    comm_map, site_map = {}, {}
-    extras, fixups = {}, {}
-    parent_of = {}
+def _side_tables(side: list, rank: int, g: _Globals):
+    """A rank's side records, by kind: op names (``o``), communicators
+    (``c``, as global ids), call sites (``s``), per-event extras (``x``)
+    and receive-request fix-ups (``f``)."""
+    names, comm_map, site_map, extras, fixups = {}, {}, {}, {}, {}
     for rec in side:
         kind = rec[0]
         if kind == "x":
@@ -133,50 +132,38 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
             site_map[rec[1]] = g.site(rec)
         elif kind == "c":
             comm_map[rec[1]] = g.comm(rank, rec)
-            parent_of[rec[1]] = rec[6]
         elif kind == "o":
             names[rec[1]] = rec[2]
-    n = len(ev)
-    op_codes = ev["op"]
-    op = np.array([names.get(c) or (ops.NAMES[c] if c < len(ops.NAMES) else "unknown%d" % c)
-                   for c in range(int(op_codes.max()) + 1)] if n else [], dtype=object)
-    op = op[op_codes] if n else np.array([], dtype=object)
+    return names, comm_map, site_map, extras, fixups
 
-    def remap(values, mapping):
-        if not mapping:
-            return np.where(values >= 0, -1, values)
-        keys = np.array(sorted(mapping))
-        lut = np.full(int(max(keys.max(), 0)) + 1, -1, dtype=np.int64)
-        lut[keys] = [mapping[k] for k in keys]
-        ok = (values >= 0) & (values < len(lut))
-        out = np.full(len(values), -1, dtype=np.int64)
-        out[ok] = lut[values[ok]]
-        return out
 
-    t_start, t_end = ev["t_start"], ev["t_end"]
-    prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
-    prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
-        if n else ev["cpu_end"]
-    df = pd.DataFrame({
-        "rank": np.full(n, rank, dtype=np.int32),
-        "seq": np.arange(n, dtype=np.int64),
-        "op": op,
-        "comm": remap(ev["comm"], comm_map),
-        "peer": ev["peer"], "wildcard": (ev["flags"] & (FLAG_ANY_SOURCE | FLAG_ANY_TAG)) != 0,
-        "tag": ev["tag"], "sbytes": ev["sbytes"], "rbytes": ev["rbytes"],
-        "req": ev["req"],
-        "comp": np.maximum(t_start - prev_end, 0.0),
-        "cpu": np.maximum(ev["cpu_start"] - prev_cpu, 0.0),
-        "t_start": t_start, "t_end": t_end,
-        "site": remap(ev["site"], site_map),
-        "rpeer": ev["rpeer"], "rtag": ev["rtag"],
-        "newcomm": remap(ev["newcomm"], comm_map),
-        "flags": ev["flags"].astype(np.int16),
-    })
+def _remap(values: np.ndarray, mapping: dict) -> np.ndarray:
+    """Local ids to global ones (-1 where unknown)."""
+    if not mapping:
+        return np.where(values >= 0, -1, values)
+    keys = np.array(sorted(mapping))
+    lut = np.full(int(max(keys.max(), 0)) + 1, -1, dtype=np.int64)
+    lut[keys] = [mapping[k] for k in keys]
+    ok = (values >= 0) & (values < len(lut))
+    out = np.full(len(values), -1, dtype=np.int64)
+    out[ok] = lut[values[ok]]
+    return out
+
+
+def _op_names(op_codes: np.ndarray, names: dict) -> np.ndarray:
+    """Each event's op name from its code (this run's names first)."""
+    if not len(op_codes):
+        return np.array([], dtype=object)
+    table = np.array([names.get(c) or (ops.NAMES[c] if c < len(ops.NAMES) else f"unknown{c}")
+                      for c in range(int(op_codes.max()) + 1)], dtype=object)
+    return table[op_codes]
+
+
+def _extras(df: pd.DataFrame, ev: dict, op: np.ndarray, extras: dict, names: dict) -> None:
+    """The list columns: completed requests, per-peer counts, started ops."""
+    n = len(df)
     reqs = [[] for _ in range(n)]
-    scounts = [None] * n
-    rcounts = [None] * n
-    started = [None] * n
+    scounts, rcounts, started = [None] * n, [None] * n, [None] * n
     # single-request completions keep their id in `req` while tracing
     one = np.isin(op, list(COMPLETIONS_ONE)) if n else np.zeros(0, bool)
     for i in np.nonzero(one & (ev["req"] >= 0))[0]:
@@ -194,27 +181,58 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
                 started[i] = names.get(x[1]) or ops.NAMES[x[1]]
                 if x[2] is not None and x[2][0] == "c":
                     scounts[i], rcounts[i] = x[2][1], x[2][2]
-    df["reqs"] = reqs
-    df["scounts"] = scounts
-    df["rcounts"] = rcounts
-    df["started"] = started
-    # receive requests: what matched is only known at completion
-    if fixups and n:
-        is_rx = np.isin(op, list(RECV_REQUEST_OPS)) & (ev["req"] >= 0)
-        rows = np.nonzero(is_rx)[0]
-        req_col = ev["req"]
-        for i in rows:
-            fx = fixups.get(int(req_col[i]))
-            if fx is None:
-                continue
-            source, tag, nb = fx
-            if op[i] in ("isendrecv", "isendrecv_replace"):
-                df.at[i, "rpeer"], df.at[i, "rtag"] = source, tag
-            elif op[i] == "start" and started[i] != "irecv":
-                continue
-            else:
-                df.at[i, "peer"], df.at[i, "tag"] = source, tag
-            df.at[i, "rbytes"] = nb
+    df["reqs"], df["scounts"], df["rcounts"], df["started"] = reqs, scounts, rcounts, started
+
+
+def _fix_receives(df: pd.DataFrame, ev: dict, op: np.ndarray, fixups: dict) -> None:
+    """Receive requests: what matched (source, tag, bytes) is only known at
+    completion, which the tracer noted as a fix-up of the request."""
+    if not fixups or not len(df):
+        return
+    started = df["started"].to_numpy()
+    for i in np.nonzero(np.isin(op, list(RECV_REQUEST_OPS)) & (ev["req"] >= 0))[0]:
+        fx = fixups.get(int(ev["req"][i]))
+        if fx is None:
+            continue
+        source, tag, nb = fx
+        if op[i] in ("isendrecv", "isendrecv_replace"):
+            df.at[i, "rpeer"], df.at[i, "rtag"] = source, tag
+        elif op[i] == "start" and started[i] != "irecv":
+            continue
+        else:
+            df.at[i, "peer"], df.at[i, "tag"] = source, tag
+        df.at[i, "rbytes"] = nb
+
+
+def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
+    """One rank's events as a DataFrame in the contract's columns."""
+    ev = read_events(rank_path(trace_dir, rank, "ev"))
+    side, _ = read_side(rank_path(trace_dir, rank, "side"))
+    names, comm_map, site_map, extras, fixups = _side_tables(side, rank, g)
+    n = len(ev)
+    op = _op_names(ev["op"], names)
+    t_start, t_end = ev["t_start"], ev["t_end"]
+    prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
+    prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
+        if n else ev["cpu_end"]
+    df = pd.DataFrame({
+        "rank": np.full(n, rank, dtype=np.int32),
+        "seq": np.arange(n, dtype=np.int64),
+        "op": op,
+        "comm": _remap(ev["comm"], comm_map),
+        "peer": ev["peer"], "wildcard": (ev["flags"] & (FLAG_ANY_SOURCE | FLAG_ANY_TAG)) != 0,
+        "tag": ev["tag"], "sbytes": ev["sbytes"], "rbytes": ev["rbytes"],
+        "req": ev["req"],
+        "comp": np.maximum(t_start - prev_end, 0.0),
+        "cpu": np.maximum(ev["cpu_start"] - prev_cpu, 0.0),
+        "t_start": t_start, "t_end": t_end,
+        "site": _remap(ev["site"], site_map),
+        "rpeer": ev["rpeer"], "rtag": ev["rtag"],
+        "newcomm": _remap(ev["newcomm"], comm_map),
+        "flags": ev["flags"].astype(np.int16),
+    })
+    _extras(df, ev, op, extras, names)
+    _fix_receives(df, ev, op, fixups)
     return df
 
 
@@ -244,8 +262,8 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> 
             complete = bool(info.get("complete"))
             if complete and info.get("events") not in (None, len(df)):
                 complete = False
-                info["status"] = "lost events: %s recorded, %d readable" % (
-                    info.get("events"), len(df))
+                info["status"] = (f"lost events: {info.get('events')} recorded, "
+                                  f"{len(df)} readable")
             for k, v in (info.get("unmodelled") or {}).items():
                 unmodelled[k] = unmodelled.get(k, 0) + v
             ranks.append({"rank": rank, "host": info.get("host"), "pid": info.get("pid"),

@@ -16,8 +16,15 @@ import pickle
 
 from mpi4py import MPI
 
-from .calls import (COMM_PARENTS, Meta, bytes_view, describe_comm, mixin_hierarchy,
-                    peer_tag, status_tuple)
+from .calls import (
+    COMM_PARENTS,
+    Meta,
+    bytes_view,
+    describe_comm,
+    mixin_hierarchy,
+    peer_tag,
+    status_tuple,
+)
 from .kinds import KIND_CLASS, Call
 from .msglog import LogWriter
 from .ops import COMM_METHODS

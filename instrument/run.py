@@ -13,7 +13,6 @@ import signal
 import sys
 import time
 
-
 # merge (pandas, pyarrow) is imported only where used: every rank would
 # otherwise pay its import time before the application starts
 
@@ -40,15 +39,15 @@ def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | N
         import shutil
         shutil.rmtree(trace_dir)
     os.makedirs(os.path.join(trace_dir, "raw"), exist_ok=True)
-    from mpi4py import MPI
     import mpi4py
+    from mpi4py import MPI
     meta = {
         "kind": "trace", "tracer_version": TRACER_VERSION,
         "argv": argv, "size": size, "cwd": os.getcwd(),
         "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
-        "mpi_version": "%d.%d" % MPI.Get_version(), "mpi4py_version": mpi4py.__version__,
+        "mpi_version": "{}.{}".format(*MPI.Get_version()), "mpi4py_version": mpi4py.__version__,
         "python": sys.version.split()[0],
-        "start": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "start": datetime.datetime.now(datetime.UTC).isoformat(),
         "end": None, "complete": False, "merged": False,
     }
     write_json(os.path.join(trace_dir, "meta.json"), meta)
@@ -83,7 +82,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
 
     def on_term(signum, frame):
         # killed by the launcher or the batch system: keep what we have
-        intercept.finish("killed by signal %d" % signum)
+        intercept.finish(f"killed by signal {signum}")
         os._exit(128 + signum)
     signal.signal(signal.SIGTERM, on_term)
 
@@ -111,12 +110,12 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         meta_path = os.path.join(trace_dir, "meta.json")
         with open(meta_path) as f:
             meta = json.load(f)
-        meta["end"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        meta["end"] = datetime.datetime.now(datetime.UTC).isoformat()
         write_json(meta_path, meta)
         from .merge import merge
         meta = merge(trace_dir, keep_raw=keep_raw)
         state = "complete" if meta["complete"] else \
-            "INCOMPLETE ranks %s" % meta["incomplete_ranks"]
+            f"INCOMPLETE ranks {meta['incomplete_ranks']}"
         print(f"instrument: trace of {size} ranks, {meta['events']} events -> {trace_dir} "
               f"({state})", file=sys.stderr)
         from .merge import trace_warnings
@@ -136,6 +135,33 @@ def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
             time.sleep(0.05)
 
 
+def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str | None,
+                 size: int, target: list[str], mode: str) -> list[int]:
+    """Rank 0: the ranks to record (checked), and the log directory with its
+    record.json.  Raises ValueError or OSError with the message for the user.
+    An existing log is replaced only with ``force``, and only if it is ours."""
+    if ranks is None:
+        from cluster.representatives import read_representatives
+        ranks = sorted(int(r) for r in read_representatives(reps, size)["representative"].unique())
+    bad = [r for r in ranks if not 0 <= r < size]
+    if bad:
+        raise ValueError(f"--ranks {bad} outside 0..{size - 1}")
+    if os.path.exists(log_dir) and os.listdir(log_dir):
+        if not force:
+            raise ValueError(f"{log_dir}: already exists and is not empty; pass --force to "
+                             f"replace it")
+        if not os.path.exists(os.path.join(log_dir, "record.json")):
+            raise ValueError(f"{log_dir}: not a message log directory; refusing to clear it")
+        import shutil
+        shutil.rmtree(log_dir)
+    os.makedirs(log_dir, exist_ok=True)
+    write_json(os.path.join(log_dir, "record.json"), {
+        "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
+        "size": size, "ranks": ranks, "cwd": os.getcwd(),
+        "start": datetime.datetime.now(datetime.UTC).isoformat()})
+    return ranks
+
+
 def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
                 force: bool = False, reps: str | None = None) -> int:
     """Entry point of ``instrument record`` on every rank.
@@ -148,34 +174,10 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
     rank, size = world.Get_rank(), world.Get_size()
     err = None
     if rank == 0:
-        bad = []
-        if ranks is None:
-            from cluster.representatives import RepresentativesError, read_representatives
-            try:
-                ranks = sorted(int(r) for r in
-                               read_representatives(reps, size)["representative"].unique())
-            except RepresentativesError as e:
-                err = str(e)
-        else:
-            bad = [r for r in ranks if not 0 <= r < size]
-        if err:
-            pass
-        elif bad:
-            err = f"--ranks {bad} outside 0..{size - 1}"
-        elif os.path.exists(log_dir) and os.listdir(log_dir):
-            if not force:
-                err = f"{log_dir}: already exists and is not empty; pass --force to replace it"
-            elif not os.path.exists(os.path.join(log_dir, "record.json")):
-                err = f"{log_dir}: not a message log directory; refusing to clear it"
-            else:
-                import shutil
-                shutil.rmtree(log_dir)
-        if err is None:
-            os.makedirs(log_dir, exist_ok=True)
-            write_json(os.path.join(log_dir, "record.json"), {
-                "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
-                "size": size, "ranks": ranks, "cwd": os.getcwd(),
-                "start": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+        try:
+            ranks = _prepare_log(log_dir, force, ranks, reps, size, target, mode)
+        except (OSError, ValueError) as e:
+            err = str(e)
     err, ranks = world.bcast((err, ranks), root=0)
     if err:
         if rank == 0:
@@ -190,7 +192,7 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
         rec = record
         record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
                                                  "argv": target, "mode": mode})
-        signal.signal(signal.SIGTERM, lambda s, f: (record.finish("killed by signal %d" % s),
+        signal.signal(signal.SIGTERM, lambda s, f: (record.finish(f"killed by signal {s}"),
                                                     os._exit(128 + s)))
     status, code = run_app(target, mode)
     if rec is not None:

@@ -67,7 +67,8 @@ def show(path: str, max_ranks: int = 32) -> str:
     s = summary(t)
     lines.append("")
     lines.append("events per op:")
-    lines.append(f"  {'op':<22}{'events':>9}{'ranks':>7}{'sent':>12}{'received':>12}{'time in call':>14}")
+    lines.append(f"  {'op':<22}{'events':>9}{'ranks':>7}{'sent':>12}{'received':>12}"
+                 f"{'time in call':>14}")
     for r in s["per_op"].itertuples():
         op = r.Index
         lines.append(f"  {op:<22}{r.events:>9}{r.ranks:>7}{_fmt_bytes(r.sbytes):>12}"
@@ -84,7 +85,8 @@ def show(path: str, max_ranks: int = 32) -> str:
         lines.append(f"  {rank:>6}{r.events:>9}{r.comp:>10.4f}{r.cpu:>10.4f}{r.mpi:>10.4f}"
                      f"{r.wall:>10.4f}{r.comp_share:>11.1%}")
     if len(pr) > max_ranks:
-        lines.append(f"  ({len(pr)} ranks; the {max_ranks // 2} with most and least computation shown)")
+        lines.append(f"  ({len(pr)} ranks; the {max_ranks // 2} with most and least "
+                     f"computation shown)")
     lines.append(f"  comp share: min {pr.comp_share.min():.1%}, mean {pr.comp_share.mean():.1%}, "
                  f"max {pr.comp_share.max():.1%}")
     return "\n".join(lines)

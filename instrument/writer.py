@@ -36,7 +36,7 @@ FLUSH_SECONDS = 1.0
 
 
 def rank_path(trace_dir: str, rank: int, ext: str) -> str:
-    return os.path.join(trace_dir, "raw", "r%06d.%s" % (rank, ext))
+    return os.path.join(trace_dir, "raw", f"r{rank:06d}.{ext}")
 
 
 class Recorder:

@@ -72,10 +72,10 @@ def run_app(target: list[str], mode: str) -> tuple[str, int]:
     except SystemExit as e:
         if e.code not in (None, 0):
             code = e.code if isinstance(e.code, int) else 1
-            status = "exited with %s" % e.code
+            status = f"exited with {e.code}"
     except BaseException:
         traceback.print_exc()
-        status, code = "failed: %s" % sys.exc_info()[0].__name__, 1
+        status, code = f"failed: {sys.exc_info()[0].__name__}", 1
     return status, code
 
 

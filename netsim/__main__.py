@@ -76,6 +76,7 @@ def main(argv=None) -> int:
         else:
             from instrument import TraceError, load_trace
             from instrument.merge import trace_warnings
+
             from .schedule import from_trace
             try:
                 t = load_trace(a.trace)

@@ -211,6 +211,80 @@ def _rabenseifner(i, p, n):
     return steps
 
 
+# Each family's steps for member i: (algorithm, i, p, root, n, per_peer) -> steps
+
+def _barrier(alg, i, p, root, n, per_peer):
+    return [([((i + (1 << k)) % p, 0)], [((i - (1 << k)) % p, 0)]) for k in range(_log2c(p))]
+
+
+def _from_root(alg, i, p, root, n, per_peer, grows: bool):
+    """bcast (``grows`` False) and scatter (True: a subtree's share)."""
+    if alg == "linear":
+        if i == root:
+            return [([(j, n)], []) for j in range(p) if j != root]
+        return [([], [(root, n)])]
+    return _binomial_down(i, p, root, (lambda k: n * k) if grows else (lambda k: n))
+
+
+def _to_root(alg, i, p, root, n, per_peer, grows: bool):
+    """reduce (``grows`` False) and gather (True: a subtree's share)."""
+    if alg == "linear":
+        if i == root:
+            return [([], [(j, n) for j in range(p) if j != root])]
+        return [([(root, n)], [])]
+    return _binomial_up(i, p, root, (lambda k: n * k) if grows else (lambda k: n))
+
+
+def _allreduce(alg, i, p, root, n, per_peer):
+    if alg == "ring":
+        return _ring(i, p, n / p, 2 * (p - 1))
+    if alg == "rabenseifner":
+        return _rabenseifner(i, p, n)
+    if alg == "binomial":
+        return _binomial_up(i, p, 0, lambda k: n) + _binomial_down(i, p, 0, lambda k: n)
+    return _recursive_doubling(i, p, n)
+
+
+def _allgather(alg, i, p, root, n, per_peer):
+    if alg == "recursive_doubling":
+        return _recursive_doubling(i, p, n, grow=True)
+    return _ring(i, p, n, p - 1)
+
+
+def _alltoall(alg, i, p, root, n, per_peer):
+    """Pairwise exchange: step k sends to i+k and receives from i-k."""
+    out = []
+    for k in range(1, p):
+        to, frm = (i + k) % p, (i - k) % p
+        nb = per_peer[to] if per_peer is not None and len(per_peer) == p else n
+        out.append(([(to, nb)], [(frm, n)]))
+    return out
+
+
+def _reduce_scatter(alg, i, p, root, n, per_peer):
+    return _ring(i, p, n / p, p - 1)
+
+
+def _scan(alg, i, p, root, n, per_peer):
+    """Recursive doubling: step k sends to i+2^k and receives from i-2^k."""
+    out, k = [], 1
+    while k < p:
+        out.append(([(i + k, n)] if i + k < p else [], [(i - k, n)] if i - k >= 0 else []))
+        k <<= 1
+    return out
+
+
+STEPS = {
+    "barrier": _barrier,
+    "bcast": lambda *a: _from_root(*a, grows=False),
+    "scatter": lambda *a: _from_root(*a, grows=True),
+    "reduce": lambda *a: _to_root(*a, grows=False),
+    "gather": lambda *a: _to_root(*a, grows=True),
+    "allreduce": _allreduce, "allgather": _allgather, "alltoall": _alltoall,
+    "reduce_scatter": _reduce_scatter, "scan": _scan, "exscan": _scan,
+}
+
+
 def steps(family: str, algorithm: str, i: int, p: int, root: int, n: float,
           per_peer: list | None = None) -> list:
     """The steps of member ``i`` (see the module doc).
@@ -220,50 +294,6 @@ def steps(family: str, algorithm: str, i: int, p: int, root: int, n: float,
     destination for alltoallv/w."""
     if p <= 1:
         return []
-    if family == "barrier":
-        c = _log2c(p)
-        return [([((i + (1 << k)) % p, 0)], [((i - (1 << k)) % p, 0)]) for k in range(c)]
-    if family in ("bcast", "scatter"):
-        if algorithm == "linear":
-            if i == root:
-                return [([(j, n)], []) for j in range(p) if j != root]
-            return [([], [(root, n)])]
-        size = (lambda k: n * k) if family == "scatter" else (lambda k: n)
-        return _binomial_down(i, p, root, size)
-    if family in ("reduce", "gather"):
-        if algorithm == "linear":
-            if i == root:
-                return [([], [(j, n) for j in range(p) if j != root])]
-            return [([(root, n)], [])]
-        size = (lambda k: n * k) if family == "gather" else (lambda k: n)
-        return _binomial_up(i, p, root, size)
-    if family == "allreduce":
-        if algorithm == "ring":
-            return _ring(i, p, n / p, 2 * (p - 1))
-        if algorithm == "rabenseifner":
-            return _rabenseifner(i, p, n)
-        if algorithm == "binomial":
-            return _binomial_up(i, p, 0, lambda k: n) + _binomial_down(i, p, 0, lambda k: n)
-        return _recursive_doubling(i, p, n)
-    if family == "allgather":
-        if algorithm == "recursive_doubling":
-            return _recursive_doubling(i, p, n, grow=True)
-        return _ring(i, p, n, p - 1)
-    if family == "alltoall":
-        out = []
-        for k in range(1, p):
-            to, frm = (i + k) % p, (i - k) % p
-            nb = per_peer[to] if per_peer is not None and len(per_peer) == p else n
-            out.append(([(to, nb)], [(frm, n)]))
-        return out
-    if family == "reduce_scatter":
-        return _ring(i, p, n / p, p - 1)
-    if family in ("scan", "exscan"):
-        out, k = [], 1
-        while k < p:
-            s = [(i + k, n)] if i + k < p else []
-            r = [(i - k, n)] if i - k >= 0 else []
-            out.append((s, r))
-            k <<= 1
-        return out
-    raise ValueError(f"no decomposition for {family}")
+    if family not in STEPS:
+        raise ValueError(f"no decomposition for {family}")
+    return STEPS[family](algorithm, i, p, root, n, per_peer)

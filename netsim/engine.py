@@ -35,7 +35,8 @@ messages of a NIC:
   messages between nodes (P each, in order of arrival).
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
-plus network levels (after Klinov's multi-level model) and NIC contention.  The loop is compiled with
+plus network levels (after Klinov's multi-level model) and NIC contention.
+The loop is compiled with
 numba: the same code as plain Python would read, at C speed.
 """
 from __future__ import annotations
@@ -128,8 +129,10 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     out_free = np.zeros(nnodes)
     in_free = np.zeros(nnodes)
     # matching queues per rank: singly linked lists through ``nxt``
-    post_head = np.full(nranks, -1, np.int64); post_tail = np.full(nranks, -1, np.int64)
-    unex_head = np.full(nranks, -1, np.int64); unex_tail = np.full(nranks, -1, np.int64)
+    post_head = np.full(nranks, -1, np.int64)
+    post_tail = np.full(nranks, -1, np.int64)
+    unex_head = np.full(nranks, -1, np.int64)
+    unex_tail = np.full(nranks, -1, np.int64)
     nxt = np.full(n, -1, np.int64)
     ncoll = len(coll_need)
     coll_count = np.zeros(ncoll, np.int64)
@@ -147,7 +150,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     events = 0
     # completions and starts notify dependants; done through a small stack
     # so that both paths share one piece of code
-    note_op = np.empty(16, np.int64); note_t = np.empty(16); note_isstart = np.empty(16, np.bool_)
+    note_op = np.empty(16, np.int64)
+    note_t = np.empty(16)
+    note_isstart = np.empty(16, np.bool_)
     while hn > 0:
         t, payload = _pop(ht, hp, hn)
         hn -= 1
@@ -161,9 +166,14 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             if k == CALC:
                 s = max(t, cpu_free[h])
                 cpu_free[h] = s + dur[op]
-                start[op] = s; end[op] = s + dur[op]
-                note_op[0] = op; note_t[0] = s; note_isstart[0] = True
-                note_op[1] = op; note_t[1] = end[op]; note_isstart[1] = False
+                start[op] = s
+                end[op] = s + dur[op]
+                note_op[0] = op
+                note_t[0] = s
+                note_isstart[0] = True
+                note_op[1] = op
+                note_t[1] = end[op]
+                note_isstart[1] = False
                 nn = 2
             elif k == SEND:
                 d = peer[op]
@@ -178,25 +188,32 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     cpu_free[h] = s + o_s
                     nic_free[h] = s + gap
                 start[op] = s
-                note_op[0] = op; note_t[0] = s; note_isstart[0] = True
+                note_op[0] = op
+                note_t[0] = s
+                note_isstart[0] = True
                 nn = 1
                 if eager[op]:
                     dep = s + o_s
-                    if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
+                    if contention and lv > 0 and (core[h] // cores_per_node
+                                                  != core[d] // cores_per_node):
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
                         out_free[node] = dep + occupy[op]
                     _push(ht, hp, hn, dep + L + W, op * 4 + ARRIVE)
                     hn += 1
                     end[op] = s + o_s + sz * O_s
-                    note_op[1] = op; note_t[1] = end[op]; note_isstart[1] = False
+                    note_op[1] = op
+                    note_t[1] = end[op]
+                    note_isstart[1] = False
                     nn = 2
                 else:                            # request to send
                     _push(ht, hp, hn, s + o_s + L, op * 4 + ARRIVE)
                     hn += 1
             elif k == RECV:
                 start[op] = t
-                note_op[0] = op; note_t[0] = t; note_isstart[0] = True
+                note_op[0] = op
+                note_t[0] = t
+                note_isstart[0] = True
                 nn = 1
                 # the oldest matching unexpected message, else queue the receive
                 prev, m = -1, unex_head[h]
@@ -222,7 +239,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             else:                                # COLL: wait for the last member
                 c = coll[op]
                 start[op] = t
-                note_op[0] = op; note_t[0] = t; note_isstart[0] = True
+                note_op[0] = op
+                note_t[0] = t
+                note_isstart[0] = True
                 nn = 1
                 coll_count[c] += 1
                 coll_last[c] = max(coll_last[c], t)
@@ -238,7 +257,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                             note_op = np.concatenate((note_op, np.empty(nn, np.int64)))
                             note_t = np.concatenate((note_t, np.empty(nn)))
                             note_isstart = np.concatenate((note_isstart, np.empty(nn, np.bool_)))
-                        note_op[nn] = m; note_t[nn] = done; note_isstart[nn] = False
+                        note_op[nn] = m
+                        note_t[nn] = done
+                        note_isstart[nn] = False
                         nn += 1
                         m = nxt[m]
         elif ev == ARRIVE or ev == DATA:
@@ -255,7 +276,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 s = max(t, cpu_free[d])
                 cpu_free[d] = s + o_r + sz * O_r
                 end[r] = cpu_free[d]
-                note_op[0] = r; note_t[0] = end[r]; note_isstart[0] = False
+                note_op[0] = r
+                note_t[0] = end[r]
+                note_isstart[0] = False
                 nn = 1
             else:
                 arrive[op] = t
@@ -297,7 +320,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             _push(ht, hp, hn, dep + L + W, op * 4 + DATA)
             hn += 1
             end[op] = dep + W
-            note_op[0] = op; note_t[0] = end[op]; note_isstart[0] = False
+            note_op[0] = op
+            note_t[0] = end[op]
+            note_isstart[0] = False
             nn = 1
         if ev == -1:
             # a receive (op) met its message (matched[op]) at time t
@@ -310,7 +335,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 s = max(tm, cpu_free[d])
                 cpu_free[d] = s + o_r + sz * O_r
                 end[r] = cpu_free[d]
-                note_op[nn] = r; note_t[nn] = end[r]; note_isstart[nn] = False
+                note_op[nn] = r
+                note_t[nn] = end[r]
+                note_isstart[nn] = False
                 nn += 1
             else:                                # clear to send, back to the sender
                 s = max(tm, cpu_free[d])

@@ -33,11 +33,32 @@ _OP = re.compile(r"^(\w+):\s*(send|recv|calc)\s+(.*)$")
 _DEP = re.compile(r"^(\w+)\s+(requires|irequires)\s+(\w+)$")
 
 
+def _operation(B: Builder, rank: int, nranks: int, what: str, w: list, where: str) -> int:
+    """Add one ``send``/``recv``/``calc`` line's operation; its index."""
+    if what == "calc":
+        return B.op(CALC, rank, [], dur=int(w[0]) * 1e-9)
+    size = int(w[0].rstrip("b"))
+    peer = int(w[2])
+    tag = int(w[4]) if len(w) > 4 and w[3] == "tag" else 0
+    if not -1 <= peer < nranks:
+        raise ScheduleError(f"{where}: peer {peer} out of range")
+    return B.op(SEND if what == "send" else RECV, rank, [], peer=peer, size=size, tag=tag)
+
+
+def _dependencies(B: Builder, deps: list, labels: dict, path: str, rank: int) -> None:
+    """A rank's ``a requires b`` lines, once all its labels are known."""
+    for a, how, b in deps:
+        if a not in labels or b not in labels:
+            raise ScheduleError(f"{path}: rank {rank}: dependency on unknown "
+                                f"label {a if a not in labels else b}")
+        B.src.append(labels[b])
+        B.dst.append(labels[a])
+        B.isstart.append(how == "irequires")
+
+
 def read_goal(path: str) -> Schedule:
     """Parse a GOAL file into a schedule (errors name the file and line)."""
-    nranks, rank, labels = None, None, {}
-    B = None
-    deps = []
+    nranks, rank, labels, deps, B = None, None, {}, [], None
     try:
         f = open(path)
     except OSError as e:
@@ -45,9 +66,9 @@ def read_goal(path: str) -> Schedule:
     with f:
         for lineno, raw in enumerate(f, 1):
             line = raw.split("//")[0].strip()
+            where = f"{path}:{lineno}"
             if not line:
                 continue
-            where = f"{path}:{lineno}"
             if line.startswith("num_ranks"):
                 nranks = int(line.split()[1])
                 B = Builder(nranks)
@@ -59,41 +80,21 @@ def read_goal(path: str) -> Schedule:
                 rank, labels = int(m.group(1)), {}
                 if rank >= nranks:
                     raise ScheduleError(f"{where}: rank {rank} >= num_ranks {nranks}")
-                continue
-            if line == "}":
-                for a, how, b in deps:
-                    if a not in labels or b not in labels:
-                        raise ScheduleError(f"{path}: rank {rank}: dependency on unknown "
-                                            f"label {a if a not in labels else b}")
-                    B.src.append(labels[b]); B.dst.append(labels[a])
-                    B.isstart.append(how == "irequires")
+            elif line == "}":
+                _dependencies(B, deps, labels, path, rank)
                 rank, deps = None, []
-                continue
-            if rank is None:
+            elif rank is None:
                 raise ScheduleError(f"{where}: operation outside a 'rank N {{' block")
-            m = _OP.match(line)
-            if m:
+            elif m := _OP.match(line):
                 label, what, rest = m.groups()
-                w = rest.split()
                 try:
-                    if what == "calc":
-                        labels[label] = B.op(CALC, rank, [], dur=int(w[0]) * 1e-9)
-                    else:
-                        size = int(w[0].rstrip("b"))
-                        peer = int(w[2])
-                        tag = int(w[4]) if len(w) > 4 and w[3] == "tag" else 0
-                        if not -1 <= peer < nranks:
-                            raise ScheduleError(f"{where}: peer {peer} out of range")
-                        labels[label] = B.op(SEND if what == "send" else RECV, rank, [],
-                                             peer=peer, size=size, tag=tag)
+                    labels[label] = _operation(B, rank, nranks, what, rest.split(), where)
                 except (IndexError, ValueError):
                     raise ScheduleError(f"{where}: cannot parse {line!r}") from None
-                continue
-            m = _DEP.match(line)
-            if m:
+            elif m := _DEP.match(line):
                 deps.append(m.groups())
-                continue
-            raise ScheduleError(f"{where}: cannot parse {line!r}")
+            else:
+                raise ScheduleError(f"{where}: cannot parse {line!r}")
     if B is None:
         raise ScheduleError(f"{path}: empty GOAL file")
     return B.done()
@@ -131,7 +132,8 @@ def write_goal(path: str, s: Schedule) -> None:
             elif k == SEND:
                 f.write(f"l{i}: send {int(s.size[i])}b to {int(s.peer[i])} tag {int(tag_of[i])}\n")
             else:
-                f.write(f"l{i}: recv {int(s.size[i])}b from {int(s.peer[i])} tag {int(tag_of[i])}\n")
+                f.write(f"l{i}: recv {int(s.size[i])}b from {int(s.peer[i])} "
+                        f"tag {int(tag_of[i])}\n")
             for a, st in by_dst.get(int(i), []):
                 f.write(f"l{i} {'irequires' if st else 'requires'} l{a}\n")
         if cur >= 0:

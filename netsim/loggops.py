@@ -112,8 +112,10 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
     cpu = np.zeros(nranks)            # nexto
     gs = np.zeros(nranks)             # nextgs: the NIC's send gap
     gr = np.zeros(nranks)             # nextgr: the NIC's receive gap
-    post_head = np.full(nranks, -1, np.int64); post_tail = np.full(nranks, -1, np.int64)
-    unex_head = np.full(nranks, -1, np.int64); unex_tail = np.full(nranks, -1, np.int64)
+    post_head = np.full(nranks, -1, np.int64)
+    post_tail = np.full(nranks, -1, np.int64)
+    unex_head = np.full(nranks, -1, np.int64)
+    unex_tail = np.full(nranks, -1, np.int64)
     nxt = np.full(n, -1, np.int64)
     matched = np.full(n, -1, np.int64)
     # Ties in time go in order of first insertion (LogGOPSim's STRICT_ORDER):
@@ -127,11 +129,14 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
     nseq = 0
     for i in range(n):
         if left[i] == 0:
-            seq_op[nseq] = i; seq_ev[nseq] = READY
+            seq_op[nseq] = i
+            seq_ev[nseq] = READY
             _push(ht, hp, hn, 0.0, nseq)
-            hn += 1; nseq += 1
+            hn += 1
+            nseq += 1
     events = 0
-    note_op = np.empty(4, np.int64); note_st = np.empty(4, np.bool_)
+    note_op = np.empty(4, np.int64)
+    note_st = np.empty(4, np.bool_)
     freed = np.empty(16, np.int64)
     while hn > 0:
         t, payload = _pop(ht, hp, hn)
@@ -151,23 +156,28 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                 hn += 1
                 continue
             start[op] = t
-            note_op[0] = op; note_st[0] = True
+            note_op[0] = op
+            note_st[0] = True
             nn = 1
             if k == CALC:
                 cpu[h] = t + dur[op]
                 end[op] = t + dur[op]
-                note_op[1] = op; note_st[1] = False
+                note_op[1] = op
+                note_st[1] = False
                 nn = 2
             elif k == SEND:
                 sz = size[op]
                 cpu[h] = t + o + (sz - 1) * O
                 gs[h] = t + g + (sz - 1) * G
-                seq_op[nseq] = op; seq_ev[nseq] = MSG
+                seq_op[nseq] = op
+                seq_ev[nseq] = MSG
                 _push(ht, hp, hn, t + o + L, nseq)
-                hn += 1; nseq += 1
+                hn += 1
+                nseq += 1
                 if sz <= S:
                     end[op] = t
-                    note_op[1] = op; note_st[1] = False
+                    note_op[1] = op
+                    note_st[1] = False
                     nn = 2
             else:                                 # RECV: an already handled message?
                 m = _take_message(unex_head, unex_tail, nxt, h, ctx, peer, tag, rank, op)
@@ -175,14 +185,16 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                     matched[op] = m
                     matched[m] = op
                     end[op] = t
-                    note_op[1] = op; note_st[1] = False
+                    note_op[1] = op
+                    note_st[1] = False
                     nn = 2
                     if size[m] > S:               # rendezvous: the sender is released
                         s_ = rank[m]
                         cpu[s_] = max(cpu[s_], t)
                         gs[s_] = max(gs[s_], t)
                         end[m] = t
-                        note_op[2] = m; note_st[2] = False
+                        note_op[2] = m
+                        note_st[2] = False
                         nn = 3
                 else:
                     _append(post_head, post_tail, nxt, h, op)
@@ -201,14 +213,16 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                 matched[m] = op
                 matched[op] = m
                 end[m] = t
-                note_op[0] = m; note_st[0] = False
+                note_op[0] = m
+                note_st[0] = False
                 nn = 1
                 if sz > S:
                     s_ = rank[op]
                     cpu[s_] = max(cpu[s_], t)
                     gs[s_] = max(gs[s_], t)
                     end[op] = t
-                    note_op[1] = op; note_st[1] = False
+                    note_op[1] = op
+                    note_st[1] = False
                     nn = 2
             else:
                 _append(unex_head, unex_tail, nxt, r, op)
@@ -240,9 +254,11 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                 w = freed[j]
                 h = rank[w]
                 tw = max(cpu[h], gs[h]) if kind[w] == SEND else cpu[h]
-                seq_op[nseq] = w; seq_ev[nseq] = READY
+                seq_op[nseq] = w
+                seq_ev[nseq] = READY
                 _push(ht, hp, hn, tw, nseq)
-                hn += 1; nseq += 1
+                hn += 1
+                nseq += 1
     finish = cpu.copy()
     for i in range(n):
         if end[i] > finish[rank[i]]:

@@ -335,6 +335,42 @@ def _non_finite(x, path=()):
     return None
 
 
+def _check_levels(levels: list, source: str) -> None:
+    """Spans grow outwards, only the last level omits one; curves by size."""
+    prev = 0
+    for i, lv in enumerate(levels):
+        where = f"{source}: network.levels[{i}]"
+        span = lv.get("span")
+        if span is None and i < len(levels) - 1:
+            raise PlatformError(f"{where}: only the last (outermost) level may omit 'span'")
+        if span is not None and span <= prev:
+            raise PlatformError(f"{where}: span {span} must exceed the inner level's {prev}")
+        prev = span if span is not None else prev
+        for key in ("one_way", "stream"):
+            sizes = [n for n, _ in lv.get(key, [])]
+            if sizes != sorted(set(sizes)):
+                raise PlatformError(f"{where}: '{key}' sizes must increase, got {sizes}")
+
+
+def _check_models(d: dict, source: str) -> None:
+    """Collective algorithms and families the simulator knows; loggopsim's one level."""
+    for op, alg in (d.get("collectives") or {}).items():
+        if alg != "analytic" and alg not in ALGORITHMS:
+            raise PlatformError(f"{source}: collectives.{op}: unknown algorithm {alg!r}; "
+                                f"choose analytic or one of {sorted(ALGORITHMS)}")
+    for fam in d["network"].get("collective_overhead") or {}:
+        if fam not in FOR_OP:
+            raise PlatformError(f"{source}: network.collective_overhead.{fam}: not a "
+                                f"collective family; choose from {sorted(FOR_OP)}")
+    levels = d["network"]["levels"]
+    if d["network"].get("semantics") == "loggopsim":
+        if len(levels) != 1:
+            raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
+        if "one_way" in levels[0] or "stream" in levels[0]:
+            raise PlatformError(f"{source}: loggopsim semantics take one G: drop the level's "
+                                f"one_way and stream curves")
+
+
 def _check(d, source: str) -> None:
     """The schema (netsim/platform.schema.yaml) and the rules it cannot say."""
     if not isinstance(d, dict):
@@ -346,35 +382,8 @@ def _check(d, source: str) -> None:
     bad = _non_finite(d)
     if bad is not None:
         raise PlatformError(f"{source}: {_dotted(bad)} must be a finite number")
-    levels = d["network"]["levels"]
-    prev = 0
-    for i, lv in enumerate(levels):
-        where = f"{source}: network.levels[{i}]"
-        if lv.get("span") is None and i < len(levels) - 1:
-            raise PlatformError(f"{where}: only the last (outermost) level may omit 'span'")
-        if lv.get("span") is not None:
-            if lv["span"] <= prev:
-                raise PlatformError(f"{where}: span {lv['span']} must exceed the inner "
-                                    f"level's {prev}")
-            prev = lv["span"]
-        for key in ("one_way", "stream"):
-            sizes = [n for n, _ in lv.get(key, [])]
-            if sizes != sorted(set(sizes)):
-                raise PlatformError(f"{where}: '{key}' sizes must increase, got {sizes}")
-    for op, alg in (d.get("collectives") or {}).items():
-        if alg != "analytic" and alg not in ALGORITHMS:
-            raise PlatformError(f"{source}: collectives.{op}: unknown algorithm {alg!r}; "
-                                f"choose analytic or one of {sorted(ALGORITHMS)}")
-    for fam in d["network"].get("collective_overhead") or {}:
-        if fam not in FOR_OP:
-            raise PlatformError(f"{source}: network.collective_overhead.{fam}: not a "
-                                f"collective family; choose from {sorted(FOR_OP)}")
-    if d["network"].get("semantics") == "loggopsim":
-        if len(levels) != 1:
-            raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
-        if "one_way" in levels[0] or "stream" in levels[0]:
-            raise PlatformError(f"{source}: loggopsim semantics take one G: drop the level's "
-                                f"one_way and stream curves")
+    _check_levels(d["network"]["levels"], source)
+    _check_models(d, source)
 
 
 def _placement(place, source: str):

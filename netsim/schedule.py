@@ -109,14 +109,22 @@ class Builder:
            event=-1, sync=False) -> int:
         """Add an op that depends on ``after`` ([(op, started?)]); its index."""
         c = self.cols
-        c["kind"].append(kind); c["rank"].append(rank); c["peer"].append(peer)
-        c["size"].append(size); c["tag"].append(tag); c["ctx"].append(ctx)
-        c["dur"].append(dur); c["coll"].append(coll); c["event"].append(event)
+        c["kind"].append(kind)
+        c["rank"].append(rank)
+        c["peer"].append(peer)
+        c["size"].append(size)
+        c["tag"].append(tag)
+        c["ctx"].append(ctx)
+        c["dur"].append(dur)
+        c["coll"].append(coll)
+        c["event"].append(event)
         c["sync"].append(sync)
         i = self.n
         self.n += 1
         for src, st in after:
-            self.src.append(src); self.dst.append(i); self.isstart.append(st)
+            self.src.append(src)
+            self.dst.append(i)
+            self.isstart.append(st)
         return i
 
     def new_coll(self, members: int) -> int:
@@ -170,179 +178,200 @@ def _local_work(fam, own, flags, platform) -> float:
     return t
 
 
+class _Lowering:
+    """The state of lowering one trace: the schedule being built and, for
+    the rank being lowered, what its next operation depends on (``after``)
+    and what its pending requests will complete (``pending``)."""
+
+    def __init__(self, trace, platform, comp: np.ndarray):
+        ev = trace.events
+        self.platform = platform
+        # a collective over an intercommunicator involves both of its
+        # groups: simulated over their union, the same on both sides
+        # (mpi4py.futures broadcasts and reduces over one)
+        self.members = {}
+        for c, m, remote in zip(trace.comms["comm"], trace.comms["members"],
+                                trace.comms["remote"]):
+            both = sorted(set(m) | set(remote)) if remote is not None and len(remote) else m
+            self.members[int(c)] = np.asarray(both, dtype=np.int64)
+        self.index_of = {c: {int(w): i for i, w in enumerate(m)}
+                         for c, m in self.members.items()}
+        self.core = platform.core_of(trace.size)
+        self.neigh = {}
+        topo = getattr(trace, "topology", None)
+        if topo is not None and len(topo):
+            for row in topo.itertuples():
+                d = row.destinations
+                self.neigh[(int(row.comm), int(row.rank))] = \
+                    int((np.asarray(d) >= 0).sum()) if d is not None else 0
+        self.B = Builder(trace.size)
+        self.coll_ids: dict = {}            # (comm, k) -> coll id (analytic)
+        self.ncoll: dict = {}               # (rank, comm) -> collectives so far
+        self.cols = {k: ev[k].to_numpy() for k in ("rank", "op", "comm", "peer", "tag",
+                                                   "sbytes", "rbytes", "req", "rpeer", "rtag",
+                                                   "flags")}
+        self.reqs = ev["reqs"].to_numpy()
+        self.started = ev["started"].to_numpy() if "started" in ev else None
+        self.scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
+        self.comp = self._charged(comp)
+        self.after: list = []
+        self.pending: dict = {}             # request id -> [(op, started?)] to complete
+
+    def _charged(self, comp: np.ndarray) -> np.ndarray:
+        """Computation per event, with what the platform charges the CPU per call."""
+        p, cols = self.platform, self.cols
+        comp = comp * p.compute_scale
+        if p.pack_byte_time:
+            # packing and unpacking non-contiguous datatypes costs the rank
+            # CPU time at the target's memory speed, before and after the
+            # transfer (charged before: the total per rank is what matters)
+            packed = (cols["flags"] & FLAG_NONCONTIG) != 0
+            comp = comp + packed * p.pack_byte_time * (cols["sbytes"] + cols["rbytes"])
+        if p.call_overhead:
+            # the binding's own CPU cost, once per call the application made
+            comp = comp + p.call_overhead * (cols["op"] != "init")
+        return comp
+
+    def issued(self, first: list, last: list, nonblocking: bool, req: int) -> None:
+        """The rank's next operations depend on what this call made: on its
+        first ops having started (nonblocking: its request completes the
+        last ones), or on its last ones having finished (blocking)."""
+        if nonblocking:
+            self.pending[req] = [(x, False) for x in last]
+            self.after = [(x, True) for x in first] or self.after
+        elif last:
+            self.after = [(x, False) for x in last]
+
+    def point_to_point(self, i: int, r: int, op: str, kind: int, peer: int, nbytes: int):
+        if peer < 0:
+            return                          # MPI.PROC_NULL: nothing happens
+        x = self.B.op(kind, r, self.after, peer=peer, size=nbytes,
+                      tag=int(self.cols["tag"][i]), ctx=2 * int(self.cols["comm"][i]),
+                      event=i, sync=op in _SYNC)
+        self.issued([x], [x], op.startswith("i"), int(self.cols["req"][i]))
+
+    def sendrecv(self, i: int, r: int, op: str):
+        cols, ctx, made = self.cols, 2 * int(self.cols["comm"][i]), []
+        if cols["peer"][i] >= 0:
+            made.append(self.B.op(SEND, r, self.after, peer=int(cols["peer"][i]),
+                                  size=int(cols["sbytes"][i]), tag=int(cols["tag"][i]),
+                                  ctx=ctx, event=i))
+        if cols["rpeer"][i] >= 0:
+            made.append(self.B.op(RECV, r, self.after, peer=int(cols["rpeer"][i]),
+                                  size=int(cols["rbytes"][i]), tag=int(cols["rtag"][i]),
+                                  ctx=ctx, event=i))
+        self.issued(made, made, op.startswith("i"), int(cols["req"][i]))
+
+    def completion(self, i: int):
+        req = int(self.cols["req"][i])
+        ids = self.reqs[i]
+        ids = list(ids) if ids is not None and len(ids) else ([req] if req >= 0 else [])
+        for q in ids:
+            self.after = self.after + self.pending.pop(int(q), [])
+
+    def _widest(self, comm: int):
+        """(L, G) of the outermost level a communicator's members span."""
+        span, lat, bt = self.platform.level_arrays()
+        m = self.core[self.members[comm]]
+        for lv in range(len(span) - 1):
+            if (m // span[lv]).min() == (m // span[lv]).max():
+                return lat[lv], bt[lv]
+        return lat[-1], bt[-1]
+
+    def collective(self, i: int, r: int, op: str):
+        cols, plat = self.cols, self.platform
+        fam = C.FAMILY[_base(op)]
+        comm = int(cols["comm"][i])
+        m = self.members.get(comm)
+        if m is None:
+            raise ScheduleError(f"rank {r} event {i} ({op}): communicator {comm} is not in "
+                                f"comms.parquet")
+        p = len(m)
+        sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
+        if sb + rb == 0 and fam not in ("barrier", "neighbor") and _fixed_counts(op):
+            return                          # no data anywhere: returns at once
+        k = self.ncoll.get((r, comm), 0)
+        self.ncoll[(r, comm)] = k + 1
+        me = self.index_of[comm][r]
+        per_peer = None
+        if self.scounts is not None and self.scounts[i] is not None \
+                and len(self.scounts[i]) == p:
+            per_peer = [int(v) for v in self.scounts[i]]
+        nb = {"bcast": max(sb, rb), "scatter": rb, "alltoall": sb / max(p, 1),
+              "neighbor": max(sb, rb)}.get(fam, sb)
+        if fam != "neighbor":
+            own = per_peer[me] if fam == "alltoall" and per_peer is not None else nb
+            work = _local_work(fam, own, int(cols["flags"][i]), plat)
+            if work > 0:
+                self.after = [(self.B.op(CALC, r, self.after, dur=work, event=i), False)]
+        ctx = 2 * comm + 1
+        alg = C.choose(fam, plat.algorithm(fam))
+        if alg == "analytic" or fam == "neighbor":
+            cid = self.coll_ids.get((comm, k))
+            if cid is None:
+                cid = self.coll_ids[(comm, k)] = self.B.new_coll(p)
+            L, G = self._widest(comm)
+            cost = C.analytic_cost(fam, p, nb, L, G, plat.o_send + plat.o_recv,
+                                   self.neigh.get((comm, r), 2))
+            x = self.B.op(COLL, r, self.after, coll=cid, dur=cost, ctx=ctx, event=i)
+            first = last = [x]
+        else:
+            root = self.index_of[comm].get(int(cols["peer"][i]), 0) if cols["peer"][i] >= 0 \
+                else 0
+            first, last = self._steps(i, r, fam, alg, m, me, root, nb, per_peer, k, ctx)
+        self.issued(first, last, op.startswith("i") or op.endswith("_init"),
+                    int(cols["req"][i]))
+
+    def _steps(self, i, r, fam, alg, m, me, root, nb, per_peer, k, ctx):
+        """The messages of one member of a decomposed collective, step after
+        step; returns (the first step's ops, the last step's)."""
+        prev, first, last = self.after, [], []
+        for sends, recvs in C.steps(fam, alg, me, len(m), root, nb, per_peer):
+            step = [self.B.op(SEND, r, prev, peer=int(m[j]), size=int(b), tag=k, ctx=ctx,
+                              event=i) for j, b in sends]
+            step += [self.B.op(RECV, r, prev, peer=int(m[j]), size=int(b), tag=k, ctx=ctx,
+                               event=i) for j, b in recvs]
+            first = first or step
+            prev, last = [(s_, False) for s_ in step], step
+        return first, last
+
+
 def from_trace(trace, platform, compute: np.ndarray | None = None,
                progress=None) -> Schedule:
     """Lower a trace (instrument.Trace) to a schedule for ``platform``.
 
     ``compute`` replaces the per-event computation seconds (same order as
-    ``trace.events``); ``platform.compute_scale`` multiplies them."""
+    ``trace.events``); ``platform.compute_scale`` multiplies them.  Each
+    traced op lowers by its kind (instrument/ops.py): sends and receives to
+    messages, completions to dependencies on what their requests made,
+    collectives to an analytic cost or their algorithm's messages; the
+    rest (probes, communicator management, finalize) costs nothing."""
     ev = trace.events
-    n = trace.size
-    # a collective over an intercommunicator involves both of its groups:
-    # simulated over their union, the same on both sides (mpi4py.futures
-    # broadcasts and reduces over one)
-    members = {}
-    for c, m, remote in zip(trace.comms["comm"], trace.comms["members"],
-                            trace.comms["remote"]):
-        both = sorted(set(m) | set(remote)) if remote is not None and len(remote) else m
-        members[int(c)] = np.asarray(both, dtype=np.int64)
-    index_of = {c: {int(w): i for i, w in enumerate(m)} for c, m in members.items()}
-    core = platform.core_of(n)
-    span, lat, bt = platform.level_arrays()
-    o = platform.o_send + platform.o_recv
-
-    def widest(comm):
-        m = core[members[comm]]
-        lv = len(span) - 1
-        for i in range(len(span) - 1):
-            if (m // span[i]).min() == (m // span[i]).max():
-                lv = i
-                break
-        return lat[lv], bt[lv]
-
-    neigh = {}
-    topo = getattr(trace, "topology", None)
-    if topo is not None and len(topo):
-        for row in topo.itertuples():
-            d = row.destinations
-            neigh[(int(row.comm), int(row.rank))] = int((np.asarray(d) >= 0).sum()) \
-                if d is not None else 0
-
-    B = Builder(n)
-    coll_ids: dict = {}                 # (comm, k) -> coll id (analytic)
-    comp = ev["cpu"].to_numpy() if compute is None else np.asarray(compute, float)
-    comp = comp * platform.compute_scale
-    cols = {k: ev[k].to_numpy() for k in ("rank", "op", "comm", "peer", "tag", "sbytes",
-                                          "rbytes", "req", "rpeer", "rtag", "flags")}
-    if platform.pack_byte_time:
-        # packing and unpacking non-contiguous datatypes costs the rank CPU
-        # time at the target's memory speed, before and after the transfer
-        # (charged before: the total per rank is what matters)
-        packed = (cols["flags"] & FLAG_NONCONTIG) != 0
-        comp = comp + packed * platform.pack_byte_time * (cols["sbytes"] + cols["rbytes"])
-    if platform.call_overhead:
-        # the binding's own CPU cost, once per call the application made
-        comp = comp + platform.call_overhead * (cols["op"] != "init")
-    reqs_col = ev["reqs"].to_numpy()
-    started_col = ev["started"].to_numpy() if "started" in ev else None
-    scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
+    low = _Lowering(trace, platform, ev["cpu"].to_numpy() if compute is None
+                    else np.asarray(compute, float))
+    cols, comp, B = low.cols, low.comp, low.B
     last_rank = -1
-    after: list = []
-    pending: dict = {}                  # request id -> [(op, started?)] to complete
-    ncoll: dict = {}                    # (rank, comm) -> collectives so far
     for i in range(len(ev)):
         r = int(cols["rank"][i])
         if r != last_rank:
             if progress and r % 1000 == 0:
                 progress(r)
-            last_rank, after, pending = r, [], {}
+            last_rank, low.after, low.pending = r, [], {}
         op = cols["op"][i]
         if op == "init":
             continue
         if comp[i] > 0:
-            c_ = B.op(CALC, r, after, dur=float(comp[i]), event=i)
-            after = [(c_, False)]
-        if op == "start" and started_col is not None:
-            op = started_col[i]
-        comm = int(cols["comm"][i])
-        peer = int(cols["peer"][i])
-        tag = int(cols["tag"][i])
-        ctx = 2 * comm
-        req = int(cols["req"][i])
+            low.after = [(B.op(CALC, r, low.after, dur=float(comp[i]), event=i), False)]
+        if op == "start" and low.started is not None:
+            op = low.started[i]
         if op in _P2P_SEND:
-            if peer < 0:
-                continue
-            s = B.op(SEND, r, after, peer=peer, size=int(cols["sbytes"][i]), tag=tag, ctx=ctx,
-                     event=i, sync=op in _SYNC)
-            if op.startswith("i"):
-                pending[req] = [(s, False)]
-                after = [(s, True)]      # its start implies all before it
-            else:
-                after = [(s, False)]
+            low.point_to_point(i, r, op, SEND, int(cols["peer"][i]), int(cols["sbytes"][i]))
         elif op in _P2P_RECV:
-            if peer < 0:
-                continue
-            x = B.op(RECV, r, after, peer=peer, size=int(cols["rbytes"][i]), tag=tag, ctx=ctx,
-                     event=i)
-            if op.startswith("i"):
-                pending[req] = [(x, False)]
-                after = [(x, True)]
-            else:
-                after = [(x, False)]
+            low.point_to_point(i, r, op, RECV, int(cols["peer"][i]), int(cols["rbytes"][i]))
         elif op in _SENDRECV:
-            made = []
-            if peer >= 0:
-                made.append(B.op(SEND, r, after, peer=peer, size=int(cols["sbytes"][i]), tag=tag,
-                                 ctx=ctx, event=i))
-            rp = int(cols["rpeer"][i])
-            if rp >= 0:
-                made.append(B.op(RECV, r, after, peer=rp, size=int(cols["rbytes"][i]),
-                                 tag=int(cols["rtag"][i]), ctx=ctx, event=i))
-            if op.startswith("i"):
-                pending[req] = [(m, False) for m in made]
-                after = [(m, True) for m in made] or after
-            elif made:
-                after = [(m, False) for m in made]
+            low.sendrecv(i, r, op)
         elif op in _COMPLETIONS:
-            ids = reqs_col[i]
-            ids = list(ids) if ids is not None and len(ids) else ([req] if req >= 0 else [])
-            for q in ids:
-                after = after + pending.pop(int(q), [])
+            low.completion(i)
         elif _base(op) in C.FAMILY:
-            fam = C.FAMILY[_base(op)]
-            nonblocking = op.startswith("i") or op.endswith("_init")
-            m = members.get(comm)
-            if m is None:
-                raise ScheduleError(f"rank {r} event {i} ({op}): communicator {comm} is not in "
-                                    f"comms.parquet")
-            p = len(m)
-            sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
-            if sb + rb == 0 and fam not in ("barrier", "neighbor") and _fixed_counts(op):
-                continue                 # no data anywhere: returns at once
-            k = ncoll.get((r, comm), 0)
-            ncoll[(r, comm)] = k + 1
-            me = index_of[comm][r]
-            per_peer = None
-            if scounts is not None and scounts[i] is not None and len(scounts[i]) == p:
-                per_peer = [int(v) for v in scounts[i]]
-            nb = {"bcast": max(sb, rb), "scatter": rb, "alltoall": sb / max(p, 1),
-                  "neighbor": max(sb, rb)}.get(fam, sb)
-            if fam != "neighbor":
-                own = per_peer[me] if fam == "alltoall" and per_peer is not None else nb
-                work = _local_work(fam, own, int(cols["flags"][i]), platform)
-                if work > 0:
-                    w_ = B.op(CALC, r, after, dur=work, event=i)
-                    after = [(w_, False)]
-            alg = C.choose(fam, platform.algorithm(fam if fam != "neighbor" else "neighbor"))
-            if alg == "analytic" or fam == "neighbor":
-                key = (comm, k)
-                cid = coll_ids.get(key)
-                if cid is None:
-                    cid = coll_ids[key] = B.new_coll(p)
-                L, G = widest(comm)
-                cost = C.analytic_cost(fam, p, nb, L, G, o, neigh.get((comm, r), 2))
-                x = B.op(COLL, r, after, coll=cid, dur=cost, ctx=ctx + 1, event=i)
-                made_first, made_last = [x], [x]
-            else:
-                root = index_of[comm].get(peer, 0) if peer >= 0 else 0
-                prev = after
-                made_first, made_last = [], []
-                for sends, recvs in C.steps(fam, alg, me, p, root, nb, per_peer):
-                    step = []
-                    for j, b in sends:
-                        step.append(B.op(SEND, r, prev, peer=int(m[j]), size=int(b), tag=k,
-                                         ctx=ctx + 1, event=i))
-                    for j, b in recvs:
-                        step.append(B.op(RECV, r, prev, peer=int(m[j]), size=int(b), tag=k,
-                                         ctx=ctx + 1, event=i))
-                    if not made_first:
-                        made_first = step
-                    prev = [(s_, False) for s_ in step]
-                    made_last = step
-            if nonblocking:
-                pending[req] = [(x, False) for x in made_last]
-                after = [(x, True) for x in made_first] or after
-            elif made_last:
-                after = [(x, False) for x in made_last]
-        # everything else (probes, comm management, finalize) costs nothing
+            low.collective(i, r, op)
     return B.done()

@@ -22,6 +22,47 @@ _SEND = ops_of("send")
 _ISEND = ops_of("isend")
 
 
+_COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "gather", "allgather",
+                "reduce_scatter", "reduce_scatter_block")
+# calls with nothing to replay: probes, polls, communicator management
+_NOTHING = ("probe", "iprobe", "mprobe", "improbe", "test", "testall", "testany", "testsome")
+_COMM_MANAGEMENT = ("comm_", "cart_", "graph_", "dist_graph", "intercomm")
+
+
+def _actions(op, on_world: bool, peer: int, sb, rb, rpeer: int, completes: bool,
+             size: int) -> list[str] | str:
+    """The SimGrid actions of one traced call, or the reason it is skipped."""
+    if op in ("init", "finalize"):
+        return [op]
+    if peer < 0 and (op in _SEND or op in _ISEND or op in ("recv", "irecv")):
+        return []                                 # MPI_PROC_NULL: nothing happens
+    if op in _SEND:
+        return [f"send {peer} {sb}"]
+    if op in _ISEND:
+        return [f"Isend {peer} {sb}"]
+    if op in ("recv", "irecv"):
+        return [f"{'recv' if op == 'recv' else 'Irecv'} {peer} {rb}"]
+    if op in ("sendrecv", "sendrecv_replace"):
+        return ([f"Isend {peer} {sb}"] if peer >= 0 else []) + \
+            ([f"recv {rpeer} {rb}"] if rpeer >= 0 else []) + (["wait"] if peer >= 0 else [])
+    if op in ("wait", "test") and completes:
+        return ["wait"]
+    if op in ("waitall", "testall", "waitsome", "testsome", "waitany", "testany") and completes:
+        return ["waitall"]
+    if op in _COLLECTIVES:
+        if not on_world:
+            return op + " (not on COMM_WORLD)"
+        n, root = max(sb, rb), max(peer, 0)
+        return [{"barrier": "barrier", "bcast": f"bcast {n} {root}",
+                 "reduce": f"reduce {sb} 0 {root}", "allreduce": f"allreduce {sb} 0",
+                 "alltoall": f"alltoall {sb // max(size, 1)} {rb // max(size, 1)}",
+                 "gather": f"gather {sb} {sb} {root}", "allgather": f"allgather {sb} {sb}",
+                 }.get(op, f"reducescatter {sb} 0")]
+    if op in _NOTHING or op.startswith(_COMM_MANAGEMENT):
+        return []
+    return op
+
+
 def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "cpu",
              compute=None) -> dict:
     """Write the time-independent traces; returns counts of skipped calls."""
@@ -40,53 +81,14 @@ def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "
                                        "rpeer", "reqs")]
     for i, (r, op, comm, peer, sb, rb, rpeer, reqs) in enumerate(zip(*cols)):
         f = files[int(r)]
-        w = lambda s: f.write(f"{r} {s}\n")
-        if op == "init":
-            w("init")
+        if op != "init" and comp[i] > 0:
+            f.write(f"{r} compute {comp[i] * flops_per_second:.6g}\n")
+        actions = _actions(op, int(comm) in world, int(peer), sb, rb, int(rpeer),
+                           reqs is not None and len(reqs) > 0, trace.size)
+        if isinstance(actions, str):
+            skipped[actions] = skipped.get(actions, 0) + 1
             continue
-        if comp[i] > 0:
-            w(f"compute {comp[i] * flops_per_second:.6g}")
-        if op in _SEND and peer >= 0:
-            w(f"send {peer} {sb}")
-        elif op in _ISEND and peer >= 0:
-            w(f"Isend {peer} {sb}")
-        elif op == "recv" and peer >= 0:
-            w(f"recv {peer} {rb}")
-        elif op == "irecv" and peer >= 0:
-            w(f"Irecv {peer} {rb}")
-        elif op in ("sendrecv", "sendrecv_replace"):
-            if peer >= 0:
-                w(f"Isend {peer} {sb}")
-            if rpeer >= 0:
-                w(f"recv {rpeer} {rb}")
-            if peer >= 0:
-                w("wait")
-        elif op in ("wait", "test") and (reqs is not None and len(reqs)):
-            w("wait")
-        elif op in ("waitall", "testall", "waitsome", "testsome", "waitany", "testany") \
-                and reqs is not None and len(reqs):
-            w("waitall")
-        elif op in ("barrier", "bcast", "reduce", "allreduce", "alltoall", "gather",
-                    "allgather", "reduce_scatter", "reduce_scatter_block"):
-            if int(comm) not in world:
-                skipped[op + " (not on COMM_WORLD)"] = skipped.get(op + " (not on COMM_WORLD)",
-                                                                   0) + 1
-                continue
-            n = max(sb, rb)
-            root = max(int(peer), 0)
-            w({"barrier": "barrier", "bcast": f"bcast {n} {root}",
-               "reduce": f"reduce {sb} 0 {root}", "allreduce": f"allreduce {sb} 0",
-               "alltoall": f"alltoall {sb // max(trace.size, 1)} {rb // max(trace.size, 1)}",
-               "gather": f"gather {sb} {sb} {root}", "allgather": f"allgather {sb} {sb}",
-               }.get(op, f"reducescatter {sb} 0"))
-        elif op == "finalize":
-            w("finalize")
-        elif peer < 0 and (op in _SEND or op in _ISEND or op in ("recv", "irecv")):
-            pass                                  # MPI_PROC_NULL: nothing happens
-        elif op not in ("probe", "iprobe", "mprobe", "improbe", "test", "testall",
-                        "testany", "testsome", "comm_free") and not op.startswith(
-                            ("comm_", "cart_", "graph_", "dist_graph", "intercomm")):
-            skipped[op] = skipped.get(op, 0) + 1
+        f.writelines(f"{r} {a}\n" for a in actions)
     for f in files.values():
         f.close()
     with open(os.path.join(out_dir, "index.txt"), "w") as f:

@@ -64,6 +64,7 @@ def main(argv=None) -> int:
     if a.load < 0:
         ap.error("--load must be >= 0")
     from instrument.msglog import LogError
+
     from .fake import Divergence
     from .run import ReplayError, replay_many, replay_rank
     try:

@@ -20,8 +20,7 @@ import time
 
 from mpi4py import MPI
 
-from instrument.calls import (COMM_PARENTS, Meta, bytes_view, fill_status, mixin_hierarchy,
-                              peer_tag)
+from instrument.calls import COMM_PARENTS, Meta, bytes_view, fill_status, mixin_hierarchy, peer_tag
 from instrument.kinds import KIND_CLASS, Call
 from instrument.msglog import LogReader
 from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS

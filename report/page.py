@@ -16,8 +16,8 @@ from .figures import breakdown_png, platforms_png, timeline_png
 
 def _img(path: str) -> str:
     with open(path, "rb") as f:
-        return ('<img alt="%s" src="data:image/png;base64,%s">'
-                % (html.escape(os.path.basename(path)), base64.b64encode(f.read()).decode()))
+        data = base64.b64encode(f.read()).decode()
+    return f'<img alt="{html.escape(os.path.basename(path))}" src="data:image/png;base64,{data}">'
 
 
 def _table(df: pd.DataFrame, floatfmt="{:.4g}") -> str:
@@ -67,8 +67,8 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
             v = json.load(f)
         parts.append("<h2>Predicted vs measured</h2>" + _table(pd.DataFrame([{
             "platform": v["platform"], "predicted (s)": v["predicted"],
-            "measured (s, min of %d)" % len(v["runs"]): v["measured"],
-            "error": "%+.1f %%" % (100 * v["error"])}])))
+            f"measured (s, min of {len(v['runs'])})": v["measured"],
+            "error": f"{100 * v['error']:+.1f} %"}])))
     parts += ["<h2>Platforms (what-if sweep)</h2>", _table(ranked), _img(figs["platforms"]),
               "<h2>Per-rank breakdown</h2>", _img(figs["breakdown"]),
               "<p>Computation: the replayed target computation; waiting: blocked on a late "
@@ -97,7 +97,9 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
             "<style>body{font-family:sans-serif;max-width:1000px;margin:auto;padding:1em}"
             "table.t{border-collapse:collapse;font-size:13px}table.t td,table.t th"
             "{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
-            "img{max-width:100%}.big{font-size:18px}.warn{background:#fde8e8;border-left:4px solid #c00;padding:6px}pre{background:#f6f6f6;padding:6px;"
+            "img{max-width:100%}.big{font-size:18px}"
+            ".warn{background:#fde8e8;border-left:4px solid #c00;padding:6px}"
+            "pre{background:#f6f6f6;padding:6px;"
             "font-size:12px;overflow:auto}</style></head><body>"
             + "\n".join(parts) + "</body></html>")
     with open(out + ".tmp", "w") as f:

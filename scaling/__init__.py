@@ -1,4 +1,6 @@
-"""Empirical scalability (docs/METHODS.md: scalability from small runs, the metric, heterogeneous clusters) and the optimal processor grid.
+"""Empirical scalability: extrapolation from small runs, the scalability
+metric, heterogeneous clusters and the optimal processor grid
+(docs/METHODS.md).
 
     python -m scaling fit DATA --model abc --train 'procs<=128' --predict 256,512
     python -m scaling metric DATA

@@ -155,7 +155,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scaling",
                                  description="Empirical scalability models and searches.")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fit", help="fit a model to small runs and extrapolate (3-term, log-linear, NP-T, PMNF)")
+    f = sub.add_parser("fit", help="fit a model to small runs and extrapolate "
+                                   "(3-term, log-linear, NP-T, PMNF)")
     f.add_argument("data", help="CSV/Parquet: procs, time[, size, ...]")
     f.add_argument("--model", default="abc", help=f"one of {MODELS}, a comma list, or all")
     f.add_argument("--train", help="pandas query of the training rows, e.g. 'procs<=128'")

@@ -4,10 +4,10 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import APPS, EXAMPLES, run, trace
 
 from cluster import ClusterError, cluster_group, read_rank_vectors, select, select_representatives
 from cluster.select import representatives
-from conftest import APPS, EXAMPLES, run, trace
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def uneven_trace(tmp_path_factory):
     # physical core or memory bus), which is a genuinely different vector, so
     # such a trace is retaken (at most twice) rather than tested against.
     # Undisturbed traces keep each class's totals within 11 % of each other.
-    for attempt in range(3):
+    for _attempt in range(3):
         out = tmp_path_factory.mktemp("uneven") / "trace"
         trace(8, out, [EXAMPLES / "uneven.py", "--iters", "8", "--work", "300000",
                        "--classes", "2"], timeout=300)
@@ -45,7 +45,7 @@ def test_uneven_example_yields_its_work_classes(uneven_trace):
     by_class = reps.groupby(reps["rank"] % 2)["cluster"].agg(set)
     assert all(len(c) == 1 for c in by_class), reps
     assert reps["cluster"].nunique() == 2
-    for c, g in reps.groupby("cluster"):
+    for _c, g in reps.groupby("cluster"):
         rep = g["representative"].iloc[0]
         assert rep in set(g["rank"])             # a representative from each class
     assert reps["error"].max() < 0.2
@@ -111,7 +111,7 @@ def test_groups_then_clusters_with_centroid_representatives():
     reps = select(table, vec)
     assert list(reps["group"]) == [0] * 5 + [1] * 3
     assert list(reps["cluster"]) == [0, 0, 0, 1, 1, 2, 2, 3]
-    for c, g in reps.groupby("cluster"):
+    for _c, g in reps.groupby("cluster"):
         X = np.vstack([vec[r] for r in g["rank"]])
         centroid = X.mean(axis=0)
         d = np.abs(X - centroid).sum(axis=1)

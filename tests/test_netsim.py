@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 import yaml
-
 from conftest import APPS, EXAMPLES, ROOT, host_lines, mpirun, run, trace
+
 from netsim import Builder, PlatformError, ScheduleError, from_dict, load_platform
 from netsim import run as simulate
 from netsim.collectives import steps
@@ -253,7 +253,7 @@ def jacobi_trace(tmp_path_factory):
 def test_prediction_on_a_real_trace(jacobi_trace, tmp_path, coll):
     plat = tmp_path / "p.yaml"
     plat.write_text(open("config/platforms/ib-cluster.yaml").read()
-                    .replace("{default: analytic}", "{default: %s}" % coll))
+                    .replace("{default: analytic}", f"{{default: {coll}}}"))
     p = run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform", str(plat),
              "-o", str(tmp_path / "pred.json"), "--timeline", str(tmp_path / "tl.json")])
     assert "predicted time" in p.stdout

@@ -5,8 +5,8 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import APPS, host_lines, record, run, trace
+
 from instrument import load_trace, ops
 
 

@@ -3,7 +3,6 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import APPS, EXAMPLES, host_lines, mpirun, record, run, trace
 
 

@@ -4,8 +4,8 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import run
+
 from scaling import ABC, NPT, PMNF, LogLinear, reduce
 from scaling import grids as G
 from scaling import hetero as H

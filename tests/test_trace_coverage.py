@@ -49,7 +49,7 @@ def test_every_operation_is_traced(tr, coverage_trace):
     assert not missing, f"ops missing from the trace: {missing}"
     assert tr.meta["complete"] and tr.meta["size"] == 4
     # seq is 0..n-1 per rank and events are ordered by (rank, seq)
-    for r, g in tr.events.groupby("rank"):
+    for _r, g in tr.events.groupby("rank"):
         assert list(g["seq"]) == list(range(len(g)))
     assert set(tr.events["comm"][tr.events["comm"] >= 0]) <= set(tr.comms["comm"])
 
@@ -166,7 +166,8 @@ def test_derived_communicators_name_world_ranks(tr):
     e = one(tr, 1, "send", tag=81)
     assert e.peer == 0
     ic = tr.comms.set_index("comm").loc[e.comm]
-    assert ic.kind == "Intercomm" and sorted([list(ic.members), list(ic.remote)]) == [[0, 2], [1, 3]]
+    assert ic.kind == "Intercomm"
+    assert sorted([list(ic.members), list(ic.remote)]) == [[0, 2], [1, 3]]
 
 
 def test_topology_tables(tr):

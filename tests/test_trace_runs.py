@@ -8,8 +8,8 @@ import time
 
 import pandas as pd
 import pytest
-
 from conftest import APPS, BIN, EXAMPLES, MPIEXEC, ROOT, mpi_env, mpirun, run, trace
+
 from instrument import TraceError, load_trace
 
 SMALL = {
@@ -53,7 +53,7 @@ def test_show_summarises_jacobi(tmp_path):
     isends = ev[(ev.op == "isend") & (ev.peer >= 0)]
     assert len(isends) == 4 * 30 * 2
     assert (isends.sbytes == 32 * 8).all()
-    lines = {l.split()[0]: l.split() for l in out.splitlines() if l.strip()}
+    lines = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.strip()}
     assert lines["isend"][1] == str(4 * 30 * 4)   # PROC_NULL sends are calls too
     assert lines["allreduce"][1] == str(4 * 6)
     assert "comp share" in out

@@ -7,7 +7,6 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, run
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

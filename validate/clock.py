@@ -28,6 +28,7 @@ def main(argv=None) -> int:
         return 2
     out = opts[1]
     from mpi4py import MPI
+
     from launch import abort_job, run_app
     rank = MPI.COMM_WORLD.Get_rank()
     MPI.COMM_WORLD.Barrier()

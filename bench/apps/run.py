@@ -68,8 +68,9 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 from cluster.representatives import read_representatives  # noqa: E402
 from replay.replayed import read_replayed  # noqa: E402
+from replay.run import keep_least_disturbed  # noqa: E402
 from validate import measure  # noqa: E402  (the repository's)
-from replay.run import keep_least_disturbed         # noqa: E402
+
 PY = sys.executable
 MPIEXEC = str(Path(PY).parent / "mpiexec")
 PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"

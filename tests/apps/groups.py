@@ -21,5 +21,6 @@ half = comm.Split(color, comm.rank)
 inter = half.Create_intercomm(0, comm, 1 - color, tag=9)
 remote = inter.allreduce(comm.rank)
 inter.Disconnect()
-print(f"rank {comm.rank} remote {remote} cart {me} union {union.Get_size()} common {common.Get_size()} "
+print(f"rank {comm.rank} remote {remote} cart {me} union {union.Get_size()} "
+      f"common {common.Get_size()} "
       f"evens' sum {total} left {left}")

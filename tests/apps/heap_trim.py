@@ -2,6 +2,7 @@
 replay must keep what the application alone keeps: it measures the
 computation with the allocator's own page faults)."""
 import ctypes
+
 from mpi4py import MPI
 
 libc = ctypes.CDLL("libc.so.6")

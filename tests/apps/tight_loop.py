@@ -25,10 +25,10 @@ class Idle:
 idle = Idle()
 blocks = []
 for _ in range(N // BLOCK):
-    for i in range(BLOCK):
+    for _i in range(BLOCK):
         w.Allreduce(MPI.IN_PLACE, [buf, 1, MPI.DOUBLE])
     t0 = time.perf_counter()
-    for i in range(BLOCK):
+    for _i in range(BLOCK):
         idle.Allreduce(MPI.IN_PLACE, [buf, 1, MPI.DOUBLE])
     blocks.append((time.perf_counter() - t0) / BLOCK)
 if w.rank == 0:
