@@ -176,7 +176,7 @@ def replayed(wildcards):
     """The replay outputs of the representatives the clustering chose."""
     from cluster.representatives import representative_ranks
     return [f"{RES}/replay/rank{r}.csv"
-            for r in representative_ranks(checkpoints.cluster.get().output.reps)]
+            for r in representative_ranks(checkpoints.cluster.get().output.reps, N)]
 
 
 rule expand:

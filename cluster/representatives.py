@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from instrument.tables import read_table, write_table
+
 COLUMNS = ("rank", "group", "cluster", "representative", "total", "rep_total", "error")
 
 
@@ -30,10 +32,7 @@ class RepresentativesError(ValueError):
 
 def write_representatives(reps: pd.DataFrame, path: str) -> None:
     """Write ``reps`` (columns COLUMNS) to ``path``, atomically."""
-    import os
-    tmp = f"{path}.tmp{os.getpid()}"
-    reps.loc[:, list(COLUMNS)].to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    write_table(reps, path, COLUMNS)
 
 
 def read_representatives(path: str, size: int | None = None) -> pd.DataFrame:
@@ -41,27 +40,15 @@ def read_representatives(path: str, size: int | None = None) -> pd.DataFrame:
 
     Checks: every column present, integer ids, ranks 0..N-1 each once (N =
     ``size`` when given), every cluster has exactly one representative,
-    which is one of its members.  Raises RepresentativesError naming the
-    file and the offending rank."""
-    try:
-        df = pd.read_csv(path)
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise RepresentativesError(f"{path}: cannot read representatives ({e})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise RepresentativesError(f"{path}: missing column(s) {', '.join(missing)} "
-                                   f"(write it with `python -m cluster`)")
-    if df.empty:
-        raise RepresentativesError(f"{path}: no ranks")
-    for c in ("rank", "group", "cluster", "representative"):
-        if not pd.api.types.is_integer_dtype(df[c]):
-            raise RepresentativesError(f"{path}: column {c} must hold integers")
-    for c in ("total", "rep_total", "error"):
-        v = pd.to_numeric(df[c], errors="coerce")
-        bad = df.loc[v.isna() | (v < 0), "rank"]
-        if len(bad):
-            raise RepresentativesError(f"{path}: rank {bad.iloc[0]}: {c} must be a "
-                                       f"non-negative number")
+    which is one of its members; totals and errors >= 0.  Raises
+    RepresentativesError naming the file and the offending rank."""
+    df = read_table(path, COLUMNS, RepresentativesError, "representatives", "python -m cluster",
+                    integers=("rank", "group", "cluster", "representative"),
+                    seconds=("total", "rep_total"))
+    err = pd.to_numeric(df["error"], errors="coerce")
+    bad = df.loc[err.isna() | (err < 0), "rank"]
+    if len(bad):
+        raise RepresentativesError(f"{path}: rank {bad.iloc[0]}: error must be a number >= 0")
     df = df.sort_values("rank").reset_index(drop=True)
     n = size if size is not None else len(df)
     if df["rank"].duplicated().any():
@@ -83,6 +70,6 @@ def read_representatives(path: str, size: int | None = None) -> pd.DataFrame:
     return df
 
 
-def representative_ranks(path: str) -> list[int]:
-    """The sorted world ranks to record and replay."""
-    return sorted(int(r) for r in read_representatives(path)["representative"].unique())
+def representative_ranks(path: str, size: int | None = None) -> list[int]:
+    """The sorted world ranks to record and replay (N = ``size`` when known)."""
+    return sorted(int(r) for r in read_representatives(path, size)["representative"].unique())

@@ -22,6 +22,18 @@ def _alone() -> None:
             del os.environ[k]
 
 
+def _logged_size(log_dir: str) -> int | None:
+    """N of the recorded run, from the log's record.json (None if unreadable:
+    the replay itself then says what is wrong with the log)."""
+    import json
+    import os
+    try:
+        with open(os.path.join(log_dir, "record.json")) as f:
+            return int(json.load(f)["size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def main(argv=None) -> int:
     _alone()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -87,7 +99,7 @@ def main(argv=None) -> int:
                 # the driver only: a replayed rank never imports pandas
                 from cluster.representatives import RepresentativesError, representative_ranks
                 try:
-                    ranks = representative_ranks(a.reps)
+                    ranks = representative_ranks(a.reps, a.size or _logged_size(a.log))
                 except RepresentativesError as e:
                     print(f"replay: error: {e}", file=sys.stderr)
                     return 2

@@ -14,10 +14,9 @@ comp   s     computation before that event on the target (its
 """
 from __future__ import annotations
 
-import os
-
-import numpy as np
 import pandas as pd
+
+from instrument.tables import read_table, write_table
 
 COLUMNS = ("rank", "seq", "comp")
 
@@ -28,41 +27,21 @@ class ComputeError(ValueError):
 
 def write_compute(df: pd.DataFrame, path: str) -> None:
     """Write the table (CSV, or Parquet for a ``.parquet`` path), atomically."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    df = df.loc[:, list(COLUMNS)]
-    if path.endswith(".parquet"):
-        df.to_parquet(tmp)
-    else:
-        df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    write_table(df, path, COLUMNS)
 
 
-def read_compute(path: str, events: pd.DataFrame | None = None) -> pd.DataFrame:
+def read_compute(path: str, events: pd.DataFrame | None = None):
     """The checked table; with ``events`` (the trace's ``rank, seq``), its
     ``comp`` aligned to them: a 1-D array, one value per event.
 
     Checks: columns, integer rank and seq, no duplicate (rank, seq), comp
     finite and >= 0; with events, a time for every traced event."""
-    try:
-        df = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise ComputeError(f"{path}: cannot read computation table ({e})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise ComputeError(f"{path}: computation table lacks column(s) {missing}")
-    for c in ("rank", "seq"):
-        if not pd.api.types.is_integer_dtype(df[c]):
-            raise ComputeError(f"{path}: column {c} must hold integers")
+    df = read_table(path, COLUMNS, ComputeError, "computation table", "python -m replay.expand",
+                    integers=("rank", "seq"), seconds=("comp",))
     dup = df.duplicated(["rank", "seq"])
     if dup.any():
         r = df.loc[dup].iloc[0]
         raise ComputeError(f"{path}: rank {int(r['rank'])}, seq {int(r['seq'])} appears twice")
-    comp = pd.to_numeric(df["comp"], errors="coerce").to_numpy(dtype=float)
-    bad = np.nonzero(~np.isfinite(comp) | (comp < 0))[0]
-    if len(bad):
-        r = df.iloc[bad[0]]
-        raise ComputeError(f"{path}: rank {int(r['rank'])}, seq {int(r['seq'])}: comp must be "
-                           f"a finite number of seconds >= 0, not {r['comp']!r}")
     if events is None:
         return df
     key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp"]], on=["rank", "seq"],

@@ -116,7 +116,12 @@ def main(argv=None) -> int:
                     help="the trace column used for alignment fallbacks and member scaling")
     a = ap.parse_args(argv)
     try:
-        reps = read_representatives(a.reps)
+        from instrument import TraceError, load_trace
+        try:
+            size = load_trace(a.trace, columns=["rank"]).size
+        except TraceError as e:
+            raise ExpandError(str(e)) from None
+        reps = read_representatives(a.reps, size)
         df = expand(a.trace, reps, a.replayed, a.scale, a.vector,
                     warn=lambda m: print(m, file=sys.stderr))
     except (ExpandError, RepresentativesError, ReplayedError, OSError, KeyError) as e:

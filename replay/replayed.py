@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from instrument.tables import read_table
+
 COLUMNS = ("rank", "seq", "op", "comp", "cpu", "empty")
 
 
@@ -32,19 +34,8 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
 
     Checks: every column, one rank (``rank`` when given), seq 0..n-1 in
     order, comp and cpu finite and >= 0, empty 0 or 1."""
-    try:
-        df = pd.read_csv(path)
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise ReplayedError(f"{path}: cannot read replay ({e})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise ReplayedError(f"{path}: missing column(s) {', '.join(missing)} "
-                            f"(write it with `python -m replay`)")
-    if df.empty:
-        raise ReplayedError(f"{path}: no calls (the replay did not run)")
-    for c in ("rank", "seq", "empty"):
-        if not pd.api.types.is_integer_dtype(df[c]):
-            raise ReplayedError(f"{path}: column {c} must hold integers")
+    df = read_table(path, COLUMNS, ReplayedError, "replay", "python -m replay",
+                    integers=("rank", "seq", "empty"), seconds=("comp", "cpu"))
     ranks = df["rank"].unique()
     if len(ranks) != 1 or (rank is not None and ranks[0] != rank):
         raise ReplayedError(f"{path}: must hold rank {rank if rank is not None else ranks[0]} "
@@ -54,12 +45,6 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
         raise ReplayedError(f"{path}: rank {ranks[0]}: row {bad[0]} has seq "
                             f"{df['seq'].iloc[bad[0]]}, expected {bad[0]} (truncated or "
                             f"edited?)")
-    for c in ("comp", "cpu"):
-        v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
-        bad = np.nonzero(~np.isfinite(v) | (v < 0))[0]
-        if len(bad):
-            raise ReplayedError(f"{path}: rank {ranks[0]}: seq {bad[0]}: {c} must be a "
-                                f"finite number of seconds >= 0")
     if not df["empty"].isin((0, 1)).all():
         raise ReplayedError(f"{path}: column empty must be 0 or 1")
     return df

@@ -1,0 +1,62 @@
+"""Reading the CSV tables that stages pass each other, checked.
+
+Each file between stages has its own reader in its producer's package
+(docs/FILES.md); they share these checks, so that every bad file gets the
+same kind of message: the file, the column, and the rank where it applies.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+
+def read_table(path: str, columns, error, what: str, producer: str,
+               integers=(), seconds=()) -> pd.DataFrame:
+    """The table at ``path`` (CSV, or Parquet for a ``.parquet`` name).
+
+    Raises ``error`` (an exception class) if it cannot be read, lacks one
+    of ``columns``, is empty, has a non-integer value in ``integers``, or
+    a value in ``seconds`` that is not a finite number >= 0 (named by the
+    row's ``rank`` and ``seq`` where the table has them).  ``what`` names
+    the table and ``producer`` the command that writes it, for messages."""
+    try:
+        df = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read {what} ({e})") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise error(f"{path}: missing column(s) {', '.join(missing)} (write it with "
+                    f"`{producer}`)")
+    if df.empty:
+        raise error(f"{path}: no rows")
+    for c in integers:
+        if not pd.api.types.is_integer_dtype(df[c]):
+            raise error(f"{path}: column {c} must hold integers")
+    for c in seconds:
+        v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
+        bad = np.nonzero(~np.isfinite(v) | (v < 0))[0]
+        if len(bad):
+            i = bad[0]
+            where = ", ".join(f"{k} {df[k].iloc[i]}" for k in ("rank", "seq") if k in df.columns)
+            raise error(f"{path}: {where + ': ' if where else f'row {i}: '}{c} must be a "
+                        f"finite number >= 0, not {df[c].iloc[i]}")
+    return df
+
+
+def write_table(df: pd.DataFrame, path: str, columns) -> None:
+    """Write ``df``'s ``columns`` to ``path`` (CSV, or Parquet for a
+    ``.parquet`` name) under a temporary name, then rename: a reader never
+    sees half a file, and a failed write leaves the old one."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    out = df.loc[:, list(columns)]
+    try:
+        if path.endswith(".parquet"):
+            out.to_parquet(tmp)
+        else:
+            out.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -1,0 +1,120 @@
+"""The files between stages (docs/FILES.md): each damaged file stops its
+consumer with one message naming the file (and rank, event), exit 2, no
+traceback, and nothing already written is lost."""
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import EXAMPLES, mpirun, run, trace
+
+APP = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "4"]
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory):
+    """A real pipeline at 2 ranks: trace, cluster, record, replay, expand, simulate."""
+    d = tmp_path_factory.mktemp("files")
+    trace(2, d / "t", APP)
+    run([sys.executable, "-m", "cluster", str(d / "t"), "-o", str(d / "reps.csv")])
+    mpirun(2, ["-m", "instrument", "record", "--reps", d / "reps.csv", "-o", d / "log"] + APP)
+    run([sys.executable, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "log"),
+         "-o", str(d / "rep")] + [str(a) for a in APP])
+    run([sys.executable, "-m", "replay.expand", str(d / "t"), str(d / "reps.csv"), str(d / "rep"),
+         "-o", str(d / "compute.csv")])
+    run([sys.executable, "-m", "netsim", str(d / "t"), "--platform",
+         "config/platforms/ib-cluster.yaml", "--compute", str(d / "compute.csv"),
+         "-o", str(d / "pred.json")])
+    return d
+
+
+def fails_clearly(cmd, *needles):
+    p = run([sys.executable, "-m"] + [str(c) for c in cmd], check=False)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    for n in needles:
+        assert n in p.stderr, p.stderr
+    return p
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda r: r.drop(columns="representative"), "missing column(s) representative"),
+    (lambda r: r.iloc[:-1], "ranks must be 0..1"),
+    (lambda r: r.assign(total=np.nan), "total must be a finite number >= 0"),
+    (lambda r: r.assign(representative=r["rank"], cluster=0), "more than one representative"),
+])
+def test_a_damaged_representatives_file(stages, tmp_path, damage, needle):
+    bad = tmp_path / "reps.csv"
+    damage(pd.read_csv(stages / "reps.csv")).to_csv(bad, index=False)
+    out = tmp_path / "compute.csv"
+    fails_clearly(["replay.expand", stages / "t", bad, stages / "rep", "-o", out], str(bad),
+                  needle)
+    assert not out.exists()
+    fails_clearly(["replay", "--reps", bad, "--log", stages / "log", "-o", tmp_path / "rep"]
+                  + APP, str(bad), needle)
+
+
+def test_a_damaged_replay(stages, tmp_path):
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    for f in (stages / "rep").glob("rank*.csv"):
+        df = pd.read_csv(f)
+        df.loc[len(df) // 2, "comp"] = -1.0
+        df.to_csv(rep / f.name, index=False)
+    fails_clearly(["replay.expand", stages / "t", stages / "reps.csv", rep,
+                   "-o", tmp_path / "c.csv"], "comp must be a finite number >= 0", ", seq ")
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda c: pd.concat([c, c.iloc[:1]]), "appears twice"),
+    (lambda c: c.assign(comp=c["comp"].where(c.index != 3, np.nan)), "comp must be a finite"),
+    (lambda c: c.iloc[1:], "no computation time for 1 trace events"),
+])
+def test_a_damaged_computation_table(stages, tmp_path, damage, needle):
+    bad = tmp_path / "compute.csv"
+    damage(pd.read_csv(stages / "compute.csv")).to_csv(bad, index=False)
+    pred = tmp_path / "pred.json"
+    pred.write_text("kept")
+    fails_clearly(["netsim", stages / "t", "--platform", "config/platforms/ib-cluster.yaml",
+                   "--compute", bad, "-o", pred], str(bad), needle)
+    assert pred.read_text() == "kept"
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("nodes: 2\ncores_per_node: 2\nnetwork:\n  levels: [{latency: 1e-6, byte_time: 1e-9}]\n"
+     "  eager_limit: .inf\n", "eager_limit' must be a whole number"),
+    ("nodes: 2\ncores_per_node: 2\nnetwork:\n  levels: [{latency: .nan, byte_time: 1e-9}]\n",
+     "network.levels[0].latency must be a finite number"),
+    ("nodes: 2\ncores_per_node: 2\nnetwork:\n  levels: [{latency: 1e-6, byte_time: 1e-9}]\n"
+     "  overhead: 5\n", "'overhead' must be a mapping"),
+    ("nodes: 2\ncores_per_node: 2\nnetwork: {levels: [{latency: 1e-6, byte_time: 1e-9}]}\n"
+     "compute_scale: 0\n", "'compute_scale' must be > 0"),
+    ("nodes: 2\ncores_per_node: 2\nnetwrk: {}\n", "unknown key(s) ['netwrk']"),
+])
+def test_a_bad_platform_file(stages, tmp_path, text, needle):
+    plat = tmp_path / "p.yaml"
+    plat.write_text(text)
+    fails_clearly(["netsim", stages / "t", "--platform", plat, "-o", tmp_path / "p.json"],
+                  str(plat), needle)
+
+
+def test_a_platform_file_that_is_not_text(stages, tmp_path):
+    plat = tmp_path / "p.yaml"
+    plat.write_bytes(b"nodes: \xff\xfe\n")
+    fails_clearly(["netsim", stages / "t", "--platform", plat, "-o", tmp_path / "p.json"],
+                  str(plat), "not a text file")
+
+
+def test_a_damaged_prediction(stages, tmp_path):
+    pred = json.loads((stages / "pred.json").read_text())
+    pred["ranks"] = pred["ranks"][1:]
+    bad = tmp_path / "pred.json"
+    bad.write_text(json.dumps(pred))
+    out = tmp_path / "report.html"
+    p = run([sys.executable, "-m", "report", "--predictions", str(bad), "--reps",
+             str(stages / "reps.csv"), "--summary", str(stages / "reps_summary.csv"),
+             "--dendrogram", str(stages / "reps.csv"), "-o", str(out)], check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert str(bad) in p.stderr and "ranks[0] must be rank 0" in p.stderr
+    assert not out.exists()
