@@ -213,10 +213,6 @@ COMPLETIONS = ops_of("wait", "waitmany")
 POINT_TO_POINT = ops_of("send", "isend", "recv", "irecv", "sendrecv", "isendrecv", "probe",
                         "mprobe", "mrecv", "imrecv", "pinit") | {"start"}
 REFUSED = ops_of(*REFUSED_KINDS)
-# calls the tracer counts but no later stage models: reported, never dropped
-UNMODELLED_PREFIXES = ("win_", "file_", "spawn", "comm_accept", "comm_connect", "comm_join",
-                       "comm_get_parent", "grequest_")
-
 NAMES: list[str] = list(dict.fromkeys(o.op for o in TABLE))
 CODE = {name: i for i, name in enumerate(NAMES)}
 
@@ -229,11 +225,6 @@ def code(name: str) -> int:
         c = CODE[name] = len(NAMES)
         NAMES.append(name)
     return c
-
-
-def is_unmodelled(name: str) -> bool:
-    """True for calls that the simulator and replay do not model."""
-    return name.startswith(UNMODELLED_PREFIXES)
 
 
 def table():

@@ -49,6 +49,13 @@ CALC, SEND, RECV, COLL = 0, 1, 2, 3
 READY, ARRIVE, CTS, DATA = 0, 1, 2, 3
 
 
+# The matching-queue search and unlink, and the injection through a node's
+# NIC, appear twice in simulate() (for a receive and for an arriving
+# message; for an eager send and for rendezvous data).  As helper functions
+# (numba, inline="always") the loop ran 11-13 % slower: old and new
+# alternated 3 times, `python bench/netsim_speed.py --ranks 1024`,
+# 2026-11-24.  netsim/loggops.py, whose speed matters less, uses helpers.
+
 # ---- a binary heap of (time, payload) keys; payload = op * 4 + event kind,
 # which also breaks ties deterministically.  Capacity is allocated up front:
 # an op is READY at most once and a send has at most one message event in
