@@ -11,9 +11,16 @@ methods that return and fill the same things.  For each kind:
   the call: from that record it gives the application the same answer
   without communicating, and says whether the call was an empty poll.
 
-``log`` is the recorder's port (``write``, ``wrap``: instrument/record.py),
-``fake`` the replayer's (``request``, ``prequest``, ``message``,
-``new_comm``, ``copy_in``: replay/fake.py).  Keeping both halves of a kind
+Communicator methods pass a :class:`Call`; request completions, matched
+messages and starts (the ``wait``, ``waitmany``, ``mrecv``, ``imrecv`` and
+``start`` kinds) pass the request(s) and status(es) they work on.
+
+``log`` is the recorder's port (``write``, ``event``, ``wrap``:
+instrument/record.py), ``fake`` the replayer's (``request``, ``prequest``,
+``message``, ``new_comm``, ``copy_in``, ``completed``, ``diverged``:
+replay/fake.py).  A request carries ``_out``: what its completion
+delivers (a byte view of the receive buffer, ``"obj"`` for an object
+receive, None), and on replay ``"done"`` once completed.  Keeping both halves of a kind
 in one class keeps what one writes and the other reads in step.
 """
 from __future__ import annotations
@@ -248,9 +255,161 @@ class Free:
         return None, False
 
 
-# kind (instrument/ops.py) -> its recording and replaying; the kinds not
-# here are logged by their own classes (requests, messages, Start) or
-# refused (ops.REFUSED_KINDS)
+# ---- requests: what their completion delivers --------------------------------
+
+def _delivered(req, obj) -> bytes | None:
+    """Record: what a completed request delivered (its receive buffer's
+    bytes, or the object's pickle), or None for a send."""
+    out = getattr(req, "_out", None)
+    if out is None:
+        return None
+    if isinstance(out, str):
+        return pickle.dumps(obj, protocol=5)
+    return bytes(out)
+
+
+def _deliver(req, payloads: list, fake) -> None:
+    """Replay: complete ``req``, filling its receive buffer from the next
+    payload (a persistent request stays usable, its buffer kept)."""
+    out = getattr(req, "_out", None)
+    fake.completed(req)
+    if out is not None and not isinstance(out, str):
+        fake.copy_in(out, payloads.pop(0), "completion")
+
+
+class Wait:
+    """Wait/Test on one request (either case): whether it completed, its
+    status, what it delivered, and what the buffer method returned."""
+
+    @staticmethod
+    def record(name, req, res, st, log):
+        lower, is_test = name[0].islower(), name.lower() == "test"
+        flag = (res[0] if lower else res) if is_test else True
+        obj = (res[1] if is_test else res) if lower else None
+        p = _delivered(req, obj) if flag else None
+        log.event(name.lower(), (bool(flag), status_tuple(st) if flag else None,
+                                 res if not lower else None), [p] if p is not None else [])
+        return res
+
+    @staticmethod
+    def replay(name, req, status, result, payloads, fake):
+        lower, is_test = name[0].islower(), name.lower() == "test"
+        flag, st, res = result
+        if flag:
+            fill_status(status, st)
+            payloads = list(payloads)
+            if getattr(req, "_out", None) == "obj":
+                obj = pickle.loads(payloads[0])
+                req._out = "done"
+                res = (True, obj) if is_test else obj
+            else:
+                _deliver(req, payloads, fake)
+                if lower:
+                    res = (True, None) if is_test else None
+        elif lower:
+            res = (False, None)
+        return res, not flag
+
+
+class WaitMany:
+    """Waitall/any/some and Testall/any/some (either case): which requests
+    completed, with their statuses and what they delivered (the object
+    methods return the objects: their whole return value is pickled)."""
+
+    @staticmethod
+    def _completed(name, requests, res, statuses):
+        """(indices completed, {index: status tuple}) after the real call."""
+        lname, lower = name.lower(), name[0].islower()
+        if lname in ("waitany", "testany"):
+            idx = res if name == "Waitany" else res[0]
+            flag = True if lname == "waitany" else res[1]
+            done = [idx] if flag and idx is not None and idx >= 0 else []
+            return done, {idx: status_tuple(statuses)} if done else {}
+        if lname == "waitall":
+            done = list(range(len(requests)))
+        elif lname == "testall":
+            done = list(range(len(requests))) if (res[0] if lower else res) else []
+        else:
+            done = list((res[0] if lower else res) or [])
+        return done, {i: status_tuple(statuses[i]) for i in done}
+
+    @staticmethod
+    def record(name, requests, res, statuses, log):
+        """``statuses``: one Status for Waitany/Testany, else one per request."""
+        done, sts = WaitMany._completed(name, requests, res, statuses)
+        lower = name[0].islower()
+        if lower:
+            payloads = [pickle.dumps(res, protocol=5)]
+        else:
+            payloads = [p for p in (_delivered(requests[i], None) for i in done)
+                        if p is not None]
+        log.event(name.lower(), ([(i, sts[i]) for i in done], None if lower else res),
+                  payloads)
+        return res
+
+    @staticmethod
+    def replay(name, requests, statuses, result, payloads, fake):
+        lname, lower = name.lower(), name[0].islower()
+        done, ret = result
+        payloads = list(payloads)
+        if lower:
+            ret = pickle.loads(payloads.pop())
+        for i, st in done:
+            if i >= len(requests):
+                fake.diverged(f"({lname}): the log completed request #{i} of "
+                              f"{len(requests)} passed")
+            if not lower:
+                _deliver(requests[i], payloads, fake)
+            elif hasattr(requests[i], "_out"):
+                requests[i]._out = "done"
+            if isinstance(statuses, list) and i < len(statuses):
+                fill_status(statuses[i], st)
+            elif isinstance(statuses, MPI.Status):
+                fill_status(statuses, st)
+        return ret, lname.startswith("test") and not done
+
+
+class MatchedRecv:
+    """Message.Recv/recv (a message Mprobe matched): the bytes or object and
+    the status."""
+
+    @staticmethod
+    def record(name, buf, res, st, log):
+        if name == "Recv":
+            v = bytes_view(buf)
+            payload = bytes(v[:st.Get_count(MPI.BYTE)]) if v is not None else b""
+        else:
+            payload = pickle.dumps(res, protocol=5)
+        log.event("mrecv", status_tuple(st), [payload])
+        return res
+
+    @staticmethod
+    def replay(name, buf, status, result, payloads, fake):
+        fill_status(status, result)
+        if name == "recv":
+            return pickle.loads(payloads[0]), False
+        fake.copy_in(bytes_view(buf), payloads[0], "mrecv")
+        return None, False
+
+
+class MatchedIrecv:
+    """Message.Irecv/irecv: a request, completed by a wait that logs it."""
+
+    @staticmethod
+    def record(name, buf, res, log):
+        log.event("imrecv")
+        r = log.wrap(res)
+        r._out = "obj" if name == "irecv" else bytes_view(buf)
+        return r
+
+    @staticmethod
+    def replay(name, buf, fake):
+        return fake.request("obj" if name == "irecv" else bytes_view(buf)), False
+
+
+# kind (instrument/ops.py) -> its recording and replaying, for communicator
+# methods; the request kinds above are called by the request classes, and
+# ops.REFUSED_KINDS are refused
 KIND_CLASS = {
     "send": Send, "isend": Isend, "pinit": PersistentInit,
     "recv": Recv, "sendrecv": Recv, "irecv": Irecv, "isendrecv": Irecv, "icoll": Irecv,

@@ -12,20 +12,17 @@ Waitany/Waitsome/Testsome, and the shape of every communicator created.
 from __future__ import annotations
 
 import inspect
-import pickle
 
 from mpi4py import MPI
 
 from .calls import (
     COMM_PARENTS,
     Meta,
-    bytes_view,
     describe_comm,
     mixin_hierarchy,
     peer_tag,
-    status_tuple,
 )
-from .kinds import KIND_CLASS, Call
+from .kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
 from .msglog import LogWriter
 from .ops import COMM_METHODS
 
@@ -62,6 +59,11 @@ class _Log:
     def write(c: Call, size: int = 0, result=None, payloads=()) -> None:
         W.write(c.op, c.peer, c.tag, size, result, payloads)
 
+    @staticmethod
+    def event(op: str, result=None, payloads=()) -> None:
+        """A record of a call with no peer or tag to check (requests, messages)."""
+        W.write(op, -1, -1, 0, result, payloads)
+
     wrap = staticmethod(_wrap)
 
 
@@ -85,34 +87,14 @@ def _comm_method(cls_name, name):
     return f
 
 
-# ---- request completions ---------------------------------------------------
-def _payload_of(r, obj):
-    out = getattr(r, "_out", None)
-    if out is None:
-        return None
-    if isinstance(out, str):
-        return pickle.dumps(obj, protocol=5)
-    return bytes(out)
-
-
+# ---- requests and matched messages (instrument/kinds.py: what is logged) ------
 def _single(name):
+    """Wait/Test (either case) on one request."""
     base = getattr(REAL["Request"], name)
-    lower = name[0].islower()
-    is_test = name.lower() == "test"
 
     def f(self, status=None):
         st = status if status is not None else MPI.Status()
-        res = base(self, st)
-        flag = (res[0] if lower else res) if is_test else True
-        obj = (res[1] if is_test else res) if lower else None
-        payloads = []
-        if flag:
-            p = _payload_of(self, obj)
-            if p is not None:
-                payloads.append(p)
-        W.write(name.lower(), -1, -1, 0, (bool(flag), status_tuple(st) if flag else None,
-                                          res if not lower else None), payloads)
-        return res
+        return Wait.record(name, self, base(self, st), st, _Log)
     f.__name__ = name
     return f
 
@@ -120,81 +102,39 @@ def _single(name):
 def _multi(name):
     """Waitall/Testall/Waitany/Testany/Waitsome/Testsome, either case."""
     base = getattr(REAL["Request"], name)
-    lname = name.lower()
-    lower = name[0].islower()
+    one = name.lower() in ("waitany", "testany")
 
     def f(cls, requests, statuses=None):
         requests = list(requests)
-        one = lname in ("waitany", "testany")
-        if one:
-            st = statuses if statuses is not None else MPI.Status()
-            res = base(requests, st)
-            idx = res if name == "Waitany" else res[0]
-            flag = True if lname == "waitany" else res[1]
-            done = [idx] if flag and idx is not None and idx >= 0 else []
-            sts = {idx: status_tuple(st)} if done else {}
-        else:
-            sts_ = statuses if statuses is not None else [MPI.Status() for _ in requests]
-            res = base(requests, sts_)
-            if lname == "waitall":
-                done = list(range(len(requests)))
-            elif lname == "testall":
-                done = list(range(len(requests))) if (res[0] if lower else res) else []
-            else:
-                idx = res[0] if lower else res
-                done = list(idx or [])
-            sts = {i: status_tuple(sts_[i]) for i in done}
-        payloads = []
-        if lower:
-            # the objects come back in the return value: pickle it whole
-            payloads.append(pickle.dumps(res, protocol=5))
-        else:
-            for i in done:
-                p = _payload_of(requests[i], None)
-                if p is not None:
-                    payloads.append(p)
-        W.write(lname, -1, -1, 0, ([(i, sts[i]) for i in done],
-                                   None if lower else res), payloads)
-        return res
+        if statuses is None:
+            statuses = MPI.Status() if one else [MPI.Status() for _ in requests]
+        return WaitMany.record(name, requests, base(requests, statuses), statuses, _Log)
     f.__name__ = name
     return classmethod(f)
 
 
 def _start(self):
     REAL["Prequest"].Start(self)
-    W.write("start", -1, -1, 0, None)
+    _Log.event("start")
 
 
 def _startall(cls, requests):
     requests = list(requests)
     REAL["Prequest"].Startall(requests)
     for _ in requests:
-        W.write("start", -1, -1, 0, None)
+        _Log.event("start")
 
 
 def _message_method(name):
     base = getattr(REAL["Message"], name)
-    lower = name[0].islower()
-    op = {"Recv": "mrecv", "recv": "mrecv", "Irecv": "imrecv", "irecv": "imrecv"}[name]
 
     def f(self, *args, **kw):
+        buf = (args[0] if args else kw["buf"]) if name[0].isupper() else None
         if name in ("Recv", "recv"):
             st = MPI.Status()
-            if name == "Recv":
-                buf = args[0] if args else kw["buf"]
-                res = base(self, buf, st)
-                v = bytes_view(buf)
-                payload = bytes(v[:st.Get_count(MPI.BYTE)]) if v is not None else b""
-            else:
-                res = base(self, st)
-                payload = pickle.dumps(res, protocol=5)
-            W.write(op, -1, -1, 0, status_tuple(st), [payload])
-            return res
-        res = base(self, *args, **kw)
-        W.write(op, -1, -1, 0, None)
-        r = _wrap(res)
-        r._out = "obj" if lower else bytes_view(args[0] if args else kw["buf"])
-        return r
+            res = base(self, buf, st) if name == "Recv" else base(self, st)
+            return MatchedRecv.record(name, buf, res, st, _Log)
+        return MatchedIrecv.record(name, buf, base(self, *args, **kw), _Log)
     f.__name__ = name
     return f
 

@@ -15,13 +15,12 @@ so it is not counted).
 from __future__ import annotations
 
 import inspect
-import pickle
 import time
 
 from mpi4py import MPI
 
-from instrument.calls import COMM_PARENTS, Meta, bytes_view, fill_status, mixin_hierarchy, peer_tag
-from instrument.kinds import KIND_CLASS, Call
+from instrument.calls import COMM_PARENTS, Meta, mixin_hierarchy, peer_tag
+from instrument.kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
 from instrument.msglog import LogReader
 from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS
 
@@ -147,6 +146,19 @@ class _Fake:
 
     new_comm = staticmethod(_new_comm)
     copy_in = staticmethod(_copy_in)
+
+    @staticmethod
+    def completed(r):
+        """A replayed request stands for an active one until a completion
+        completes it; a persistent one stays usable."""
+        if isinstance(r, _CLS["Prequest"]):
+            return
+        if isinstance(r, _CLS["Request"]):
+            r._out = "done"
+
+    @staticmethod
+    def diverged(what: str):
+        raise Divergence(f"rank {RP.rank}: event {RP.log.index - 1} {what}")
 
 
 def _comm_method(cls_name, name):
@@ -375,74 +387,34 @@ class Group(_RealGroup):
         pass
 
 
-# ---- requests ----------------------------------------------------------------
-def _deliver(r, payloads):
-    """Complete request r: fill its buffer from the next payload."""
-    out = getattr(r, "_out", None)
-    if isinstance(r, _CLS["Prequest"]):
-        pass                          # persistent: stays usable, keeps its buffer
-    elif isinstance(r, _CLS["Request"]):
-        r._out = "done"
-    if out is None or isinstance(out, str):
-        return
-    _copy_in(out, payloads.pop(0), "completion")
-
-
+# ---- requests and matched messages (instrument/kinds.py: how they answer) ------
 def _single(name):
-    lower = name[0].islower()
-    is_test = name.lower() == "test"
+    """Wait/Test (either case) on one request."""
     op = name.lower()
 
     def f(self, status=None):
         RP.enter()
-        (flag, st, ret), payloads = RP.next(op, check=False)
-        res = ret
-        if flag:
-            fill_status(status, st)
-            payloads = list(payloads)
-            if getattr(self, "_out", None) == "obj":
-                obj = pickle.loads(payloads[0])
-                self._out = "done"
-                res = (True, obj) if is_test else obj
-            else:
-                _deliver(self, payloads)
-                if lower:
-                    res = (True, None) if is_test else None
-        elif lower:
-            res = (False, None)
-        payloads = None
-        RP.leave(op, not flag)
+        result, payloads = RP.next(op, check=False)
+        res, empty = Wait.replay(name, self, status, result, payloads, _Fake)
+        payloads = result = None
+        RP.leave(op, empty)
         return res
     f.__name__ = name
     return f
 
 
 def _multi(name):
-    lname = name.lower()
-    lower = name[0].islower()
+    """Waitall/Testall/Waitany/Testany/Waitsome/Testsome, either case."""
+    op = name.lower()
 
     def f(cls, requests, statuses=None):
         RP.enter()
         requests = list(requests)
-        (done, ret), payloads = RP.next(lname, check=False)
-        payloads = list(payloads)
-        if lower:
-            ret = pickle.loads(payloads.pop())
-        for i, st in done:
-            if i >= len(requests):
-                raise Divergence(f"rank {RP.rank}: event {RP.log.index - 1} ({lname}): the log "
-                                 f"completed request #{i} of {len(requests)} passed")
-            if not lower:
-                _deliver(requests[i], payloads)
-            elif hasattr(requests[i], "_out"):
-                requests[i]._out = "done"
-            if isinstance(statuses, list) and i < len(statuses):
-                fill_status(statuses[i], st)
-            elif isinstance(statuses, MPI.Status):
-                fill_status(statuses, st)
-        payloads = None
-        RP.leave(lname, lname.startswith("test") and not done)
-        return ret
+        result, payloads = RP.next(op, check=False)
+        res, empty = WaitMany.replay(name, requests, statuses, result, payloads, _Fake)
+        payloads = result = None
+        RP.leave(op, empty)
+        return res
     f.__name__ = name
     return classmethod(f)
 
@@ -461,25 +433,20 @@ def _startall(cls, requests):
 
 
 def _message_method(name):
-    lower = name[0].islower()
-    op = {"Recv": "mrecv", "recv": "mrecv", "Irecv": "imrecv", "irecv": "imrecv"}[name]
+    op = "mrecv" if name in ("Recv", "recv") else "imrecv"
 
     def f(self, *args, **kw):
         RP.enter()
+        buf = (args[0] if args else kw["buf"]) if name[0].isupper() else None
         result, payloads = RP.next(op, check=False)
-        res = None
-        if name in ("Recv", "recv"):
-            status = kw.get("status", args[1] if len(args) > 1 else None) if name == "Recv" \
-                else kw.get("status", args[0] if args else None)
-            fill_status(status, result)
-            if lower:
-                res = pickle.loads(payloads[0])
-            else:
-                _copy_in(bytes_view(args[0] if args else kw["buf"]), payloads[0], op)
+        if op == "mrecv":
+            rest = args[1:] if name == "Recv" else args
+            status = kw.get("status", rest[0] if rest else None)
+            res, empty = MatchedRecv.replay(name, buf, status, result, payloads, _Fake)
         else:
-            res = _request("obj" if lower else bytes_view(args[0] if args else kw["buf"]))
-        payloads = None
-        RP.leave(op)
+            res, empty = MatchedIrecv.replay(name, buf, _Fake)
+        payloads = result = None
+        RP.leave(op, empty)
         return res
     f.__name__ = name
     return f
