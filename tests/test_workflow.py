@@ -102,3 +102,35 @@ def test_workflow_through_real_slurm(tmp_path):
     jobs = p.stdout.split("slurm jobs (partition comment):")[1].split("\n")
     assert any(j.startswith("target") and "rule_replay" in j for j in jobs), jobs
     assert any(j.startswith("host") and "rule_trace" in j for j in jobs), jobs
+
+
+def _planned(res, tmp_path, change: str | None) -> set:
+    """The rules a dry run would run after the default run, with ``change``
+    (YAML merged over the config) applied."""
+    extra = []
+    if change is not None:
+        (tmp_path / "change.yaml").write_text(change)
+        extra = ["--configfile", "config/config.yaml", str(tmp_path / "change.yaml")]
+    p = run(SNAKEMAKE + ["-n", "-c2"] + extra + ["--config", f"results={res}"], timeout=300)
+    if "Nothing to be done" in p.stdout + p.stderr:
+        return set()
+    table = (p.stdout + p.stderr).split("Job stats:")[1].split("total")[0]
+    return {line.split()[0] for line in table.splitlines()[3:] if line.strip()}
+
+
+def test_a_changed_config_reruns_what_it_changes(default_run, tmp_path):
+    res, _ = default_run
+    assert _planned(res, tmp_path, None) == set()
+    # (record and replay follow the clustering, a checkpoint: a dry run
+    # lists them only once it has run)
+    downstream = {"expand", "simulate", "report", "all"}
+    # the application's arguments: every run of it, and all that follows
+    app = _planned(res, tmp_path, 'app: {args: ["--iters", "6", "--work", "60000", '
+                                  '"--classes", "2"]}\n')
+    assert {"trace", "cluster"} | downstream <= app
+    # the clustering cut: not the trace
+    cut = _planned(res, tmp_path, "cluster: {threshold: 0.3}\n")
+    assert "trace" not in cut and {"cluster"} | downstream <= cut
+    # the replay's repeats: not the trace, the clustering or the record
+    rep = _planned(res, tmp_path, "replay: {repeats: 2}\n")
+    assert not rep & {"trace", "cluster", "record"} and "report" in rep
