@@ -33,18 +33,20 @@ def _load_compute(path: str, events):
         raise ScheduleError(str(e)) from None
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m netsim",
         description="Simulate a traced MPI run on a target platform (LogGOPS with "
                     "network levels, rendezvous, NIC contention, collective algorithms).")
     ap.add_argument("trace", help="trace directory, or a GOAL file with --goal-in")
-    ap.add_argument("--platform", help="platform YAML (config/platforms/)")
+    ap.add_argument("--platform", help="platform YAML (config/platforms/; every key: "
+                                       "netsim/platform.schema.yaml)")
     ap.add_argument("--loggops", metavar="L,o,g,G,O,S",
                     help="instead of --platform: LogGOPSim's model and rules with these "
                          "parameters (seconds, seconds/byte, eager limit S in bytes)")
     ap.add_argument("--compute", help="CSV/Parquet with rank, seq, comp (seconds): target "
-                                      "computation times (from replay); default: the trace's")
+                                      "computation times (from replay.expand); default: "
+                                      "the trace's")
     ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
                     help="the trace's computation column when --compute is not given "
                          "(default cpu: right on an oversubscribed host)")
@@ -60,49 +62,64 @@ def main(argv=None) -> int:
     ap.add_argument("--flops", type=float, default=1e9,
                     help="flop/s that turn computation seconds into SimGrid compute "
                          "actions (default 1e9)")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def _platform(a):
+    """The target: --platform's file or --loggops's parameters, times --compute-scale."""
+    if bool(a.platform) == bool(a.loggops):
+        raise PlatformError("give exactly one of --platform and --loggops")
+    plat = load_platform(a.platform) if a.platform else from_dict(_loggops(a.loggops),
+                                                                  "--loggops")
+    if not a.compute_scale > 0:
+        raise PlatformError(f"--compute-scale must be > 0, not {a.compute_scale}")
+    plat.compute_scale *= a.compute_scale
+    return plat
+
+
+def _from_trace(a, plat):
+    """The schedule of a trace directory, and the trace's warnings (also
+    printed); writes the SimGrid export when asked."""
+    from instrument import TraceError, load_trace
+    from instrument.merge import trace_warnings
+
+    from .schedule import from_trace
     try:
-        if bool(a.platform) == bool(a.loggops):
-            raise PlatformError("give exactly one of --platform and --loggops")
-        plat = load_platform(a.platform) if a.platform else from_dict(_loggops(a.loggops),
-                                                                      "--loggops")
-        if not a.compute_scale > 0:
-            raise PlatformError(f"--compute-scale must be > 0, not {a.compute_scale}")
-        plat.compute_scale *= a.compute_scale
-        warnings = []
+        t = load_trace(a.trace)
+    except TraceError as e:
+        raise ScheduleError(str(e)) from None
+    if t.incomplete_ranks:
+        raise ScheduleError(f"{a.trace}: rank(s) {t.incomplete_ranks[:20]} did not "
+                            f"finish; their traces are truncated, so the run cannot "
+                            f"be simulated")
+    warnings = list(trace_warnings(t.meta).values())
+    for w in warnings:
+        print(f"netsim: WARNING: {w}", file=sys.stderr)
+    comp = _load_compute(a.compute, t.events) if a.compute else t.events[a.vector].to_numpy()
+    print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
+    sched = from_trace(t, plat, comp)
+    if a.simgrid_out:
+        from .simgrid import write_ti
+        left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale)
+        if left:
+            print("netsim: SimGrid export left out: " + ", ".join(
+                f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
+    return sched, warnings
+
+
+def main(argv=None) -> int:
+    a = _parser().parse_args(argv)
+    from .predict import run, write_timeline
+    try:
+        plat = _platform(a)
         if a.goal_in:
             from .goal import read_goal
-            sched = read_goal(a.trace)
+            sched, warnings = read_goal(a.trace), []
         else:
-            from instrument import TraceError, load_trace
-            from instrument.merge import trace_warnings
-
-            from .schedule import from_trace
-            try:
-                t = load_trace(a.trace)
-            except TraceError as e:
-                raise ScheduleError(str(e)) from None
-            if t.incomplete_ranks:
-                raise ScheduleError(f"{a.trace}: rank(s) {t.incomplete_ranks[:20]} did not "
-                                    f"finish; their traces are truncated, so the run cannot "
-                                    f"be simulated")
-            warnings = list(trace_warnings(t.meta).values())
-            for w in warnings:
-                print(f"netsim: WARNING: {w}", file=sys.stderr)
-            comp = _load_compute(a.compute, t.events) if a.compute else (
-                t.events[a.vector].to_numpy())
-            print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
-            sched = from_trace(t, plat, comp)
-            if a.simgrid_out:
-                from .simgrid import write_ti
-                left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale)
-                if left:
-                    print("netsim: SimGrid export left out: " + ", ".join(
-                        f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
+            sched, warnings = _from_trace(a, plat)
         if a.goal_out:
             from .goal import write_goal
             write_goal(a.goal_out, sched)
-        from .predict import run, write_timeline
         print(f"netsim: simulating {len(sched)} operations", file=sys.stderr)
         res = run(sched, plat)
     except (PlatformError, ScheduleError) as e:
