@@ -24,6 +24,17 @@ from launch import abort_job, run_app  # noqa: E402  (standard library only)
 from .writer import write_json  # noqa: E402  (json only: no heavy imports)
 
 
+def is_ours(directory: str, marker: str, kind: str) -> bool:
+    """Whether ``directory`` holds our ``marker`` JSON file of this ``kind``:
+    the only directories ``--force`` may remove (a user's directory that
+    happens to contain a meta.json is not one of ours)."""
+    try:
+        with open(os.path.join(directory, marker)) as f:
+            return json.load(f).get("kind") == kind
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | None:
     """Rank 0: check the output directory and write the initial meta.json.
 
@@ -34,8 +45,9 @@ def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | N
         if not force:
             return (f"{trace_dir}: already exists and is not empty; choose another "
                     f"directory or pass --force to replace it")
-        if not os.path.exists(os.path.join(trace_dir, "meta.json")):
-            return f"{trace_dir}: not a trace directory; refusing to clear it even with --force"
+        if not is_ours(trace_dir, "meta.json", "trace"):
+            return (f"{trace_dir}: not a trace directory (no meta.json of kind trace); "
+                    f"refusing to clear it even with --force")
         import shutil
         shutil.rmtree(trace_dir)
     os.makedirs(os.path.join(trace_dir, "raw"), exist_ok=True)
@@ -150,8 +162,9 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
         if not force:
             raise ValueError(f"{log_dir}: already exists and is not empty; pass --force to "
                              f"replace it")
-        if not os.path.exists(os.path.join(log_dir, "record.json")):
-            raise ValueError(f"{log_dir}: not a message log directory; refusing to clear it")
+        if not is_ours(log_dir, "record.json", "message-log"):
+            raise ValueError(f"{log_dir}: not a message log directory (no record.json of "
+                             f"kind message-log); refusing to clear it even with --force")
         import shutil
         shutil.rmtree(log_dir)
     os.makedirs(log_dir, exist_ok=True)

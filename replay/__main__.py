@@ -8,6 +8,7 @@ from launch import split_command
 
 VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
           "--concurrent", "--repeats", "--load")
+# (--force takes no value)
 
 
 def _alone() -> None:
@@ -20,6 +21,17 @@ def _alone() -> None:
     for k in list(os.environ):
         if k.startswith(("PMI_", "PMIX_", "HYDI_", "HYDRA_")):
             del os.environ[k]
+
+
+def _refuse_to_overwrite(ranks: list[int], out_dir: str) -> None:
+    """A replay already in ``out_dir`` is kept unless --force."""
+    import os
+
+    from .run import ReplayError
+    there = [r for r in ranks if os.path.exists(os.path.join(out_dir, f"rank{r}.csv"))]
+    if there:
+        raise ReplayError(f"{out_dir}: already holds the replay of rank(s) {there}; pass "
+                          f"--force to replace it, or choose another directory")
 
 
 def _logged_size(log_dir: str) -> int | None:
@@ -61,6 +73,9 @@ def main(argv=None) -> int:
                          "beside them as load (their times discarded), so that each replay "
                          "shares the node as its rank did in the full run (K = ranks per "
                          "node there; default 0: no copies)")
+    ap.add_argument("--force", action="store_true",
+                    help="replace OUT_DIR/rank<R>.csv and rank<R>.out of the ranks replayed "
+                         "(by default an existing replay is never overwritten)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="replay every rank K times (each in its own process, into "
                          "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and "
@@ -80,6 +95,8 @@ def main(argv=None) -> int:
     from .fake import Divergence
     from .run import ReplayError, replay_many, replay_rank
     try:
+        if a.rank is not None and not a.force:
+            _refuse_to_overwrite([a.rank], a.output)
         if a.rank is not None and (a.repeats > 1 or a.load > 1):
             replay_many([a.rank], a.size, a.log, a.output, target, mode, 1,
                         repeats=a.repeats, load=a.load)
@@ -103,6 +120,8 @@ def main(argv=None) -> int:
                 except RepresentativesError as e:
                     print(f"replay: error: {e}", file=sys.stderr)
                     return 2
+            if not a.force:
+                _refuse_to_overwrite(ranks, a.output)
             replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
                         repeats=a.repeats, load=a.load)
     except (LogError, Divergence, ReplayError) as e:

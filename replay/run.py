@@ -168,12 +168,16 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
     done, failed = [], []
     t0 = time.time()
     tgt = command_line(target, mode)
-    scratch = os.path.join(out_dir, ".load")
 
     def command(r, out):
+        # --force: this driver already checked what it may replace
         return [sys.executable, "-m", "replay", "--rank", str(r), "--log", log_dir,
-                "-o", out] + (["--size", str(size)] if size else []) + tgt
+                "-o", out, "--force"] + (["--size", str(size)] if size else []) + tgt
     os.makedirs(out_dir, exist_ok=True)
+    # the load copies' outputs, thrown away: a directory of our own, so that
+    # nothing of the user's is removed with it
+    import tempfile
+    scratch = tempfile.mkdtemp(prefix=".load-", dir=out_dir)
     try:
         while todo or running:
             while todo and len(running) < concurrent:

@@ -74,7 +74,7 @@ def test_load_copies_run_beside_a_lone_representative(tmp_path):
     assert "load copy of rank 1 started" in q.stderr
     assert (rep / "rank1.out").read_text().strip() == host_lines(p.stdout, "rank ")[1]
     assert pd.read_csv(rep / "rank1.csv")["op"].iloc[-1] == "finalize"
-    assert not (rep / ".load").exists()
+    assert not list(rep.glob(".load*"))
 
 
 def test_a_changed_argument_stops_with_the_divergence(tmp_path):
@@ -277,3 +277,19 @@ def test_freeing_a_large_logged_payload_is_not_computation(tmp_path):
     # ratio, both measured in this test, cancels this machine's speed.
     assert len(between) == len(real) == 30
     assert between.median() < 4 * real.median(), (between.describe(), real.describe())
+
+
+def test_a_replay_is_not_overwritten_without_force(tmp_path):
+    app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "4"]
+    record(2, tmp_path / "log", [1], app)
+    rep = tmp_path / "rep"
+    replay(tmp_path / "log", rep, app, ranks=[1])
+    before = (rep / "rank1.csv").read_bytes()
+    (rep / ".load").mkdir()                       # the user's, not a load copy's
+    (rep / ".load" / "mine.txt").write_text("x")
+    p = replay(tmp_path / "log", rep, app, rank=1, check=False)
+    assert p.returncode == 2 and "--force" in p.stderr
+    assert (rep / "rank1.csv").read_bytes() == before
+    replay(tmp_path / "log", rep, app, ranks=[1], extra=["--force", "--load", "2"])
+    assert (rep / ".load" / "mine.txt").read_text() == "x"
+    assert not [d for d in rep.glob(".load-*")]

@@ -186,3 +186,19 @@ def test_an_all_python_application_has_no_invisible_calls(tmp_path):
     assert t.meta["invisible_calls"] == {} and t.meta["c_calls_counted_ranks"] == 2
     counts = pd.read_csv(tmp_path / "t" / "c_calls.csv")
     assert counts["invisible"].sum() == 0 and counts["visible"].sum() > 0
+
+
+def test_force_removes_only_our_own_directories(tmp_path):
+    """A user's directory that happens to hold a meta.json or record.json is
+    not a trace or a log: --force refuses to clear it."""
+    for cmd, marker in (("trace", "meta.json"), ("record", "record.json")):
+        d = tmp_path / cmd
+        d.mkdir()
+        (d / marker).write_text('{"kind": "something of the user\'s"}')
+        (d / "precious.txt").write_text("x")
+        sel = ["--ranks", "0"] if cmd == "record" else []
+        p = mpirun(2, ["-m", "instrument", cmd, "--force", "-o", d] + sel + ["-c", "pass"],
+                   check=False)
+        assert p.returncode == 2, p.stderr
+        assert "refusing to clear it even with --force" in p.stderr
+        assert (d / "precious.txt").read_text() == "x"
