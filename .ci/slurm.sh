@@ -4,45 +4,58 @@
 #   .ci/slurm.sh [RESULTS_DIR]
 #
 # Installs Debian's slurmctld, slurmd, slurm-client and munge if missing,
-# writes a slurm.conf for this node with two partitions (host, target),
-# starts munged, slurmctld and slurmd without systemd, runs
-# `snakemake --profile slurm` and stops the daemons again (also on failure).
-# Idempotent: run it as often as you like.  Needs root (apt, daemons).
+# then starts a private one-node cluster with two partitions (host,
+# target): its slurm.conf, munge key, state and logs all live in
+# /tmp/ci-slurm (SLURM_CONF points there; /etc/slurm and /etc/munge are
+# not touched), runs `snakemake --profile slurm`, and stops the daemons
+# it started (also on failure), and only those.  On a machine where a
+# SLURM or munge is already running it does nothing and exits 3.
+# Needs root (apt, daemons).  The tests run it only when asked to:
+# REPREPLAY_TEST_SLURM=1, which .ci/run sets under CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 RESULTS=${1:-$ROOT/results-slurm}
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 NODE=$(hostname -s)
-ETC=/etc/slurm
 RUN=/tmp/ci-slurm
-mkdir -p "$RUN"
+export SLURM_CONF=$RUN/slurm.conf
 
+for daemon in slurmctld slurmd munged; do
+    if pgrep -x "$daemon" >/dev/null; then
+        echo "slurm.sh: a $daemon is already running here; this test starts a private" \
+             "cluster only on a machine without one" >&2
+        exit 3
+    fi
+done
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge >/dev/null
 fi
+rm -rf "$RUN"
+mkdir -p "$RUN"/{spool/ctld,spool/d,munge}
 
 teardown() {
+    # our controller's jobs only (SLURM_CONF), then the daemons we started
     scancel --user="$(id -un)" >/dev/null 2>&1 || true
-    pkill -x slurmd >/dev/null 2>&1 || true
-    pkill -x slurmctld >/dev/null 2>&1 || true
-    pkill -x munged >/dev/null 2>&1 || true
+    for pidfile in "$RUN"/slurmd.pid "$RUN"/slurmctld.pid "$RUN"/munge/munged.pid; do
+        [ -s "$pidfile" ] && kill "$(cat "$pidfile")" >/dev/null 2>&1 || true
+    done
     sleep 1
 }
 trap teardown EXIT
-teardown
 
-# munge: a key, its directories, the daemon (as root: --force)
-mkdir -p /etc/munge /var/lib/munge /var/log/munge /run/munge
-[ -s /etc/munge/munge.key ] || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2>/dev/null
-chmod 400 /etc/munge/munge.key
-munged --force
+# munge: a key of our own, the daemon on the default socket (slurm's
+# auth/munge looks for it there; nothing else runs one, checked above)
+dd if=/dev/urandom of="$RUN/munge/munge.key" bs=1024 count=1 2>/dev/null
+chmod 400 "$RUN/munge/munge.key"
+mkdir -p /run/munge
+munged --force --key-file="$RUN/munge/munge.key" --pid-file="$RUN/munge/munged.pid" \
+    --log-file="$RUN/munge/munged.log" --seed-file="$RUN/munge/munged.seed"
 
 # one node, two partitions; more CPUs than cores so that N ranks fit in one
 # allocation (config_overrides: slurmd trusts this file, not the hardware)
-mkdir -p "$ETC" /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
-cat > "$ETC/slurm.conf" <<CONF
+cat > "$SLURM_CONF" <<CONF
 ClusterName=ci
 SlurmctldHost=$NODE
 SlurmUser=root
@@ -55,8 +68,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
-StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
+StateSaveLocation=$RUN/spool/ctld
+SlurmdSpoolDir=$RUN/spool/d
 SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd.pid
 SlurmctldLogFile=$RUN/slurmctld.log
@@ -71,8 +84,8 @@ NodeName=$NODE CPUs=16 RealMemory=8000 State=UNKNOWN
 PartitionName=host Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 PartitionName=target Nodes=$NODE MaxTime=INFINITE State=UP
 CONF
-slurmctld
-slurmd
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF"
 for _ in $(seq 60); do
     if sinfo -h -o %T 2>/dev/null | grep -q idle; then break; fi
     sleep 0.5

@@ -90,11 +90,18 @@ def test_bad_config_fails_with_a_clear_message(tmp_path, override, message):
     assert message in p.stdout + p.stderr
 
 
+@pytest.mark.skipif(os.environ.get("REPREPLAY_TEST_SLURM") != "1",
+                    reason="starts a private SLURM (installs slurm and munge): only when "
+                           "asked, REPREPLAY_TEST_SLURM=1 (.ci/run sets it under CI)")
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("apt-get"),
                     reason="the SLURM path needs root and apt-get (to install and start "
                            "slurmctld, slurmd, munge)")
 def test_workflow_through_real_slurm(tmp_path):
-    p = run(["bash", str(ROOT / ".ci" / "slurm.sh"), str(tmp_path / "results")], timeout=1200)
+    p = run(["bash", str(ROOT / ".ci" / "slurm.sh"), str(tmp_path / "results")], timeout=1200,
+            check=False)
+    if p.returncode == 3:
+        pytest.skip(p.stderr.strip())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "slurm workflow:" in p.stdout
     assert (tmp_path / "results" / "report.html").exists()
     # every replay ran as its own SLURM job in the target partition, the
