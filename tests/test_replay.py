@@ -155,7 +155,13 @@ def test_polling_waits_are_not_computation(tmp_path):
     record(2, tmp_path / "log", [0, 1], app)
     replay(tmp_path / "log", tmp_path / "rep", app, ranks=[0, 1], extra=["--concurrent", "2"])
     r0 = pd.read_csv(tmp_path / "rep" / "rank0.csv")
-    assert r0["empty"].sum() > 10 and r0.loc[r0["op"] == "iprobe", "comp"].sum() > 0.2
+    assert r0["empty"].sum() > 10
+    # the scenario: rank 0 slept between its empty polls (wall >> CPU there);
+    # every figure below is measured in this run, so a loaded machine that
+    # stretches wall times stretches both sides of each comparison
+    after_empty = r0["empty"].shift(fill_value=0) != 0
+    slept_wall, slept_cpu = r0.loc[after_empty, "comp"].sum(), r0.loc[after_empty, "cpu"].sum()
+    assert slept_wall > 5 * slept_cpu, (slept_wall, slept_cpu)
     # each rank its own cluster (a representatives file as python -m cluster writes it)
     pd.DataFrame({"rank": [0, 1], "group": [0, 1], "cluster": [0, 1], "representative": [0, 1],
                   "total": [0.2, 0.3], "rep_total": [0.2, 0.3], "error": [0.0, 0.0]}).to_csv(
@@ -163,15 +169,20 @@ def test_polling_waits_are_not_computation(tmp_path):
     p = run([sys.executable, "-m", "replay.expand", str(tmp_path / "t"), str(tmp_path / "reps.csv"),
              str(tmp_path / "rep"), "-o", str(tmp_path / "compute.csv")])
     assert "rank 0: " in p.stderr and "counted as waiting, not computation" in p.stderr
-    comp = pd.read_csv(tmp_path / "compute.csv").groupby("rank")["comp"].sum()
-    # rank 0 works 0.2 s of CPU and waits ~0.3 s; rank 1 works 0.3 s
-    assert 0.15 < comp[0] < 0.27 and 0.25 < comp[1] < 0.4, comp
+    c = pd.read_csv(tmp_path / "compute.csv")
+    # rank 0's computation (start-up aside) is its replayed wall time less the sleeps
+    work0 = c.loc[(c["rank"] == 0) & (c["seq"] > 0), "comp"].sum()
+    wall0 = r0.loc[r0["op"] != "init", "comp"].sum()
+    assert work0 <= wall0 - 0.9 * (slept_wall - slept_cpu), (work0, wall0, slept_wall)
     run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
          "config/platforms/this-machine.yaml", "--compute", str(tmp_path / "compute.csv"),
          "-o", str(tmp_path / "pred.json")])
     import json
     pred = json.loads((tmp_path / "pred.json").read_text())["predicted_time"]
-    assert 0.45 < pred < 0.65, pred
+    # rank 0 works after rank 1's message, rank 1 waits for rank 0's reply:
+    # their computations add up on the critical path, and nothing else does
+    total = c.groupby("rank")["comp"].sum()
+    assert 0.8 * total.sum() < pred < 1.1 * total.sum() + 0.01, (pred, total)
 
 
 def test_repeated_payloads_are_logged_once(tmp_path):
