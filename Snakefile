@@ -32,12 +32,19 @@ COUNT = "--count-c-calls" if config["count_c_calls"] else ""
 # the software of every rule, for `snakemake --use-conda` (the README's
 # commands install the same into .venv)
 ENV = "config/envs/repreplay.yaml"
-PLATFORMS = {os.path.splitext(os.path.basename(p))[0]: p for p in config["platforms"]}
+# the target candidates, by name; "calibrated" is the platform the
+# calibrate rule measures (and a platform file like the others)
+CALIBRATED = f"{RES}/calibrate/calibrated.yaml"
+PLATFORMS = {("calibrated" if p == "calibrated" else os.path.splitext(os.path.basename(p))[0]):
+             (CALIBRATED if p == "calibrated" else p) for p in config["platforms"]}
 for _name, _path in PLATFORMS.items():
-    if not os.path.exists(_path):
+    if _path != CALIBRATED and not os.path.exists(_path):
         raise WorkflowError(f"config: platforms: {_path} does not exist")
 VALIDATE = config["validate"]["enabled"]
-CALIBRATE = config["calibrate"]["enabled"]
+CALIBRATE = config["calibrate"]["enabled"] or "calibrated" in PLATFORMS
+TEMPLATE = config["calibrate"].get("template")
+if TEMPLATE and not os.path.exists(TEMPLATE):
+    raise WorkflowError(f"config: calibrate.template: {TEMPLATE} does not exist")
 if VALIDATE and config["validate"].get("platform") not in PLATFORMS:
     raise WorkflowError("config: validate.platform must name one of the platforms "
                         f"({', '.join(PLATFORMS)}) by file name without .yaml")
@@ -228,10 +235,13 @@ rule simulate:
 rule calibrate:
     """Measure the target's network (ping-pongs and windows of messages over
     sizes and placements) and fit latency, per-byte time and the measured
-    curves per level into a platform file."""
+    curves per level into a platform file (into calibrate.template's
+    innermost level, when one is given)."""
+    input:
+        [TEMPLATE] if TEMPLATE else [],
     output:
         raw=f"{RES}/calibrate/pingpong.csv",
-        platform=f"{RES}/calibrate/calibrated.yaml",
+        platform=CALIBRATED,
     log:
         f"{RES}/logs/calibrate.log",
     benchmark:
@@ -240,6 +250,7 @@ rule calibrate:
         py=PY,
         mpiexec=MPIEXEC,
         c=config["calibrate"],
+        template=f"--template {TEMPLATE}" if TEMPLATE else "",
     resources:
         tasks=config["calibrate"]["ranks"],
     threads: config["calibrate"]["ranks"]   # one core per rank: timings, not throughput
@@ -250,7 +261,7 @@ rule calibrate:
         "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {params.mpiexec} -n {params.c[ranks]} {params.py} "
         "-m calibrate measure -o {output.raw} && "
         "{params.py} -m calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
-        "--nodes {params.c[nodes]} -o {output.platform}) > {log} 2>&1"
+        "--nodes {params.c[nodes]} {params.template} -o {output.platform}) > {log} 2>&1"
 
 
 rule validate:
@@ -292,7 +303,7 @@ rule report:
         dendrogram=f"{RES}/dendrogram.png",
         trace_summary=f"{RES}/trace_summary.txt",
         validate=[f"{RES}/validate.json"] if VALIDATE else [],
-        calibrated=[f"{RES}/calibrate/calibrated.yaml"] if CALIBRATE else [],
+        calibrated=[CALIBRATED] if CALIBRATE else [],
     output:
         report(f"{RES}/report.html", caption="config/report.rst", category="Prediction"),
     log:

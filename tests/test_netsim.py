@@ -409,6 +409,27 @@ def test_intercommunicator_collectives_simulate(tmp_path):
     assert pred["predicted_time"] > 0 and len(pred["ranks"]) == 4, p.stderr
 
 
+def test_calibrate_fits_into_a_template(tmp_path):
+    """fit --template: the user's machine with the measured innermost level."""
+    rows = ["peer,bytes,one_way"] + [f"1,{n},{3e-6 + n * 0.5e-9!r}" for n in (0, 64, 4096)]
+    (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
+    run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
+         "--cores-per-node", "2", "--template", "config/platforms/ib-cluster.yaml",
+         "-o", str(tmp_path / "p.yaml")])
+    got, template = load_platform(str(tmp_path / "p.yaml")), load_platform(
+        "config/platforms/ib-cluster.yaml")
+    assert (got.name, got.nodes, got.cores_per_node) == ("ib-cluster", 256, 64)
+    assert got.levels[1:] == template.levels[1:]
+    # the template's per-message overheads are part of the measured one-way time
+    o = template.o_send + template.o_recv
+    assert got.levels[0].latency == pytest.approx(3e-6 - o, rel=1e-6)
+    assert got.levels[0].byte_time == pytest.approx(0.5e-9, rel=1e-6)
+    bad = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
+               "--cores-per-node", "2", "--template", str(tmp_path / "none.yaml"),
+               "-o", str(tmp_path / "q.yaml")], check=False)
+    assert bad.returncode == 2 and "none.yaml" in bad.stderr and not (tmp_path / "q.yaml").exists()
+
+
 def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     # a shared-memory MPI: small copies at 2 GB/s, large messages streamed at 5
     rows = ["peer,bytes,one_way"]

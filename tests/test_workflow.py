@@ -37,7 +37,7 @@ def test_default_workflow_end_to_end(default_run):
     comp = pd.read_csv(res / "compute.csv")
     assert sorted(comp["rank"].unique()) == list(range(8))
     preds = {p: json.loads((res / "prediction" / f"{p}.json").read_text())
-             for p in ("ib-cluster", "fat-node")}
+             for p in ("ib-cluster", "fat-node", "calibrated")}
     for p in preds.values():
         assert p["predicted_time"] > 0 and len(p["ranks"]) == 8
         assert p["compute"].endswith("compute.csv")
