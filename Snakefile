@@ -287,7 +287,7 @@ rule validate:
     conda:
         ENV
     shell:
-        "{params.py} -m validate --prediction {input.prediction} --ranks {params.n} "
+        "{params.py} -m validate --prediction {input.prediction} --size {params.n} "
         "--repeats {params.repeats} --mpiexec {params.mpiexec} -o {output} -- {params.app} "
         "> {log} 2>&1"
 

@@ -54,12 +54,14 @@ def main(argv=None) -> int:
                                   "representative ranks")
     p.add_argument("--force", action="store_true", help="replace an existing log directory")
     p = sub.add_parser("show", help="print a summary of a trace")
-    p.add_argument("trace")
+    p.add_argument("trace", help="trace directory")
     p.add_argument("--max-ranks", type=int, default=32,
                    help="list at most this many ranks (default 32)")
     p = sub.add_parser("merge", help="merge the raw files of a crashed or killed run")
-    p.add_argument("trace")
-    p.add_argument("--keep-raw", action="store_true")
+    p.add_argument("trace", help="trace directory whose raw/ files to merge")
+    p.add_argument("--keep-raw", action="store_true",
+                   help="keep the per-rank raw files after merging (by default they are "
+                        "removed once every rank is complete)")
 
     if argv and argv[0] == "trace":
         opts, mode, target = split_command(argv[1:], VALUED, "instrument")

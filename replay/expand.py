@@ -107,11 +107,14 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m replay.expand",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("trace")
+    ap.add_argument("trace", help="trace directory (python -m instrument trace)")
     ap.add_argument("reps", help="representatives CSV (python -m cluster)")
     ap.add_argument("replayed", help="directory of rank<R>.csv from python -m replay")
     ap.add_argument("-o", "--output", required=True, help="CSV or .parquet: rank, seq, comp")
-    ap.add_argument("--scale", choices=["none", "member"], default="none")
+    ap.add_argument("--scale", choices=["none", "member"], default="none",
+                    help="member: multiply each member's times by its host computation "
+                         "over its representative's (keeps the imbalance inside a cluster); "
+                         "none (default): the representative's times as they are")
     ap.add_argument("--vector", choices=["cpu", "comp"], default="cpu",
                     help="the trace column used for alignment fallbacks and member scaling")
     a = ap.parse_args(argv)

@@ -23,15 +23,19 @@ from .page import build
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m report",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("--predictions", nargs="+", required=True)
-    ap.add_argument("--timelines", nargs="*", default=[])
-    ap.add_argument("--reps", required=True)
-    ap.add_argument("--summary", required=True)
-    ap.add_argument("--dendrogram", required=True)
-    ap.add_argument("--trace-summary")
-    ap.add_argument("--validate")
-    ap.add_argument("--calibrated")
-    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--predictions", nargs="+", required=True,
+                    help="prediction JSON files (python -m netsim), one per platform")
+    ap.add_argument("--timelines", nargs="*", default=[],
+                    help="their timelines (netsim --timeline), in the same order")
+    ap.add_argument("--reps", required=True, help="representatives CSV (python -m cluster)")
+    ap.add_argument("--summary", required=True,
+                    help="the clusters' summary CSV (python -m cluster --summary)")
+    ap.add_argument("--dendrogram", required=True, help="dendrogram PNG (cluster --plot)")
+    ap.add_argument("--trace-summary", help="text of python -m instrument show")
+    ap.add_argument("--validate", help="comparison JSON (python -m validate)")
+    ap.add_argument("--calibrated", help="the calibrated platform YAML (calibrate fit)")
+    ap.add_argument("-o", "--output", required=True,
+                    help="the HTML report (figures go beside it, into NAME_figures/)")
     a = ap.parse_args(argv)
     try:
         build(a.output, a.predictions, a.reps, a.summary, a.dendrogram, a.timelines,

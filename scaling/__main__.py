@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     m = sub.add_parser("metric", help="the scalability metric per program")
     m.add_argument("data", help="procs, size, efficiency (or time), [program]")
     m.add_argument("--plots", help="directory for 3-D efficiency surfaces")
-    m.add_argument("-o", "--output")
+    m.add_argument("-o", "--output", help="CSV: the metric's tuple per program")
     h = sub.add_parser("hetero", help="optimal heterogeneous configuration (NP-T)")
     h.add_argument("data", help="cluster, m, size, procs, time (per sub-cluster runs)")
     h.add_argument("--allowed", nargs="+", required=True, help="NAME:P=LO-HI:M=1,2 ...")
@@ -180,8 +180,10 @@ def main(argv=None) -> int:
     g = sub.add_parser("grids", help="optimal processor grid with the two heuristics")
     g.add_argument("--shape", nargs="+", required=True, help="array shapes, e.g. 10000x10000")
     g.add_argument("--dims", default="1,2", help="grid dimensionalities to search")
-    g.add_argument("--max-procs", type=int, required=True)
-    g.add_argument("--min-efficiency", type=float, default=0.0)
+    g.add_argument("--max-procs", type=int, required=True,
+                   help="the largest processor count to consider")
+    g.add_argument("--min-efficiency", type=float, default=0.0,
+                   help="lower bound on parallel efficiency (default 0: none)")
     g.add_argument("--evaluator", default="jacobi",
                    help="jacobi[:t_elem=..,latency=..,byte_time=..] or cmd:TEMPLATE "
                         "({grid}, {procs}, {g0}.. replaced; prints seconds)")

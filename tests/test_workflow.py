@@ -68,7 +68,7 @@ def test_validate_compares_with_a_real_run(default_run, tmp_path):
     # what is measured is MPI init to the application's end on the slowest
     # rank, not the launch: rank 1 sleeps 0.3 s after a barrier
     p = run([sys.executable, "-m", "validate", "--prediction", str(pred),
-             "--ranks", "2", "--repeats", "2", "-o", str(tmp_path / "v.json"), "--",
+             "--size", "2", "--repeats", "2", "-o", str(tmp_path / "v.json"), "--",
              "-c", "import time; from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); "
                    "time.sleep(0.3 * MPI.COMM_WORLD.rank)"])
     v = json.loads((tmp_path / "v.json").read_text())

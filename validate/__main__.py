@@ -1,6 +1,6 @@
 """Run the application for real and compare with a prediction.
 
-    python -m validate --prediction P.json --ranks N [--repeats 3]
+    python -m validate --prediction P.json --size N [--repeats 3]
         [--mpiexec PATH] -o validate.json -- (app.py | -m module | -c cmd) [args]
 
 Runs the application untraced ``repeats`` times with ``mpiexec -n N`` on the
@@ -28,19 +28,28 @@ def main(argv=None) -> int:
         print("validate: error: give the application after --", file=sys.stderr)
         return 2
     cut = argv.index("--") if "--" in argv else len(argv)
-    ap = argparse.ArgumentParser(prog="python -m validate")
-    ap.add_argument("--prediction", required=True)
-    ap.add_argument("--ranks", type=int, help="N (default: the prediction's rank count)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap = argparse.ArgumentParser(
+        prog="python -m validate",
+        usage="python -m validate --prediction P.json [--size N] [--repeats K] "
+              "[--mpiexec PATH] -o V.json -- (app.py | -m module | -c cmd) [args]",
+        description="Run the application for real, untraced, and compare its time "
+                    "with a prediction.")
+    ap.add_argument("--prediction", required=True,
+                    help="the prediction JSON (python -m netsim) to compare with")
+    ap.add_argument("--size", "--ranks", dest="size", type=int,
+                    help="N, the ranks of the run (default: the prediction's); --ranks is "
+                         "an older name of this option")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="real runs; the least disturbed (fastest) counts (default 3)")
     ap.add_argument("--mpiexec", help="default: the mpiexec beside this python")
-    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("-o", "--output", required=True, help="the comparison JSON to write")
     a = ap.parse_args(argv[:cut])
     target = argv[cut + 1:]
     if not target:
         ap.error("give the application after --: app.py, -m module or -c command")
     with open(a.prediction) as f:
         pred = json.load(f)
-    ranks = a.ranks or len(pred["ranks"])
+    ranks = a.size or len(pred["ranks"])
     try:
         m = measure(target, ranks, a.repeats, a.mpiexec)
     except (RuntimeError, OSError) as e:
