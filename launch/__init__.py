@@ -56,8 +56,8 @@ def command_line(target: list[str], mode: str) -> list[str]:
 def run_app(target: list[str], mode: str) -> tuple[str, int]:
     """Run the application as ``__main__``; returns (status, exit code).
 
-    The status is ``complete``, ``exited with CODE`` or ``failed: EXCEPTION``
-    (the traceback is printed, as python would)."""
+    The status is ``complete``, ``exited with CODE`` or ``failed: EXCEPTION:
+    its message's first line`` (the traceback is printed, as python would)."""
     status, code = "complete", 0
     sys.argv = list(target)
     try:
@@ -75,7 +75,9 @@ def run_app(target: list[str], mode: str) -> tuple[str, int]:
             status = f"exited with {e.code}"
     except BaseException:
         traceback.print_exc()
-        status, code = f"failed: {sys.exc_info()[0].__name__}", 1
+        kind, err = sys.exc_info()[:2]
+        said = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+        status, code = f"failed: {kind.__name__}" + (f": {said}" if said else ""), 1
     return status, code
 
 

@@ -158,6 +158,16 @@ def _totals(path: str) -> tuple[float, float]:
     return comp, cpu
 
 
+def _reason(stderr: str, code: int) -> str:
+    """Why a replay process failed, from its stderr: its own error line (which
+    names the rank, and the application's exception), else the last line."""
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    ours = [ln for ln in lines if ln.startswith("replay: error: ")]
+    if ours:
+        return ours[-1][len("replay: error: "):]
+    return lines[-1] if lines else f"exit code {code}"
+
+
 def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
                   load=0) -> list[str]:
     """Every rank of ``ranks`` replayed once, each in its own process, with
@@ -207,13 +217,14 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
                     print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, "
                           f"{time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
                 else:
-                    failed.append((r, err.strip().splitlines()[-1] if err.strip() else
-                                   f"exit code {p.returncode}"))
+                    failed.append((r, _reason(err, p.returncode)))
     finally:
         for f in fillers:
             f.kill()
             f.wait()
         shutil.rmtree(scratch, ignore_errors=True)
     if failed:
-        raise ReplayError("; ".join(f"rank {r}: {msg}" for r, msg in failed))
+        # each message names its rank already (replay_rank's errors do)
+        raise ReplayError("; ".join(msg if msg.startswith(f"rank {r}:") else f"rank {r}: {msg}"
+                                    for r, msg in failed))
     return done

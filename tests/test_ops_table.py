@@ -70,10 +70,16 @@ def test_the_two_programs_call_every_entry(runs):
     assert not missing, f"table entries no test program calls: {missing}"
 
 
-def test_replay_refuses_one_sided_communication(tmp_path):
+@pytest.mark.parametrize("select", [["--rank", "1"], ["--ranks", "1"]])
+def test_replay_refuses_one_sided_communication(tmp_path, select):
+    """Alone (--rank) or from the driver (--ranks, --reps), the error names
+    the rank and the application's actual reason, once."""
     app = [APPS / "coverage.py"]
     record(4, tmp_path / "log", [1], app)
-    p = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
+    p = run([sys.executable, "-m", "replay"] + select + ["--log", str(tmp_path / "log"),
              "-o", str(tmp_path / "rep")] + [str(a) for a in app], check=False)
     assert p.returncode == 2
-    assert "one-sided communication (MPI.Win) cannot be replayed" in p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("replay: error: rank 1: the application failed: NotImplementedError")
+    assert "one-sided communication (MPI.Win) cannot be replayed" in last
+    assert last.count("rank 1:") == 1 and last.count("replay: error") == 1
