@@ -33,3 +33,22 @@ def test_resimulate_names_what_is_missing_and_keeps_the_other_rows(tmp_path):
     assert json.loads((tmp_path / "osu-bw" / "row.json").read_text()) == done
     assert "osu-bw" in (tmp_path / "results.csv").read_text()
     assert "osu-bw" in p.stdout
+
+
+def test_a_stage_that_hangs_is_stopped_with_everything_it_started(tmp_path):
+    """Every stage runs under a timeout: a hung MPI job (here ranks that
+    sleep) is killed, ranks included, and named with its log."""
+    marker = f"hung-{tmp_path.name}"
+    code = (f"import sys; sys.path.insert(0, {str(RUNNER.parent)!r}); import run, pathlib\n"
+            f"try:\n"
+            f"    run.sh([run.MPIEXEC, '-n', '2', sys.executable, '-c',\n"
+            f"            'import time; time.sleep(60) # {marker}'],\n"
+            f"           pathlib.Path({str(tmp_path / 'stage.log')!r}), timeout=3)\n"
+            f"except RuntimeError as e:\n"
+            f"    print('stopped:', str(e).splitlines()[0])\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=ROOT)
+    assert "did not finish in 3 s" in p.stdout, p.stdout + p.stderr
+    assert (tmp_path / "stage.log").exists()
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert not left.strip(), f"processes left running: {left}"

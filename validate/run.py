@@ -11,9 +11,10 @@ import time
 
 
 def measure(target: list[str], ranks: int, repeats: int, mpiexec: str | None = None,
-            env: dict | None = None, log=print) -> dict:
+            env: dict | None = None, log=print, timeout: float | None = None) -> dict:
     """Run ``target`` (python arguments: app.py [args], -m mod ..., -c cmd ...)
-    untraced at ``ranks`` ranks ``repeats`` times; returns
+    untraced at ``ranks`` ranks ``repeats`` times (each within ``timeout``
+    seconds, if given); returns
     ``{measured, runs, wall}`` (seconds; measured = min of runs)."""
     mpiexec = mpiexec or os.path.join(os.path.dirname(sys.executable), "mpiexec")
     # a dedicated run, one rank per core: MPI's default busy-polling waits,
@@ -29,7 +30,7 @@ def measure(target: list[str], ranks: int, repeats: int, mpiexec: str | None = N
                    "--out", out] + list(target)
             t0 = time.perf_counter()
             p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, env=env)
+                               text=True, env=env, timeout=timeout)
             wall.append(time.perf_counter() - t0)
             if p.returncode:
                 raise RuntimeError(f"run {i + 1} of {' '.join(cmd)} exited {p.returncode}: "

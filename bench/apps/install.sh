@@ -34,7 +34,9 @@ for spec in "pylops-mpi==0.8.0:pylops_mpi-0.8.0:pylops_mpi" \
             "mpi4py==$MPI4PY_VERSION:mpi4py-$MPI4PY_VERSION:mpi4py"; do
     IFS=: read -r req dir link <<< "$spec"
     if [ ! -d "$dir" ]; then
-        "$PY" -m pip download -q --no-deps --no-binary :all: "$req" -d .
+        # the source of this package only (:all: would build every build
+        # dependency from source too: minutes)
+        "$PY" -m pip download -q --no-deps --no-binary "${req%%=*}" "$req" -d .
         tar xzf "$dir.tar.gz"
         rm -f "$dir.tar.gz"
     fi

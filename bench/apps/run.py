@@ -82,8 +82,11 @@ def load_recipes(path=HERE / "recipes.yaml") -> dict:
 
 
 def app_args(recipe: dict) -> list[str]:
-    """The recipe's python arguments with src/ resolved to bench/apps/src/."""
+    """The recipe's python arguments with src/ resolved to bench/apps/src/
+    (``app: [-m, package.module, ...]`` runs a module)."""
     args = [str(a) for a in recipe["app"]]
+    if args[0] in ("-m", "-c"):
+        return args                         # a module (or a command): as python takes it
     first = args[0]
     if first.startswith("src/"):
         first = str(HERE / first)
@@ -102,18 +105,32 @@ def env() -> dict:
     return e
 
 
-def sh(cmd: list[str], log: Path, **extra_env: str) -> str:
+# a stage that takes longer has hung (the slowest here takes about 3 minutes)
+STAGE_TIMEOUT = 1800
+
+
+def sh(cmd: list[str], log: Path, timeout: float = STAGE_TIMEOUT, **extra_env: str) -> str:
     """Run a stage (env() plus ``extra_env``); its output goes to ``log``; a
-    failure stops with the log's tail."""
+    failure, or ``timeout`` seconds passing, stops with the log's tail (a
+    stage that timed out is killed with every process it started)."""
+    import signal
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       cwd=ROOT, env={**env(), **extra_env})
-    log.write_text(p.stdout)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         cwd=ROOT, env={**env(), **extra_env}, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        log.write_text(out)
+        raise RuntimeError(f"{' '.join(map(str, cmd))} did not finish in {timeout:.0f} s "
+                           f"(log {log}):" + "\n" + out[-3000:]) from None
+    log.write_text(out)
     if p.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode} "
-                           f"(log {log}):\n{p.stdout[-3000:]}")
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode} "
+                           f"(log {log}):" + "\n" + out[-3000:])
     print(f"    {log.stem:<12s} {time.perf_counter() - t0:6.1f} s", flush=True)
-    return p.stdout
+    return out
 
 
 def fidelity(trace: Path, reps: pd.DataFrame, replay: Path) -> float:
@@ -222,7 +239,8 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
         if platform is None and k <= repeats:
             measure_network(d, k)
         if compare and k <= repeats:
-            runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None)["measured"])
+            runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None,
+                                timeout=STAGE_TIMEOUT)["measured"])
             (d / "runs.json").write_text(json.dumps(runs))      # for --resimulate
             print(f"    run {k}/{repeats}: {runs[-1]:.4f} s", flush=True)
     return predict_app(name, recipe, d, platform, replay_repeats, runs, combine)
@@ -240,7 +258,8 @@ def untraced_output(d: Path, n: int, app: list[str]) -> str:
     saved = d / "untraced.out"
     if not saved.exists():
         saved.write_text(subprocess.run([MPIEXEC, "-n", str(n), PY] + app, capture_output=True,
-                                        text=True, cwd=ROOT, env=env()).stdout)
+                                        text=True, cwd=ROOT, env=env(),
+                                        timeout=STAGE_TIMEOUT).stdout)
     return saved.read_text()
 
 
