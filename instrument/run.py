@@ -24,6 +24,28 @@ from launch import abort_job, run_app  # noqa: E402  (standard library only)
 from .writer import write_json  # noqa: E402  (json only: no heavy imports)
 
 
+def report_progress(who: str, count, unit: str) -> None:
+    """Print ``who: count() unit so far`` every REPREPLAY_PROGRESS_SECONDS (default 10) from a
+    daemon thread, so that a long run's log shows it advancing.  One rank
+    reports (the others run alike), and the thread only sleeps and reads a
+    counter: the application's computation is not touched."""
+    import threading
+    every = float(os.environ.get("REPREPLAY_PROGRESS_SECONDS", "10"))
+    t0 = time.time()
+
+    def loop():
+        while True:
+            time.sleep(every)
+            print(f"{who}: {count()} {unit} so far, {time.time() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
+    threading.Thread(target=loop, name="repreplay-progress", daemon=True).start()
+
+
+def _shown(rank: int, size: int) -> bool:
+    """Whether this rank reports its end: all of a small run, 16 of a large one."""
+    return rank % max(1, size // 16) == 0
+
+
 def is_ours(directory: str, marker: str, kind: str) -> bool:
     """Whether ``directory`` holds our ``marker`` JSON file of this ``kind``:
     the only directories ``--force`` may remove (a user's directory that
@@ -91,6 +113,9 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     from .steady import steady_malloc
     steady_malloc()
     intercept.install(trace_dir)
+    if rank == 0:
+        from ._hotpath import count
+        report_progress(f"instrument: trace: rank 0 of {size}", count, "events")
 
     def on_term(signum, frame):
         # killed by the launcher or the batch system: keep what we have
@@ -100,6 +125,9 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
 
     status, code = run_app(target, mode)
     intercept.finish(status)
+    if _shown(rank, size):
+        print(f"instrument: trace: rank {rank} finished ({status}, {intercept.R.n} events)",
+              file=sys.stderr, flush=True)
     if count_c_calls:
         from . import ccount
         path = os.path.join(trace_dir, "raw", f"ccount{rank}.tsv")
@@ -207,9 +235,15 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
                                                  "argv": target, "mode": mode})
         signal.signal(signal.SIGTERM, lambda s, f: (record.finish(f"killed by signal {s}"),
                                                     os._exit(128 + s)))
+        if rank == ranks[0]:
+            report_progress(f"instrument: record: rank {rank}", lambda: record.W.index,
+                            "records")
     status, code = run_app(target, mode)
     if rec is not None:
+        records = rec.W.index
         rec.finish(status)
+        print(f"instrument: record: rank {rank} finished ({status}, {records} records)",
+              file=sys.stderr, flush=True)
     if code != 0:
         abort_job(world, code, MPI.Comm.Abort)
         return code

@@ -42,6 +42,8 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     # 0.55-0.7 s replayed with the tracer's 64 MiB top pad, 0.75-1.1 s without)
     from . import fake
     rp = fake.install(log, rank)
+    from instrument.run import report_progress
+    report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
     status, code = run_app(target, mode)
     if code != 0:
         raise ReplayError(f"rank {rank}: the application {status} during replay "

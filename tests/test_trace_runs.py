@@ -202,3 +202,21 @@ def test_force_removes_only_our_own_directories(tmp_path):
         assert p.returncode == 2, p.stderr
         assert "refusing to clear it even with --force" in p.stderr
         assert (d / "precious.txt").read_text() == "x"
+
+
+def test_long_runs_report_progress(tmp_path):
+    """Trace and record say how far they are while the application runs,
+    and each rank says when it finished (the workflow's logs show it)."""
+    app = ["-c", "import time; from mpi4py import MPI; w = MPI.COMM_WORLD\n"
+                 "for i in range(6):\n    w.Barrier(); time.sleep(0.25)"]
+    env = {**mpi_env(), "REPREPLAY_PROGRESS_SECONDS": "0.4"}
+    p = mpirun(2, ["-m", "instrument", "trace", "-o", tmp_path / "t"] + app, env=env)
+    assert "instrument: trace: rank 0 of 2:" in p.stderr and "events so far" in p.stderr
+    assert "trace: rank 1 finished (complete, " in p.stderr, p.stderr
+    p = mpirun(2, ["-m", "instrument", "record", "--ranks", "1", "-o", tmp_path / "log"] + app,
+               env=env)
+    assert "instrument: record: rank 1:" in p.stderr and "records so far" in p.stderr
+    assert "record: rank 1 finished (complete, " in p.stderr, p.stderr
+    p = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
+             "-o", str(tmp_path / "rep")] + app, env=env)
+    assert "replay: rank 1:" in p.stderr and "calls replayed so far" in p.stderr, p.stderr
