@@ -24,6 +24,55 @@ from launch import abort_job, run_app  # noqa: E402  (standard library only)
 from .writer import write_json  # noqa: E402  (json only: no heavy imports)
 
 
+def end_on_sigterm(finish, flush=None, every: float = 1.0) -> None:
+    """End this rank on SIGTERM with ``finish("killed by signal 15")``, even
+    while its main thread is blocked inside MPI.
+
+    A Python signal handler runs only when the main thread returns to the
+    interpreter, which a rank blocked in MPI never does: a deadlocked traced
+    run outlived its launcher's SIGTERM by minutes.  The C-level handler
+    still writes the signal's number to the wakeup fd, and a watcher thread
+    (mpi4py releases the GIL inside MPI) finishes and exits.  ``flush``
+    runs every ``every`` seconds meanwhile, so that a rank blocked for
+    minutes, or killed outright, loses at most that much.  Other signals
+    keep their handlers and meaning."""
+    import select
+    import threading
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)
+
+    def ours(signum, frame):
+        """The watcher acts; an application's own handler replaces this one."""
+    signal.signal(signal.SIGTERM, ours)
+
+    def watch():
+        while True:
+            ready, _, _ = select.select([r], [], [], every)
+            got = os.read(r, 64) if ready else b""
+            if signal.SIGTERM in got and signal.getsignal(signal.SIGTERM) is ours:
+                finish(f"killed by signal {int(signal.SIGTERM)}")
+                os._exit(128 + signal.SIGTERM)
+            if flush is not None:
+                flush()
+    threading.Thread(target=watch, name="repreplay-sigterm", daemon=True).start()
+
+
+def _when_idle(recorder):
+    """A flush of the trace's buffer that acts only when the rank made no
+    call since the last one (blocked, or computing at length): a busy rank
+    flushes inside its calls, by size, and a write from another thread in
+    the middle of its computation would be counted into it."""
+    last = [-1]
+
+    def flush():
+        n = recorder.n
+        if n == last[0]:
+            recorder.flush()
+        last[0] = n
+    return flush
+
+
 def report_progress(who: str, count, unit: str) -> None:
     """Print ``who: count() unit so far`` every REPREPLAY_PROGRESS_SECONDS (default 10) from a
     daemon thread, so that a long run's log shows it advancing.  One rank
@@ -117,11 +166,9 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         from ._hotpath import count
         report_progress(f"instrument: trace: rank 0 of {size}", count, "events")
 
-    def on_term(signum, frame):
-        # killed by the launcher or the batch system: keep what we have
-        intercept.finish(f"killed by signal {signum}")
-        os._exit(128 + signum)
-    signal.signal(signal.SIGTERM, on_term)
+    # killed by the launcher or the batch system: keep what we have, also
+    # while blocked in MPI; and flush every second meanwhile
+    end_on_sigterm(intercept.finish, flush=_when_idle(intercept.R))
 
     status, code = run_app(target, mode)
     intercept.finish(status)
@@ -233,8 +280,7 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
         rec = record
         record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
                                                  "argv": target, "mode": mode})
-        signal.signal(signal.SIGTERM, lambda s, f: (record.finish(f"killed by signal {s}"),
-                                                    os._exit(128 + s)))
+        end_on_sigterm(record.finish)
         if rank == ranks[0]:
             report_progress(f"instrument: record: rank {rank}", lambda: record.W.index,
                             "records")

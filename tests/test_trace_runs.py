@@ -220,3 +220,44 @@ def test_long_runs_report_progress(tmp_path):
     p = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
              "-o", str(tmp_path / "rep")] + app, env=env)
     assert "replay: rank 1:" in p.stderr and "calls replayed so far" in p.stderr, p.stderr
+
+
+def test_a_rank_blocked_in_mpi_ends_on_sigterm_with_its_events(tmp_path):
+    """Untraced, a deadlocked run dies at its launcher's SIGTERM; traced it
+    used to ignore it (the Python handler waits for the MPI call to return)
+    and to leave no events (none flushed while blocked)."""
+    cmd = ["timeout", "-k", "30", "-s", "TERM", "6", MPIEXEC, "-n", "2", sys.executable, "-m",
+           "instrument", "trace", "-o", str(tmp_path / "t"), str(APPS / "deadlock.py")]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=mpi_env(), cwd=ROOT, timeout=120)
+    assert p.returncode == 124 and time.perf_counter() - t0 < 25, (p.returncode, p.stderr)
+    t = load_trace(str(tmp_path / "t"))
+    assert [r["status"] for r in t.meta["ranks"]] == ["killed by signal 15"] * 2
+    assert (t.events.groupby("rank").size() >= 102).all()       # init and 101 barriers
+
+
+def test_a_killed_blocked_rank_keeps_what_it_traced(tmp_path):
+    """SIGKILL cannot be caught: a rank blocked in MPI flushes its events
+    within a second anyway, so they survive it."""
+    out = tmp_path / "t"
+    p = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "instrument", "trace",
+                          "-o", str(out), str(APPS / "deadlock.py")], env=mpi_env(), cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        sizes, deadline = [], time.time() + 60
+        while time.time() < deadline:            # until rank 0's events stop growing
+            ev = out / "raw" / "r000000.ev"
+            sizes.append(ev.stat().st_size if ev.exists() else 0)
+            if len(sizes) > 4 and sizes[-1] > 0 and len(set(sizes[-4:])) == 1:
+                break
+            time.sleep(0.5)
+        pids = subprocess.run(["pgrep", "-f", "--", f"-o {out} "], capture_output=True,
+                              text=True).stdout.split()
+        assert pids, "the traced ranks are not running"
+        for pid in pids:
+            os.kill(int(pid), signal.SIGKILL)
+    finally:
+        p.kill()
+        p.wait()
+    t = load_trace(str(out))
+    assert (t.events.groupby("rank").size() >= 102).all()
