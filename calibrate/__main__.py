@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .fit import fit, gbs, into_template
@@ -96,7 +97,6 @@ def main(argv=None) -> int:
     _print_summary(d)
     with open(a.output + ".tmp", "w") as fh:
         yaml.safe_dump(d, fh, sort_keys=False, default_flow_style=None)
-    import os
     os.replace(a.output + ".tmp", a.output)
     print(f"wrote {a.output}")
     return 0

@@ -11,9 +11,10 @@ methods that return and fill the same things.  For each kind:
   the call: from that record it gives the application the same answer
   without communicating, and says whether the call was an empty poll.
 
-Communicator methods pass a :class:`Call`; request completions, matched
-messages and starts (the ``wait``, ``waitmany``, ``mrecv``, ``imrecv`` and
-``start`` kinds) pass the request(s) and status(es) they work on.
+Communicator methods pass a :class:`Call`; request completions and
+matched messages (the ``wait``, ``waitmany``, ``mrecv`` and ``imrecv``
+kinds) pass the request(s) and status(es) they work on.  A ``start`` is
+logged and replayed as a bare event (record.py, fake.py).
 
 ``log`` is the recorder's port (``write``, ``event``, ``wrap``:
 instrument/record.py), ``fake`` the replayer's (``request``, ``prequest``,

@@ -191,12 +191,8 @@ TABLE: tuple[Op, ...] = tuple(_rows())
 COMM_LEVELS = ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
                "Intercomm")
 COMM_METHODS: dict[str, Op] = {o.method: o for o in TABLE if o.level in COMM_LEVELS}
-KIND = {m: o.kind for m, o in COMM_METHODS.items()}
-OP = {m: o.op for m, o in COMM_METHODS.items()}
 # "Bcast" -> "bcast": where a buffer collective's bytes go (also for Ibcast, Bcast_init)
 SHAPE = {o.method: o.shape for o in TABLE if o.kind == "coll"}
-OBJECT_COLLECTIVES = tuple(o.method for o in TABLE if o.kind == "ocoll")
-CREATION = {o.method: o for o in TABLE if o.kind == "create"}
 
 
 def ops_of(*kinds: str) -> frozenset[str]:
@@ -212,7 +208,6 @@ SENDRECVS = ops_of("sendrecv", "isendrecv")             # one out, one in
 COMPLETIONS = ops_of("wait", "waitmany")
 POINT_TO_POINT = ops_of("send", "isend", "recv", "irecv", "sendrecv", "isendrecv", "probe",
                         "mprobe", "mrecv", "imrecv", "pinit") | {"start"}
-REFUSED = ops_of(*REFUSED_KINDS)
 NAMES: list[str] = list(dict.fromkeys(o.op for o in TABLE))
 CODE = {name: i for i, name in enumerate(NAMES)}
 

@@ -197,6 +197,7 @@ class _Lowering:
         self.index_of = {c: {int(w): i for i, w in enumerate(m)}
                          for c, m in self.members.items()}
         self.core = platform.core_of(trace.size)
+        self.levels = platform.level_arrays()  # (span, latency, byte time) per level
         self.neigh = {}
         topo = getattr(trace, "topology", None)
         if topo is not None and len(topo):
@@ -271,7 +272,7 @@ class _Lowering:
 
     def _widest(self, comm: int):
         """(L, G) of the outermost level a communicator's members span."""
-        span, lat, bt = self.platform.level_arrays()
+        span, lat, bt = self.levels
         m = self.core[self.members[comm]]
         for lv in range(len(span) - 1):
             if (m // span[lv]).min() == (m // span[lv]).max():

@@ -124,7 +124,7 @@ def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[s
     output, .out) and list them all in OUT/repeats_rank<R>.csv; returns the
     kept CSVs.  A validation that interleaves replay rounds with its real
     runs (bench/apps/run.py) calls this after its last round."""
-    rows = [[r, k, *_totals(os.path.join(out_dir, f"repeat{k}", f"rank{r}.csv")), False]
+    rows = [[r, k, *_totals(os.path.join(out_dir, f"repeat{k}", f"rank{r}.csv"), r), False]
             for k in range(1, repeats + 1) for r in ranks]
     done = []
     for r in ranks:
@@ -150,14 +150,15 @@ def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[s
     return done
 
 
-def _totals(path: str) -> tuple[float, float]:
-    """Total ``comp`` and ``cpu`` seconds of one replay CSV."""
-    comp = cpu = 0.0
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            comp += float(row["comp"])
-            cpu += float(row["cpu"])
-    return comp, cpu
+def _totals(path: str, rank: int) -> tuple[float, float]:
+    """Total ``comp`` and ``cpu`` seconds of one replay, read by its checked
+    reader (the driver only: a replayed rank never imports pandas)."""
+    from .replayed import ReplayedError, read_replayed
+    try:
+        df = read_replayed(path, rank)
+    except ReplayedError as e:
+        raise ReplayError(str(e)) from None
+    return float(df["comp"].sum()), float(df["cpu"].sum())
 
 
 def _reason(stderr: str, code: int) -> str:

@@ -118,3 +118,7 @@ def test_a_damaged_prediction(stages, tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert str(bad) in p.stderr and "ranks[0] must be rank 0" in p.stderr
     assert not out.exists()
+    # validate stops before running anything
+    fails_clearly(["validate", "--prediction", bad, "-o", tmp_path / "v.json", "--", "-c",
+                   "pass"], str(bad), "ranks[0] must be rank 0")
+    assert not (tmp_path / "v.json").exists()

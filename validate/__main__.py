@@ -47,8 +47,12 @@ def main(argv=None) -> int:
     target = argv[cut + 1:]
     if not target:
         ap.error("give the application after --: app.py, -m module or -c command")
-    with open(a.prediction) as f:
-        pred = json.load(f)
+    from netsim.prediction import PredictionError, read_prediction
+    try:
+        pred = read_prediction(a.prediction)
+    except PredictionError as e:
+        print(f"validate: error: {e}", file=sys.stderr)
+        return 2
     ranks = a.size or len(pred["ranks"])
     try:
         m = measure(target, ranks, a.repeats, a.mpiexec)
