@@ -53,6 +53,11 @@ def test_a_damaged_representatives_file(stages, tmp_path, damage, needle):
     assert not out.exists()
     fails_clearly(["replay", "--reps", bad, "--log", stages / "log", "-o", tmp_path / "rep"]
                   + APP, str(bad), needle)
+    rec = mpirun(2, ["-m", "instrument", "record", "--reps", bad, "-o", tmp_path / "log"] + APP,
+                 check=False)
+    assert rec.returncode == 2 and "Traceback" not in rec.stderr, rec.stderr
+    assert str(bad) in rec.stderr and needle in rec.stderr
+    assert not (tmp_path / "log").exists()
 
 
 def test_a_damaged_replay(stages, tmp_path):
