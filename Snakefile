@@ -40,6 +40,16 @@ PLATFORMS = {("calibrated" if p == "calibrated" else os.path.splitext(os.path.ba
 for _name, _path in PLATFORMS.items():
     if _path != CALIBRATED and not os.path.exists(_path):
         raise WorkflowError(f"config: platforms: {_path} does not exist")
+    if _path != CALIBRATED:
+        # checked now, not at the simulate step after the whole pipeline ran
+        from netsim.platform import PlatformError, load_platform
+        try:
+            load_platform(_path)
+        except PlatformError as _e:
+            raise WorkflowError(f"config: platforms: {_e}") from None
+for _f in APP_FILES:
+    if not os.path.exists(_f):
+        raise WorkflowError(f"config: app.script: {_f} does not exist")
 VALIDATE = config["validate"]["enabled"]
 CALIBRATE = config["calibrate"]["enabled"] or "calibrated" in PLATFORMS
 TEMPLATE = config["calibrate"].get("template")

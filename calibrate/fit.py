@@ -143,15 +143,33 @@ def _loaded(pingpong, exchange):
     return pingpong.combine(loaded, max)
 
 
+class MeasurementsError(ValueError):
+    """A measurements file that cannot be fitted (file, row and column named)."""
+
+
 def read_measurements(raw):
-    """The measurements of ``raw`` (a CSV path or a list of them), concatenated;
-    files without ``what`` (older ones) read as ping-pongs and, peer -1, call."""
+    """The measurements of ``raw`` (a CSV path or a list of them), concatenated
+    and checked: columns ``peer`` (world rank, -1 for a rank pair's own
+    costs), ``bytes`` (>= 0), ``one_way`` (finite seconds >= 0), ``what``
+    (what was measured: pingpong, stream, call, ...)."""
     import pandas as pd
+
+    from instrument.tables import read_table
     paths = [raw] if isinstance(raw, str) else list(raw)
-    df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
-    if "what" not in df:
-        df["what"] = ["pingpong" if p >= 0 else "call" for p in df["peer"]]
-    return df
+    frames = []
+    for p in paths:
+        df = read_table(p, ["peer", "bytes", "one_way", "what"], MeasurementsError,
+                        "measurements", "python -m calibrate measure",
+                        integers=("peer", "bytes"), seconds=("one_way",))
+        bad = (df["peer"] < -1) | (df["bytes"] < 0)
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise MeasurementsError(f"{p}: row {i}: peer {df['peer'].iat[i]} or bytes "
+                                    f"{df['bytes'].iat[i]} out of range")
+        if df["what"].isna().any() or not pd.api.types.is_string_dtype(df["what"]):
+            raise MeasurementsError(f"{p}: column what must name every row's measurement")
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
 
 
 def _fit_level(name: str, pingpong, stream, eager_limit: int, call: float, exchange,

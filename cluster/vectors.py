@@ -112,9 +112,23 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
         raise ClusterError(f"{trace_dir}: the trace holds no events")
     comm_sizes = dict(zip(t.comms["comm"], t.comms["size"]))
     comm_sizes[-1] = 0
-    pf = pq.ParquetFile(os.path.join(trace_dir, "events.parquet"))
+    try:
+        return _vectors(t, column, comm_sizes, peer_mode, startup)
+    except (OSError, ValueError) as e:           # pyarrow's errors are ValueErrors
+        raise ClusterError(f"{os.path.join(trace_dir, 'events.parquet')}: cannot read "
+                           f"({e})") from None
+    except TraceError as e:
+        raise ClusterError(str(e)) from None
+
+
+def _vectors(t, column, comm_sizes, peer_mode, startup) -> RankVectors:
+    """rank_vectors' reading, whole ranks at a time (memory stays bounded by
+    a few ranks' events), each part checked as load_trace checks a trace."""
+    from instrument.checks import check_comms, check_events
+    path = os.path.join(t.path, "events.parquet")
+    pf = pq.ParquetFile(path)
     rows, vectors = [], {}
-    cols = SIGNATURE_COLUMNS + [column]
+    cols = list(dict.fromkeys(SIGNATURE_COLUMNS + [column, "seq"]))
     pending = None
     # row groups hold whole ranks (merge writes one or more per rank)
     for i in range(pf.num_row_groups):
@@ -125,6 +139,8 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
         done, pending = df[df["rank"] != last], df[df["rank"] == last]
         if i == pf.num_row_groups - 1:
             done, pending = df, None
+        check_events(done, dict(t.meta, complete=False), path)
+        check_comms(t.comms, done, t.meta, path)
         for rank, ev in done.groupby("rank", sort=True):
             sig = event_signatures(ev, comm_sizes, peer_mode)
             vec = ev[column].to_numpy(dtype=np.float64)

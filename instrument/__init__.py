@@ -6,8 +6,8 @@ The trace directory format is documented in ``docs/TRACE.md``.
 """
 from __future__ import annotations
 
-import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,11 +42,10 @@ class Trace:
 
 
 def load_trace(path: str, columns: list[str] | None = None, salvage: bool = True) -> Trace:
-    """Read a trace directory.  A run that crashed before merging is merged
-    first (``salvage``), with its incomplete ranks marked in ``meta``."""
-    import pandas as pd
-
-    from .merge import merge, needs_merge
+    """Read a trace directory, writing nothing into it.  A run that crashed
+    before merging is merged in a temporary directory (``salvage``), with
+    its incomplete ranks marked in ``meta``; ``instrument merge`` keeps it."""
+    from .merge import needs_merge
     if not os.path.isdir(path):
         raise TraceError(f"{path}: no such trace directory")
     meta_path = os.path.join(path, "meta.json")
@@ -57,9 +56,25 @@ def load_trace(path: str, columns: list[str] | None = None, salvage: bool = True
         if not salvage:
             raise TraceError(f"{path}: trace was never merged (the run did not finish); "
                              f"run `python -m instrument merge {path}`")
-        merge(path)
-    with open(meta_path) as f:
-        meta = json.load(f)
+        import tempfile
+
+        from .merge import merge
+        print(f"instrument: {path} was never merged (the run did not finish): merged in "
+              f"memory; `python -m instrument merge {path}` keeps the merge", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="merge-") as tmp:
+            merge(path, quiet=True, out_dir=tmp)
+            t = _read_tables(tmp, columns)
+        t.path = path
+        return t
+    return _read_tables(path, columns)
+
+
+def _read_tables(path: str, columns) -> Trace:
+    """The merged tables and checked meta of a trace directory."""
+    import pandas as pd
+
+    from .checks import check_comms, check_events, read_meta
+    meta = read_meta(os.path.join(path, "meta.json"))
     ev_path = os.path.join(path, "events.parquet")
     if not os.path.exists(ev_path):
         raise TraceError(f"{ev_path}: missing; the trace holds no events")
@@ -71,4 +86,12 @@ def load_trace(path: str, columns: list[str] | None = None, salvage: bool = True
         topology = pd.read_parquet(tp) if os.path.exists(tp) else pd.DataFrame()
     except Exception as e:  # pyarrow raises several types for damaged files
         raise TraceError(f"{path}: cannot read trace tables: {e}") from e
+    from .merge import COMMS_COLUMNS, EVENT_SCHEMA
+    need = columns if columns is not None else EVENT_SCHEMA.names
+    lost = [c for c in need if c not in events.columns] + \
+        [c for c in COMMS_COLUMNS if c not in comms.columns]
+    if lost:
+        raise TraceError(f"{path}: trace tables lack column(s) {', '.join(lost)}")
+    check_events(events, meta, ev_path)
+    check_comms(comms, events, meta, os.path.join(path, "comms.parquet"))
     return Trace(path, meta, events, comms, sites, topology)

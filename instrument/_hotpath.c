@@ -88,6 +88,10 @@ static int64_t site_of(int depth) {
     return site;
 }
 
+/* raised when the trace cannot be written (disk full, quota): a
+   BaseException, so that an application's `except Exception` cannot hide it */
+static PyObject *WriteError = NULL;
+
 static int do_flush(void) {
     if (on_flush) {
         PyObject *r = PyObject_CallNoArgs(on_flush);
@@ -100,7 +104,8 @@ static int do_flush(void) {
         ssize_t w = write(fd, p, left);
         if (w < 0) {
             if (errno == EINTR) continue;
-            PyErr_SetFromErrno(PyExc_OSError);
+            PyErr_Format(WriteError, "cannot write the trace's events: %s", strerror(errno));
+            used = 0;                        /* what is lost is lost: do not retry */
             return -1;
         }
         p += w; left -= (size_t)w;
@@ -255,5 +260,12 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__hotpath(void) {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    WriteError = PyErr_NewException("instrument._hotpath.WriteError", PyExc_BaseException, NULL);
+    if (WriteError == NULL || PyModule_AddObjectRef(m, "WriteError", WriteError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -26,7 +26,7 @@ import inspect
 from mpi4py import MPI
 
 from . import ops
-from ._hotpath import enter, leave, leave_ex, new_req
+from ._hotpath import WriteError, enter, leave, leave_ex, new_req
 from .bufsize import (
     BLOCKED_RECV,
     BLOCKED_SEND,
@@ -1078,5 +1078,8 @@ def finish(status: str = "complete"):
     if R is None or R.closed:
         return
     s = enter()
-    leave_ex(s, _OP["finalize"], 0, -1, -1, 0, 0, -1, -1, -1, -1, 0, None, 0)
+    try:
+        leave_ex(s, _OP["finalize"], 0, -1, -1, 0, 0, -1, -1, -1, -1, 0, None, 0)
+    except WriteError as e:
+        status = f"failed: {e}"
     R.close(status)

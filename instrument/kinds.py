@@ -39,16 +39,25 @@ class Call:
 
     ``name``: the mpi4py method; ``op``: its canonical op name; ``a``: its
     bound arguments (name -> value, defaults applied); ``peer``, ``tag``:
-    as the application passed them (checked on replay); ``lower``: the
-    object (lower-case) API, whose payloads are pickles; ``status``: the
-    Status MPI fills (the application's, or one of our own)."""
+    as the application passed them; ``nbytes``: the size of the buffers or
+    objects it passed (:func:`call_bytes`); ``comm``: the log record that
+    created the communicator it was called on (0: COMM_WORLD; -1: unknown).
+    The recorder logs op, peer, tag, nbytes and comm; replay checks them all.
+    ``lower``: the object (lower-case) API, whose payloads are pickles;
+    ``status``: the Status MPI fills (the application's, or one of our own)."""
 
-    __slots__ = ("name", "op", "a", "peer", "tag", "lower", "status")
+    __slots__ = ("name", "op", "a", "peer", "tag", "lower", "status", "nbytes", "comm")
 
     def __init__(self, name: str, op: str, a: dict, peer: int, tag: int):
         self.name, self.op, self.a, self.peer, self.tag = name, op, a, peer, tag
         self.lower = name[0].islower()
         self.status = None
+        self.nbytes = call_bytes(a, self.lower)
+        self.comm = getattr(a.get("self"), "_rid", -1)
+
+    def signature(self) -> tuple:
+        """What the divergence check compares: (op, peer, tag, nbytes, comm)."""
+        return self.op, self.peer, self.tag, self.nbytes, self.comm
 
 
 def _size(spec) -> int:
@@ -56,6 +65,29 @@ def _size(spec) -> int:
         return nbytes(spec)
     except Exception:                     # an argument MPI itself will reject
         return 0
+
+
+_BUFFERS = ("buf", "sendbuf", "recvbuf")
+_OBJECTS = ("obj", "sendobj")
+
+
+def call_bytes(a: dict, lower: bool) -> int:
+    """Bytes of what a call was given: its buffers' sizes (send and receive
+    buffers alike: a receive buffer of another size is another run), or for
+    the object API the pickled size of the objects it sends.  The same
+    application with other input (``--n 128`` instead of ``64``) passes
+    other sizes, which replay catches at its first call."""
+    if lower:
+        total = 0
+        for k in _OBJECTS:
+            if a.get(k) is not None:
+                try:
+                    total += len(pickle.dumps(a[k], protocol=5))
+                except Exception:         # MPI.pickle may use another pickler
+                    pass
+        return total
+    return sum(_size(a[k]) for k in _BUFFERS
+               if a.get(k) is not None and a.get(k) is not MPI.IN_PLACE)
 
 
 def _received(c: Call, res) -> bytes:
@@ -72,7 +104,7 @@ class Send:
 
     @staticmethod
     def record(c, res, log):
-        log.write(c, size=0 if c.lower else _size(c.a.get("buf")))
+        log.write(c)
         return res
 
     @staticmethod
@@ -220,9 +252,9 @@ class Create:
 
     @staticmethod
     def record(c, res, log):
-        new = log.wrap(res) if res is not None and res != MPI.COMM_NULL else res
         log.write(c, result=describe_comm(res))
-        return new
+        # wrapped after its record: the communicator is known by that record
+        return log.wrap(res) if res is not None and res != MPI.COMM_NULL else res
 
     @staticmethod
     def replay(c, result, payloads, fake):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import pickle
 import shutil
 import sys
 
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import ops
+from .checks import check_events, read_meta
 from .errors import TraceError
 from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path, write_json
 
@@ -39,6 +39,9 @@ EVENT_SCHEMA = pa.schema([
     ("scounts", _I64_LIST), ("rcounts", _I64_LIST),
 ])
 
+COMMS_COLUMNS = ["comm", "key", "kind", "how", "members", "remote", "size", "parent_local",
+                 "created_by_rank"]
+
 # completions of one request, which keep its id in `req` while tracing
 COMPLETIONS_ONE = ops.ops_of("wait", "request") | {"waitany", "testany"}
 # requests whose matched source, tag and size are known only at completion
@@ -46,20 +49,24 @@ RECV_REQUEST_OPS = ops.ops_of("irecv", "isendrecv") | {"start"}
 
 
 def read_side(path: str):
-    """All side records of one rank (a truncated last chunk is dropped)."""
+    """All side records of one rank, and whether the file was cut short (a
+    truncated last line is dropped; any other damage raises TraceError)."""
     records = []
     if not os.path.exists(path):
         return records, False
-    truncated = False
     with open(path, "rb") as f:
-        while True:
-            try:
-                records.extend(pickle.load(f))
-            except EOFError:
-                break
-            except Exception:
-                truncated = True
-                break
+        lines = f.read().split(b"\n")
+    truncated = lines[-1] != b""            # the last flush did not finish
+    for no, line in enumerate(lines[:-1], 1):
+        try:
+            chunk = json.loads(line)
+        except ValueError:
+            chunk = None
+        if not isinstance(chunk, list) or not all(
+                isinstance(r, list) and r and isinstance(r[0], str) for r in chunk):
+            raise TraceError(f"{path}: line {no} is not a list of side records: the raw "
+                             f"trace is damaged")
+        records.extend(chunk)
     return records, truncated
 
 
@@ -71,13 +78,34 @@ def read_events(path: str) -> np.ndarray:
     return np.fromfile(path, dtype=RAW_DTYPE, count=n)
 
 
-def rank_info(trace_dir: str, rank: int) -> dict:
+# a rank's raw .json: each key and its type (events and unmodelled once closed)
+RANK_INFO_TYPES = {"rank": int, "host": str, "pid": int, "complete": bool, "status": str,
+                   "events": int, "unmodelled": dict}
+
+
+
+def rank_info(trace_dir: str, rank: int, warn=None) -> dict:
+    """A rank's raw status file, checked.  Missing (the rank never started)
+    or damaged, the rank counts as incomplete; ``warn`` is told which."""
     path = rank_path(trace_dir, rank, "json")
     try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        with open(path, "rb") as f:
+            info = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
         return {"rank": rank, "complete": False, "status": "missing"}
+    except (OSError, ValueError, UnicodeDecodeError):
+        info = None
+    wrong = not isinstance(info, dict) or type(info.get("rank")) is not int or \
+        info["rank"] != rank or any(
+        k not in info or not isinstance(info[k], t) for k, t in RANK_INFO_TYPES.items()
+        if k not in ("events", "unmodelled") or info.get("status") != "running") or \
+        not all(type(v) is int and v >= 0 for v in (info.get("unmodelled") or {}).values()) \
+        or not (info.get("events") or 0) >= 0
+    if wrong:
+        if warn:
+            warn(f"{path}: damaged; rank {rank} counts as incomplete")
+        return {"rank": rank, "complete": False, "status": "damaged status file"}
+    return info
 
 
 class _Globals:
@@ -108,7 +136,7 @@ class _Globals:
         return gid
 
     def site(self, rec):
-        key = rec[2:5]
+        key = tuple(rec[2:5])
         sid = self.site_ids.get(key)
         if sid is None:
             sid = self.site_ids[key] = len(self.site_ids)
@@ -117,13 +145,42 @@ class _Globals:
         return sid
 
 
+def _int(v) -> bool:
+    return type(v) is int
+
+
+def _id(v) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _int_list(v) -> bool:
+    return isinstance(v, list) and all(type(x) is int and x >= 0 for x in v)
+
+
+# each kind of side record: a check per field after the kind letter
+SIDE_FIELDS = {
+    "x": (_id, lambda v: isinstance(v, list) and len(v) > 0 and isinstance(v[0], str)),
+    "f": (_int, _int, _int, _id),
+    "s": (_id, lambda v: isinstance(v, str), _id, lambda v: isinstance(v, str)),
+    "c": (_id, lambda v: isinstance(v, str), lambda v: isinstance(v, str), _int_list,
+          lambda v: v is None or _int_list(v), lambda v: v is None or _int(v),
+          lambda v: isinstance(v, str), lambda v: v is None or isinstance(v, dict)),
+    "o": (lambda v: _id(v) and v < 4096, lambda v: isinstance(v, str)),
+}
+
+
 def _side_tables(side: list, rank: int, g: _Globals):
     """A rank's side records, by kind: op names (``o``), communicators
     (``c``, as global ids), call sites (``s``), per-event extras (``x``)
     and receive-request fix-ups (``f``)."""
     names, comm_map, site_map, extras, fixups = {}, {}, {}, {}, {}
-    for rec in side:
+    for no, rec in enumerate(side):
         kind = rec[0]
+        checks = SIDE_FIELDS.get(kind)
+        if checks is None or len(checks) != len(rec) - 1 or \
+                not all(ok(v) for ok, v in zip(checks, rec[1:])):
+            raise TraceError(f"rank {rank}: side record {no} ({str(rec)[:80]}) is not a "
+                             f"valid record: the raw trace is damaged")
         if kind == "x":
             extras.setdefault(rec[1], []).append(rec[2])
         elif kind == "f":
@@ -154,9 +211,12 @@ def _op_names(op_codes: np.ndarray, names: dict) -> np.ndarray:
     """Each event's op name from its code (this run's names first)."""
     if not len(op_codes):
         return np.array([], dtype=object)
-    table = np.array([names.get(c) or (ops.NAMES[c] if c < len(ops.NAMES) else f"unknown{c}")
-                      for c in range(int(op_codes.max()) + 1)], dtype=object)
-    return table[op_codes]
+    limit = max(len(ops.NAMES), max(names, default=-1) + 1)
+    table = np.array([names.get(c) or (ops.NAMES[c] if c < len(ops.NAMES) else "unknown")
+                      for c in range(limit)] + ["unknown"], dtype=object)
+    # a code no name stands for (a damaged file) reads "unknown", which the
+    # events' check then reports
+    return table[np.where((op_codes >= 0) & (op_codes < limit), op_codes, limit)]
 
 
 def _extras(df: pd.DataFrame, ev: dict, op: np.ndarray, extras: dict, names: dict) -> None:
@@ -207,11 +267,29 @@ def _fix_receives(df: pd.DataFrame, ev: dict, op: np.ndarray, fixups: dict) -> N
 def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
     """One rank's events as a DataFrame in the contract's columns."""
     ev = read_events(rank_path(trace_dir, rank, "ev"))
-    side, _ = read_side(rank_path(trace_dir, rank, "side"))
+    side, cut = read_side(rank_path(trace_dir, rank, "side"))
+    if cut:
+        # the rank died while writing (or the file was cut): events that need
+        # the lost records lose their call sites or request lists
+        print(f"instrument: warning: {rank_path(trace_dir, rank, 'side')}: cut short; the "
+              f"side records of rank {rank}'s last events are lost", file=sys.stderr)
     names, comm_map, site_map, extras, fixups = _side_tables(side, rank, g)
     n = len(ev)
     op = _op_names(ev["op"], names)
     t_start, t_end = ev["t_start"], ev["t_end"]
+    # the wall clock is monotonic and starts at the tracer's origin; CPU time
+    # is never negative (it may step back: short spans are estimated)
+    order = np.concatenate([t_start, t_end])
+    order[0::2], order[1::2] = t_start, t_end
+    wrong = ~(np.isfinite(order) & (order >= 0)) | np.r_[False, np.diff(order) < 0]
+    wrong = wrong.reshape(-1, 2).any(axis=1) if n else wrong
+    for c in ("cpu_start", "cpu_end"):
+        wrong |= ~(np.isfinite(ev[c]) & (ev[c] >= 0))
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: its "
+                         f"times (start {t_start[i]!r}, end {t_end[i]!r}, cpu "
+                         f"{ev['cpu_start'][i]!r}) are not in order: the raw trace is damaged")
     prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
     prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
         if n else ev["cpu_end"]
@@ -236,20 +314,24 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
     return df
 
 
-def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> dict:
+def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
+          out_dir: str | None = None) -> dict:
     """Build events/comms/sites/topology parquet files and update meta.json.
 
     Returns the updated meta dictionary.  Raw files are removed after a merge
     in which every rank is complete (unless ``keep_raw``), kept otherwise.
+    ``out_dir``: write the tables and meta.json there instead, leaving the
+    trace directory as it is (what a reader that must not write does).
     """
     meta_path = os.path.join(trace_dir, "meta.json")
     if not os.path.exists(meta_path):
         raise TraceError(f"{meta_path}: no meta.json; is {trace_dir} a trace directory?")
-    with open(meta_path) as f:
-        meta = json.load(f)
-    size = int(meta["size"])
+    meta = read_meta(meta_path)
+    size = meta["size"]
+    in_place = out_dir is None
+    out_dir = trace_dir if in_place else out_dir
     g = _Globals()
-    out = os.path.join(trace_dir, "events.parquet")
+    out = os.path.join(out_dir, "events.parquet")
     tmp = out + ".tmp"
     writer = pq.ParquetWriter(tmp, EVENT_SCHEMA, compression="zstd")
     ranks = []
@@ -257,36 +339,56 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> 
     total = 0
     try:
         for rank in range(size):
-            info = rank_info(trace_dir, rank)
-            df = rank_frame(trace_dir, rank, g)
+            info = rank_info(trace_dir, rank, warn=lambda m: print(
+                f"instrument: warning: {m}", file=sys.stderr))
+            try:
+                df = rank_frame(trace_dir, rank, g)
+                check_events(df, {"size": size, "complete": False},
+                             rank_path(trace_dir, rank, "ev"))
+                table = pa.Table.from_pandas(df, schema=EVENT_SCHEMA, preserve_index=False) \
+                    if len(df) else None
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError,
+                    pa.ArrowException) as e:
+                # pyarrow's conversion errors are ValueErrors
+                raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}: its raw "
+                                 f"events and side records do not fit together "
+                                 f"({type(e).__name__}: {e}): the raw trace is "
+                                 f"damaged") from None
             complete = bool(info.get("complete"))
             if complete and info.get("events") not in (None, len(df)):
                 complete = False
                 info["status"] = (f"lost events: {info.get('events')} recorded, "
                                   f"{len(df)} readable")
+                print(f"instrument: warning: rank {rank}: {info['status']}; it counts as "
+                      f"incomplete", file=sys.stderr)
+            if info.get("status") == "running":
+                # nobody wrote its end: SIGKILL (the launcher's, after another
+                # rank failed, or the batch system's), a crash, a lost node
+                info["status"] = ("ended without closing its trace (SIGKILL, a crash of the "
+                                  "interpreter, or a lost node)")
             for k, v in (info.get("unmodelled") or {}).items():
                 unmodelled[k] = unmodelled.get(k, 0) + v
             ranks.append({"rank": rank, "host": info.get("host"), "pid": info.get("pid"),
                           "complete": complete, "status": info.get("status"),
                           "events": len(df)})
             total += len(df)
-            if len(df):
-                writer.write_table(pa.Table.from_pandas(df, schema=EVENT_SCHEMA,
-                                                        preserve_index=False))
+            if table is not None:
+                writer.write_table(table)
             if not quiet and size >= 64 and rank % max(1, size // 10) == 0:
                 print(f"instrument: merged rank {rank}/{size}", file=sys.stderr)
-    finally:
+    except BaseException:
         writer.close()
+        os.remove(tmp)              # no half-merged table left behind
+        raise
+    writer.close()
     os.replace(tmp, out)
-    comms = pd.DataFrame(g.comm_rows, columns=["comm", "key", "kind", "how", "members",
-                                               "remote", "size", "parent_local",
-                                               "created_by_rank"])
-    comms.to_parquet(os.path.join(trace_dir, "comms.parquet"), index=False)
+    comms = pd.DataFrame(g.comm_rows, columns=COMMS_COLUMNS)
+    comms.to_parquet(os.path.join(out_dir, "comms.parquet"), index=False)
     pd.DataFrame(g.site_rows, columns=["site", "file", "line", "function"]).to_parquet(
-        os.path.join(trace_dir, "sites.parquet"), index=False)
+        os.path.join(out_dir, "sites.parquet"), index=False)
     topo = pd.DataFrame(g.topo_rows, columns=["comm", "rank", "sources", "destinations",
                                               "dims", "periods", "coords"])
-    topo.to_parquet(os.path.join(trace_dir, "topology.parquet"), index=False)
+    topo.to_parquet(os.path.join(out_dir, "topology.parquet"), index=False)
     meta["ranks"] = ranks
     meta["complete"] = all(r["complete"] for r in ranks)
     meta["incomplete_ranks"] = [r["rank"] for r in ranks if not r["complete"]]
@@ -299,15 +401,15 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False) -> 
         # calls no Python-level event stands for named in meta.json
         from .ccount import read_counts
         counts = read_counts(ccount_files)
-        counts.to_csv(os.path.join(trace_dir, "c_calls.csv"), index=False)
+        counts.to_csv(os.path.join(out_dir, "c_calls.csv"), index=False)
         meta["invisible_calls"] = {str(r.function): int(r.invisible)
                                    for r in counts.itertuples() if r.invisible}
         meta["c_calls_counted_ranks"] = len(ccount_files)
     meta["merged"] = True
-    write_json(meta_path, meta)
+    write_json(os.path.join(out_dir, "meta.json"), meta)
     if keep_raw is None:
         keep_raw = not meta["complete"]
-    if not keep_raw:
+    if in_place and not keep_raw:
         shutil.rmtree(os.path.join(trace_dir, "raw"), ignore_errors=True)
     return meta
 

@@ -4,45 +4,69 @@ Private to ``instrument record`` (writer) and ``replay`` (reader).  One
 file per recorded rank, ``LOG_DIR/rank<R>.log``, streamed:
 
     header  b"RRMSGLOG" + u32 version + u32 len + JSON (rank, size, argv, ...)
-    record  u32 len(meta) + meta (pickle of a small tuple)
+    record  u32 len(meta) + meta (JSON list)
             u32 count + count x payload
             u32 crc32 of everything above in this record
     payload u64 len + raw bytes, or, for a payload of at least DEDUP_MIN
             bytes identical to an earlier one, u64 (len | REPEAT) + u64 file
             offset of the earlier bytes (benchmarks send the same buffer
             thousands of times: the OSU bandwidth test logged 72 GB without)
-    end     a record whose meta is ("end", status)
+    end     a record whose op is "end" and result the run's status
 
-A record's meta is ``(index, op, peer, tag, size, result)``: the call's
-canonical op name and arguments as the application passed them (for the
+Beside it, ``LOG_DIR/rank<R>.json`` is written when the rank's log is
+closed: ``{"rank", "status", "records", "bytes"}``.  Without it (the
+recording run was killed), or with a status other than ``complete``, the
+log is refused before anything runs.
+
+A record's meta is ``[index, op, peer, tag, nbytes, comm, result]``: the
+call's canonical op name and arguments as the application passed them (the
+size of what it passed, the record that created its communicator: for the
 divergence check) and what MPI answered (statuses, flags, indices,
-communicator descriptions).  Payloads are received bytes, copied raw from
-the receive buffers, or pickles of returned objects.  Every record is
-checksummed; a damaged, truncated or wrong-version log fails loudly.
+communicator descriptions), all plain JSON.  Payloads are received bytes,
+copied raw from the receive buffers, or pickles of returned objects.
+Every record is checksummed and its meta checked before any payload is
+used; a damaged, truncated or wrong-version log fails loudly.  The
+checksum finds damage, not forgery: the payloads of the object API are the
+application's own pickles, which replay unpickles, so a log is trusted
+input (replay only logs you recorded).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import pickle
 import struct
 import zlib
 
 MAGIC = b"RRMSGLOG"
-VERSION = 2
+VERSION = 3
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 REPEAT = 1 << 63
 DEDUP_MIN = 4096
 
 
-class LogError(Exception):
-    """A message log that cannot be used (file and record named)."""
+class LogError(BaseException):
+    """A message log that cannot be written or used (file and record named).
+
+    Raised inside the application's MPI calls (a full disk while recording,
+    a damaged record while replaying): a BaseException, so that an
+    application's own ``except Exception`` cannot swallow it."""
 
 
 def log_path(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, f"rank{rank}.log")
+
+
+def status_path(path: str) -> str:
+    """The completion status written beside a rank's log when it is closed."""
+    return os.path.splitext(path)[0] + ".json"
+
+
+def _plain(x):
+    if hasattr(x, "tolist"):                      # numpy integers and arrays
+        return x.tolist()
+    raise TypeError(f"cannot log {type(x).__name__} in a record's meta")
 
 
 class LogWriter:
@@ -50,6 +74,7 @@ class LogWriter:
 
     def __init__(self, path: str, header: dict, flush_bytes: int = 1 << 22):
         self.path = path
+        self.rank = header.get("rank")
         self.f = open(path, "wb")
         h = json.dumps(header).encode()
         self.f.write(MAGIC + _U32.pack(VERSION) + _U32.pack(len(h)) + h)
@@ -59,8 +84,10 @@ class LogWriter:
         self.flush_bytes = flush_bytes
         self.seen: dict[bytes, int] = {}   # digest of a large payload -> its offset
 
-    def write(self, op: str, peer: int, tag: int, size: int, result, payloads=()) -> None:
-        meta = pickle.dumps((self.index, op, peer, tag, size, result), protocol=5)
+    def write(self, op: str, peer: int, tag: int, result=None, payloads=(), nbytes: int = 0,
+              comm: int = -1) -> None:
+        meta = json.dumps([self.index, op, peer, tag, nbytes, comm, result],
+                          separators=(",", ":"), default=_plain).encode()
         parts = [_U32.pack(len(meta)), meta, _U32.pack(len(payloads))]
         offset = self.pos + sum(len(p) for p in parts)
         new = {}
@@ -96,22 +123,50 @@ class LogWriter:
             self.f.flush()
             self.pending = 0
 
+    def flush(self) -> None:
+        self.f.flush()
+        self.pending = 0
+
     def close(self, status: str = "complete") -> None:
+        """Write the end record and, beside the log, its completion status."""
         if self.f.closed:
             return
-        self.write("end", -1, -1, 0, status)
-        self.f.close()
+        try:
+            self.write("end", -1, -1, status)
+            self.f.close()
+        except (OSError, LogError):
+            status = "the log could not be completed (disk full?)"
+        done = {"rank": self.rank, "status": status, "records": self.index,
+                "bytes": self.pos}
+        tmp = status_path(self.path) + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(done, f)
+            os.replace(tmp, status_path(self.path))
+        except OSError as e:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise LogError(f"{status_path(self.path)}: cannot write the log's completion "
+                           f"status: {e.strerror}") from None
 
 
 class LogReader:
-    """Read one rank's records in order (``next()``), checking each."""
+    """Read one rank's records in order (``next()``), checking each.
 
-    def __init__(self, path: str):
+    ``complete``: refuse a log whose recording did not finish (no
+    completion status beside it, another status, or another length) before
+    anything is read from it."""
+
+    def __init__(self, path: str, complete: bool = True):
         self.path = path
         try:
             self.f = open(path, "rb")
         except OSError as e:
             raise LogError(f"{path}: cannot open message log: {e.strerror}") from None
+        self.end = os.fstat(self.f.fileno()).st_size
+        self.index = 0
+        if complete:
+            self._check_complete()
         head = self.f.read(16)
         if len(head) < 16 or head[:8] != MAGIC:
             raise LogError(f"{path}: not a message log (bad magic)")
@@ -121,17 +176,38 @@ class LogReader:
                            f"version {VERSION}; record again with this version")
         n = _U32.unpack(head[12:16])[0]
         try:
-            self.header = json.loads(self.f.read(n))
-        except ValueError:
+            self.header = json.loads(self._read(n, "the header"))
+        except (ValueError, LogError):
             raise LogError(f"{path}: damaged header") from None
+        if not isinstance(self.header, dict):
+            raise LogError(f"{path}: damaged header")
         self.index = 0
 
-    def _read(self, n: int) -> bytes:
-        b = self.f.read(n)
-        if len(b) != n:
-            raise LogError(f"{self.path}: truncated at record {self.index} (the recording "
-                           f"run did not finish, or the file was cut)")
-        return b
+    def _check_complete(self) -> None:
+        done = status_path(self.path)
+        try:
+            with open(done) as f:
+                st = json.load(f)
+            status, nbytes = st["status"], st["bytes"]
+        except FileNotFoundError:
+            raise LogError(f"{self.path}: its recording did not finish (no {done}: the "
+                           f"recording run was killed or is still running); record "
+                           f"again") from None
+        except (OSError, ValueError, TypeError, KeyError):
+            raise LogError(f"{done}: damaged completion status") from None
+        if status != "complete":
+            raise LogError(f"{self.path}: the recording run ended '{status}', not "
+                           f"complete; record again")
+        if nbytes != self.end:
+            raise LogError(f"{self.path}: {self.end} bytes, but its recording wrote "
+                           f"{nbytes}: the file was cut or changed")
+
+    def _read(self, n: int, what: str = "") -> bytes:
+        if n > self.end - self.f.tell():
+            raise LogError(f"{self.path}: truncated at record {self.index}"
+                           + (f" ({what})" if what else "") + " (the recording run did not "
+                           "finish, or the file was cut or damaged)")
+        return self.f.read(n)
 
     def _earlier(self, offset: int, n: int) -> bytes:
         """A repeated payload: the bytes an earlier record stored at ``offset``."""
@@ -145,14 +221,18 @@ class LogReader:
         return data
 
     def next(self):
-        """(op, peer, tag, size, result, payloads) of the next record."""
+        """``(op, peer, tag, nbytes, comm, result, payloads)`` of the next record."""
         raw = self._read(4)
         n = _U32.unpack(raw)[0]
         meta_b = self._read(n)
         cnt_b = self._read(4)
         crc = zlib.crc32(cnt_b, zlib.crc32(meta_b, zlib.crc32(raw)))
+        count = _U32.unpack(cnt_b)[0]
+        if 8 * count > self.end - self.f.tell():
+            raise LogError(f"{self.path}: record {self.index} claims {count} payloads: the "
+                           f"log is damaged")
         payloads = []
-        for _ in range(_U32.unpack(cnt_b)[0]):
+        for _ in range(count):
             lb = self._read(8)
             n = _U64.unpack(lb)[0]
             if n & REPEAT:
@@ -167,10 +247,14 @@ class LogReader:
             raise LogError(f"{self.path}: checksum mismatch in record {self.index}: "
                            f"the log is damaged")
         try:
-            idx, op, peer, tag, size, result = pickle.loads(meta_b)
-        except Exception:
-            raise LogError(f"{self.path}: undecodable record {self.index}") from None
+            meta = json.loads(meta_b)
+        except ValueError:
+            meta = None
+        if not (isinstance(meta, list) and len(meta) == 7 and isinstance(meta[1], str)
+                and all(type(v) is int for i, v in enumerate(meta[:6]) if i != 1)):
+            raise LogError(f"{self.path}: undecodable record {self.index}")
+        idx, op, peer, tag, nbytes, comm, result = meta
         if idx != self.index:
             raise LogError(f"{self.path}: record {self.index} carries index {idx}")
         self.index += 1
-        return op, peer, tag, size, result, payloads
+        return op, peer, tag, nbytes, comm, result, payloads

@@ -23,7 +23,7 @@ from .calls import (
     peer_tag,
 )
 from .kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
-from .msglog import LogWriter
+from .msglog import LogError, LogWriter
 from .ops import COMM_METHODS
 
 W: LogWriter | None = None
@@ -41,13 +41,18 @@ def _sig(cls, name):
 
 
 def _wrap(obj):
-    """The recording subclass of a communicator/request/message MPI returned."""
+    """The recording subclass of a communicator/request/message MPI returned.
+
+    Called right after the record of the call that made it: a communicator
+    is known by that record's index (``_rid``), as replay knows its stand-in."""
     cls = _BY_REAL.get(type(obj))
     if cls is None:
         return obj
     new = cls(obj)
     if isinstance(new, REAL["Request"]):
         new._out = None
+    elif isinstance(new, REAL["Comm"]):
+        new._rid = W.index - 1
     return new
 
 
@@ -56,13 +61,13 @@ class _Log:
     wrap what MPI returned into our recording classes."""
 
     @staticmethod
-    def write(c: Call, size: int = 0, result=None, payloads=()) -> None:
-        W.write(c.op, c.peer, c.tag, size, result, payloads)
+    def write(c: Call, result=None, payloads=()) -> None:
+        W.write(c.op, c.peer, c.tag, result, payloads, c.nbytes, c.comm)
 
     @staticmethod
     def event(op: str, result=None, payloads=()) -> None:
         """A record of a call with no peer or tag to check (requests, messages)."""
-        W.write(op, -1, -1, 0, result, payloads)
+        W.write(op, -1, -1, result, payloads)
 
     wrap = staticmethod(_wrap)
 
@@ -144,7 +149,7 @@ def _from_group(cls_name, name, op):
 
     def f(cls, *args, **kw):
         res = base(*args, **kw)
-        W.write(op, -1, -1, 0, describe_comm(res))
+        W.write(op, -1, -1, describe_comm(res))
         return _wrap(res) if res is not None and res != MPI.COMM_NULL else res
     f.__name__ = name
     return classmethod(f)
@@ -199,14 +204,19 @@ def install(log_path: str, header: dict) -> LogWriter:
     _build()
     W = LogWriter(log_path, header)
     MPI.COMM_WORLD = _BY_REAL[REAL["Intracomm"]](MPI.COMM_WORLD)
+    MPI.COMM_WORLD._rid = 0                 # known by the init record, as in replay
     for real, cls in _BY_REAL.items():
         setattr(MPI, real.__name__, cls)
-    W.write("init", -1, -1, 0, describe_comm(MPI.COMM_WORLD))
+    W.write("init", -1, -1, describe_comm(MPI.COMM_WORLD))
     return W
 
 
 def finish(status: str = "complete") -> None:
+    """Log finalize, close the log and write its completion status."""
     if W is not None and not W.f.closed:
-        W.write("finalize", -1, -1, 0, None)
+        try:
+            W.write("finalize", -1, -1, None)
+        except LogError as e:
+            status = f"failed: {e}"
         W.close(status)
 

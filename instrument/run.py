@@ -58,19 +58,25 @@ def end_on_sigterm(finish, flush=None, every: float = 1.0) -> None:
     threading.Thread(target=watch, name="repreplay-sigterm", daemon=True).start()
 
 
-def _when_idle(recorder):
-    """A flush of the trace's buffer that acts only when the rank made no
-    call since the last one (blocked, or computing at length): a busy rank
+def _when_idle(count, flush, who: str):
+    """A flush of a rank's buffer that acts only when the rank made no call
+    since the last one (blocked, or computing at length): a busy rank
     flushes inside its calls, by size, and a write from another thread in
-    the middle of its computation would be counted into it."""
+    the middle of its computation would be counted into it.  ``count()``:
+    calls so far.  A write that fails ends the rank with one message (the
+    launcher then ends the others): a blocked rank would never see it."""
     last = [-1]
 
-    def flush():
-        n = recorder.n
+    def idle_flush():
+        n = count()
         if n == last[0]:
-            recorder.flush()
+            try:
+                flush()
+            except BaseException as e:          # the trace's WriteError, OSError
+                print(f"{who}: error: {e}", file=sys.stderr, flush=True)
+                os._exit(2)
         last[0] = n
-    return flush
+    return idle_flush
 
 
 def report_progress(who: str, count, unit: str) -> None:
@@ -168,9 +174,16 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
 
     # killed by the launcher or the batch system: keep what we have, also
     # while blocked in MPI; and flush every second meanwhile
-    end_on_sigterm(intercept.finish, flush=_when_idle(intercept.R))
-
-    status, code = run_app(target, mode)
+    R = intercept.R
+    end_on_sigterm(intercept.finish, flush=_when_idle(lambda: R.n, R.flush,
+                                                      f"instrument trace: rank {rank}"))
+    from ._hotpath import WriteError
+    try:
+        status, code = run_app(target, mode, ours=(WriteError,))
+    except WriteError as e:
+        print(f"instrument trace: rank {rank}: error: {R.named(e)}; the events written before "
+              f"are kept", file=sys.stderr, flush=True)
+        status, code = f"failed: {e}", 2
     intercept.finish(status)
     if _shown(rank, size):
         print(f"instrument: trace: rank {rank} finished ({status}, {intercept.R.n} events)",
@@ -250,6 +263,19 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     return ranks
 
 
+def script_digest(target: list[str], mode: str) -> str | None:
+    """SHA-256 of the application's script, so that replay can tell when
+    the script changed since it was recorded."""
+    if mode != "path":
+        return None
+    import hashlib
+    try:
+        with open(target[0], "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
 def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
                 force: bool = False, reps: str | None = None) -> int:
     """Entry point of ``instrument record`` on every rank.
@@ -279,15 +305,29 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
         from .msglog import log_path
         rec = record
         record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
-                                                 "argv": target, "mode": mode})
-        end_on_sigterm(record.finish)
+                                                 "argv": target, "mode": mode,
+                                                 "script_sha256": script_digest(target, mode)})
+        W = record.W
+        end_on_sigterm(record.finish, flush=_when_idle(
+            lambda: W.index, W.flush, f"instrument record: rank {rank}: {W.path}"))
         if rank == ranks[0]:
             report_progress(f"instrument: record: rank {rank}", lambda: record.W.index,
                             "records")
-    status, code = run_app(target, mode)
+    from .msglog import LogError
+    try:
+        status, code = run_app(target, mode, ours=(LogError,))
+    except LogError as e:
+        print(f"instrument record: error: rank {rank}: {e}", file=sys.stderr, flush=True)
+        status, code = f"failed: {e}", 2
     if rec is not None:
         records = rec.W.index
-        rec.finish(status)
+        try:
+            rec.finish(status)
+        except LogError as e:
+            if code == 0:                  # else the first error said it already
+                print(f"instrument record: error: rank {rank}: {e}", file=sys.stderr,
+                      flush=True)
+                code = 2
         print(f"instrument: record: rank {rank} finished ({status}, {records} records)",
               file=sys.stderr, flush=True)
     if code != 0:

@@ -2,10 +2,12 @@
 
 Each rank appends fixed-size binary records to ``raw/rNNNNNN.ev`` and
 everything of variable size (request lists, per-peer counts, call sites,
-communicators, completion fix-ups of receives) as pickled chunks to
-``raw/rNNNNNN.side``.  Both are flushed every ``CHUNK`` events or every
-second, so a rank that is killed loses at most its last second of events,
-and a truncated last record is simply dropped when reading.
+communicators, completion fix-ups of receives) as JSON lines to
+``raw/rNNNNNN.side`` (one line per flush, a list of records: plain data
+that every later stage can read without running anything in it).  Both are
+flushed every ``CHUNK`` events or every second, so a rank that is killed
+loses at most its last second of events, and a truncated last record is
+simply dropped when reading.
 
 The hot path (``enter``/``leave`` in ``_hotpath.c``) costs a few hundred
 nanoseconds per call: CPU-time system calls only around spans longer than
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import socket
 import struct
 
@@ -75,8 +76,14 @@ class Recorder:
 
     def _flush_side(self):
         if self.side:
-            self._side.write(pickle.dumps(self.side, protocol=pickle.HIGHEST_PROTOCOL))
-            self._side.flush()
+            try:
+                self._side.write(json.dumps(self.side, separators=(",", ":"),
+                                            default=_plain).encode() + b"\n")
+                self._side.flush()
+            except OSError as e:
+                self.side.clear()
+                raise self._hot.WriteError(f"{self._side.name}: cannot write the trace's side "
+                                           f"records: {e.strerror}") from None
             self.side.clear()      # in place: the tracer holds self.side.append
 
     @property
@@ -85,20 +92,42 @@ class Recorder:
 
     def flush(self):
         if not self.closed:
-            self._hot.flush()
+            try:
+                self._hot.flush()
+            except self._hot.WriteError as e:
+                raise self._hot.WriteError(self.named(e)) from None
+
+    def named(self, e) -> str:
+        """A write error with the file it concerns (the side file names itself)."""
+        return str(e) if str(e).startswith(os.sep) else f"{self.path()}: {e}"
 
     def close(self, status: str = "complete"):
-        """Flush everything and mark this rank's trace complete (or not)."""
+        """Flush everything and mark this rank's trace complete (or not).
+        A write that fails here (disk full) marks it incomplete; it never
+        raises, so that the rank still ends and aborts the job."""
         if self.closed:
             return
-        self._hot.stop()
-        self._flush_side()
-        self._ev.close()
-        self._side.close()
         self.closed = True
+        try:
+            self._hot.stop()
+            self._flush_side()
+            self._ev.close()
+            self._side.close()
+        except (OSError, self._hot.WriteError) as e:
+            status = f"failed: {e}"
+        try:
+            self._finish_info(status)
+        except OSError:
+            pass                   # the disk is full: merge reports the rank incomplete
+
+    def _finish_info(self, status: str):
         self.info.update(status=status, complete=(status == "complete"),
                          events=self.n, unmodelled=self.unmodelled)
         self._write_info()
+
+    def path(self, ext: str = "ev") -> str:
+        """This rank's raw file (for messages)."""
+        return rank_path(self.trace_dir, self.rank, ext)
 
     def _write_info(self):
         path = rank_path(self.trace_dir, self.rank, "json")
@@ -106,6 +135,14 @@ class Recorder:
         with open(tmp, "w") as f:
             json.dump(self.info, f)
         os.replace(tmp, path)
+
+
+def _plain(x):
+    """JSON for what the tracer notes besides Python's own types (numpy
+    integers and arrays in per-peer counts)."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    raise TypeError(f"cannot write {type(x).__name__} into a trace side file")
 
 
 def write_json(path: str, obj) -> None:

@@ -53,11 +53,14 @@ def command_line(target: list[str], mode: str) -> list[str]:
     return {"module": ["-m"], "command": ["-c"]}.get(mode, []) + list(target)
 
 
-def run_app(target: list[str], mode: str) -> tuple[str, int]:
+def run_app(target: list[str], mode: str, ours: tuple = ()) -> tuple[str, int]:
     """Run the application as ``__main__``; returns (status, exit code).
 
     The status is ``complete``, ``exited with CODE`` or ``failed: EXCEPTION:
-    its message's first line`` (the traceback is printed, as python would)."""
+    its message's first line`` (the traceback is printed, as python would).
+    ``ours``: the tool's own exception classes (a divergence, a write
+    error), raised to the caller as they are: they are not the
+    application's failure, and its traceback would only hide the message."""
     status, code = "complete", 0
     sys.argv = list(target)
     try:
@@ -69,6 +72,8 @@ def run_app(target: list[str], mode: str) -> tuple[str, int]:
         else:
             sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
             runpy.run_path(target[0], run_name="__main__")
+    except ours:
+        raise
     except SystemExit as e:
         if e.code not in (None, 0):
             code = e.code if isinstance(e.code, int) else 1

@@ -315,8 +315,9 @@ def _message(e) -> str:
     if e.validator == "type":
         want = {"integer": "a whole number", "number": "a number", "boolean": "true or false",
                 "object": "a mapping", "array": "a list", "string": "text"}
-        return f"{prefix}{key} must be {want.get(e.validator_value, e.validator_value)}, " \
-               f"not {v!r}"
+        types = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+        said = " or ".join(want.get(t, "nothing" if t == "null" else t) for t in types)
+        return f"{prefix}{key} must be {said}, not {v!r}"
     if e.validator == "enum":
         return f"{prefix}{key} must be one of {', '.join(map(str, e.validator_value))}, " \
                f"not {v!r}"

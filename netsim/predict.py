@@ -139,7 +139,9 @@ def deadlock_report(s: Schedule, start, end, matched, events=None, limit: int = 
             desc = "cannot start its computation (an earlier call never completed)"
         if np.isnan(start[op]):
             desc += " [not reached: an earlier call of this rank never completed]"
-        lines.append(f"  rank {r}: trace event {s.event[op]}: {what}: {desc}")
+        ev = int(s.event[op])
+        seq = int(s.seq_of[ev]) if s.seq_of is not None and ev >= 0 else ev
+        lines.append(f"  rank {r}: event {seq}: {what}: {desc}")
     if len(ranks) > limit:
         lines.append(f"  ... and {len(ranks) - limit} more rank(s)")
     return "\n".join(lines)

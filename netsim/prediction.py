@@ -72,9 +72,17 @@ def read_prediction(path: str) -> dict:
     if not isinstance(d["ranks"], list) or not d["ranks"]:
         raise PredictionError(f"{path}: ranks must be a non-empty list")
     for i, r in enumerate(d["ranks"]):
-        if not isinstance(r, dict) or r.get("rank") != i or \
-                any(not isinstance(r.get(q), (int, float)) for q in QUANTITIES):
+        if not isinstance(r, dict) or type(r.get("rank")) is not int or r["rank"] != i or any(
+                not _seconds(r.get(q)) for q in QUANTITIES):
             raise PredictionError(f"{path}: ranks[{i}] must be rank {i} with "
-                                  f"{', '.join(QUANTITIES)} in seconds")
-    d.setdefault("warnings", [])
+                                  f"{', '.join(QUANTITIES)} in seconds (finite, >= 0)")
+    if max(r["finish"] for r in d["ranks"]) > t * (1 + 1e-9) + 1e-12:
+        raise PredictionError(f"{path}: a rank finishes after predicted_time {t}")
+    if not isinstance(d.setdefault("warnings", []), list):
+        raise PredictionError(f"{path}: warnings must be a list")
     return d
+
+
+def _seconds(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+        and v >= 0

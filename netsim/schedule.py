@@ -74,6 +74,8 @@ class Schedule:
     dep_start: np.ndarray
     coll_need: np.ndarray
     nranks: int
+    # each trace row's seq (the rank's own event number), for messages
+    seq_of: np.ndarray | None = None
 
     def __len__(self):
         return len(self.kind)
@@ -208,7 +210,7 @@ class _Lowering:
         self.B = Builder(trace.size)
         self.coll_ids: dict = {}            # (comm, k) -> coll id (analytic)
         self.ncoll: dict = {}               # (rank, comm) -> collectives so far
-        self.cols = {k: ev[k].to_numpy() for k in ("rank", "op", "comm", "peer", "tag",
+        self.cols = {k: ev[k].to_numpy() for k in ("rank", "seq", "op", "comm", "peer", "tag",
                                                    "sbytes", "rbytes", "req", "rpeer", "rtag",
                                                    "flags")}
         self.reqs = ev["reqs"].to_numpy()
@@ -285,7 +287,8 @@ class _Lowering:
         comm = int(cols["comm"][i])
         m = self.members.get(comm)
         if m is None:
-            raise ScheduleError(f"rank {r} event {i} ({op}): communicator {comm} is not in "
+            raise ScheduleError(f"rank {r} event {int(cols['seq'][i])} ({op}): communicator "
+                                f"{comm} is not in "
                                 f"comms.parquet")
         p = len(m)
         sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
@@ -375,4 +378,6 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
             low.completion(i)
         elif _base(op) in C.FAMILY:
             low.collective(i, r, op)
-    return B.done()
+    s = B.done()
+    s.seq_of = ev["seq"].to_numpy()
+    return s

@@ -76,6 +76,11 @@ def main(argv=None) -> int:
     ap.add_argument("--force", action="store_true",
                     help="replace OUT_DIR/rank<R>.csv and rank<R>.out of the ranks replayed "
                          "(by default an existing replay is never overwritten)")
+    ap.add_argument("--any-command", action="store_true",
+                    help="replay although the application's command line differs from the "
+                         "recorded one (its script's directory is never compared; use this "
+                         "when input paths moved on the target): every call is still checked "
+                         "against the log, and the first that differs stops the replay")
     ap.add_argument("--repeats", type=int, default=1,
                     help="replay every rank K times (each in its own process, into "
                          "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and "
@@ -99,9 +104,9 @@ def main(argv=None) -> int:
             _refuse_to_overwrite([a.rank], a.output)
         if a.rank is not None and (a.repeats > 1 or a.load > 1):
             replay_many([a.rank], a.size, a.log, a.output, target, mode, 1,
-                        repeats=a.repeats, load=a.load)
+                        repeats=a.repeats, load=a.load, any_command=a.any_command)
         elif a.rank is not None:
-            path = replay_rank(a.rank, a.size, a.log, a.output, target, mode)
+            path = replay_rank(a.rank, a.size, a.log, a.output, target, mode, a.any_command)
             print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
         else:
             if bool(a.ranks) == bool(a.reps):
@@ -123,7 +128,7 @@ def main(argv=None) -> int:
             if not a.force:
                 _refuse_to_overwrite(ranks, a.output)
             replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
-                        repeats=a.repeats, load=a.load)
+                        repeats=a.repeats, load=a.load, any_command=a.any_command)
     except (LogError, Divergence, ReplayError) as e:
         print(f"replay: error: {e}", file=sys.stderr)
         return 2

@@ -118,16 +118,13 @@ def main(argv=None) -> int:
     ap.add_argument("--vector", choices=["cpu", "comp"], default="cpu",
                     help="the trace column used for alignment fallbacks and member scaling")
     a = ap.parse_args(argv)
+    from instrument import TraceError, load_trace
     try:
-        from instrument import TraceError, load_trace
-        try:
-            size = load_trace(a.trace, columns=["rank"]).size
-        except TraceError as e:
-            raise ExpandError(str(e)) from None
+        size = load_trace(a.trace, columns=["rank"]).size
         reps = read_representatives(a.reps, size)
         df = expand(a.trace, reps, a.replayed, a.scale, a.vector,
                     warn=lambda m: print(m, file=sys.stderr))
-    except (ExpandError, RepresentativesError, ReplayedError, OSError, KeyError) as e:
+    except (ExpandError, RepresentativesError, ReplayedError, TraceError, OSError) as e:
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2
     write_compute(df, a.output)

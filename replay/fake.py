@@ -5,8 +5,9 @@ calls such as ``MPI.Request.Waitall`` behave) but never communicate: a
 send goes nowhere, a receive copies the logged bytes into the
 application's buffer, a collective returns the logged result, a
 communicator reports the logged size, rank and topology.  Every call is
-checked against the log first (op, peer, tag); a mismatch stops the
-replay with :class:`Divergence`.
+checked against the log first (op, peer, tag, size of what it passed, the
+communicator it was called on); a mismatch stops the replay with
+:class:`Divergence`.
 
 Timers at the entry and exit of every call measure the computation between
 consecutive calls on this node (reading the log happens inside the call,
@@ -21,15 +22,29 @@ from mpi4py import MPI
 
 from instrument.calls import COMM_PARENTS, Meta, mixin_hierarchy, peer_tag
 from instrument.kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
-from instrument.msglog import LogReader
+from instrument.msglog import LogError, LogReader
 from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS
 
 REAL: dict = {}
 _CLS: dict = {}
 
 
-class Divergence(Exception):
-    """The application did something other than what the log recorded."""
+class Divergence(BaseException):
+    """The application did something other than what the log recorded.
+
+    A BaseException: an application's ``except Exception`` must not carry
+    on past it with answers meant for another call."""
+
+
+def _said(op, peer, tag, nbytes, comm) -> str:
+    """A call as the divergence message shows it."""
+    where = {0: "COMM_WORLD", -1: "?"}.get(comm, f"the communicator of log record {comm}")
+    return f"{op}(peer={peer}, tag={tag}, {nbytes} bytes, on {where})"
+
+
+_CAUSE = ("Likely cause: the run is not deterministic in a way the log does not capture "
+          "(timing, random numbers, wall-clock decisions), or the application got different "
+          "arguments, input files or environment than when recorded.")
 
 
 # How often, and with how many canned calls, the replay measures its own
@@ -74,18 +89,45 @@ class Replayer:
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
 
-    def next(self, op, peer=-1, tag=-1, check=True):
-        """The next record, which must be ``op`` with these arguments."""
-        where = self.log.index
-        rop, rpeer, rtag, size, result, payloads = self.log.next()
-        if rop != op or (check and (rpeer, rtag) != (peer, tag)):
-            raise Divergence(
-                f"rank {self.rank}: event {where}: the log recorded {rop}(peer={rpeer}, "
-                f"tag={rtag}) but the application called {op}(peer={peer}, tag={tag}).  "
-                f"Likely cause: the run is not deterministic in a way the log does not capture "
-                f"(timing, random numbers, wall-clock decisions), or the application got "
-                f"different arguments, input files or environment than when recorded.")
+    def next(self, op, call=None):
+        """The next record, which must be ``op``, and for a communicator
+        call ``call`` (a kinds.Call) made with the same peer, tag, sizes
+        and communicator as recorded.  Returns (result, payloads)."""
+        rop, rpeer, rtag, rbytes, rcomm, result, payloads = self.log.next()
+        if rop != op:
+            self.diverged(f"the log recorded {rop} but the application called {op}",
+                          _CAUSE)
+        if call is not None:
+            same_comm = rcomm < 0 or call.comm < 0 or rcomm == call.comm
+            if (rpeer, rtag, rbytes) != (call.peer, call.tag, call.nbytes) or not same_comm:
+                cause = _CAUSE
+                if (rpeer, rtag) == (call.peer, call.tag) and same_comm:
+                    cause = ("Likely cause: the application was given other arguments or input "
+                             "than when recorded (message sizes follow from them); recorded "
+                             f"command line: {' '.join(self.log.header.get('argv') or [])}")
+                self.diverged(f"the log recorded {_said(rop, rpeer, rtag, rbytes, rcomm)} but "
+                              f"the application called {_said(op, *call.signature()[1:])}",
+                              cause)
         return result, payloads
+
+    def answer(self, replay, *args):
+        """``replay(*args)``: a kind's answer from the record just read.  A
+        record whose content does not fit (a damaged or crafted log that
+        passed its checksum) stops the replay as a damaged log, not as the
+        application's failure."""
+        try:
+            return replay(*args)
+        except (Divergence, LogError):
+            raise
+        except Exception as e:
+            raise LogError(f"{self.log.path}: record {self.log.index - 1} does not fit the "
+                           f"call the application made at event {self.seq} "
+                           f"({type(e).__name__}: {e}): the log is damaged") from None
+
+    def diverged(self, what: str, cause: str = ""):
+        """Stop the replay: ``what`` happened at this rank's current event."""
+        raise Divergence(f"rank {self.rank}: event {self.seq} (the trace's seq; log record "
+                         f"{self.log.index - 1}): {what}." + (f"  {cause}" if cause else ""))
 
 
 RP: Replayer | None = None
@@ -96,8 +138,8 @@ def _copy_in(view, payload, what):
         return
     n = len(payload)
     if n > view.nbytes:
-        raise Divergence(f"rank {RP.rank}: event {RP.log.index - 1} ({what}): the log holds "
-                         f"{n} bytes but the receive buffer has only {view.nbytes}")
+        RP.diverged(f"{what}: the log holds {n} bytes but the receive buffer has only "
+                    f"{view.nbytes}", _CAUSE)
     view[:n] = payload
 
 
@@ -114,6 +156,8 @@ def _new_comm(desc):
     # (mpi4py.util.pkl5 keeps its locks there); communication never reaches it
     c = cls(REAL["Comm"].Dup(_REAL_SELF)) if name in ("Intracomm", "Comm") else cls()
     c._d = desc
+    # known by the log record that created it, as the recorder knew it
+    c._rid = RP.log.index - 1 if RP is not None and RP.log is not None else -1
     return c
 
 
@@ -158,7 +202,7 @@ class _Fake:
 
     @staticmethod
     def diverged(what: str):
-        raise Divergence(f"rank {RP.rank}: event {RP.log.index - 1} {what}")
+        RP.diverged(what, _CAUSE)
 
 
 def _comm_method(cls_name, name):
@@ -173,8 +217,8 @@ def _comm_method(cls_name, name):
         ba = sig.bind(self, *args, **kw)
         ba.apply_defaults()
         c = Call(name, row.op, ba.arguments, *peer_tag(row.kind, ba.arguments))
-        result, payloads = RP.next(c.op, c.peer, c.tag)
-        res, empty = kind.replay(c, result, payloads, _Fake)
+        result, payloads = RP.next(c.op, c)
+        res, empty = RP.answer(kind.replay, c, result, payloads, _Fake)
         # free the logged data inside the call: freeing a large payload
         # (munmap) after leave() would land in the next computation span
         payloads = result = None
@@ -394,8 +438,8 @@ def _single(name):
 
     def f(self, status=None):
         RP.enter()
-        result, payloads = RP.next(op, check=False)
-        res, empty = Wait.replay(name, self, status, result, payloads, _Fake)
+        result, payloads = RP.next(op)
+        res, empty = RP.answer(Wait.replay, name, self, status, result, payloads, _Fake)
         payloads = result = None
         RP.leave(op, empty)
         return res
@@ -410,8 +454,9 @@ def _multi(name):
     def f(cls, requests, statuses=None):
         RP.enter()
         requests = list(requests)
-        result, payloads = RP.next(op, check=False)
-        res, empty = WaitMany.replay(name, requests, statuses, result, payloads, _Fake)
+        result, payloads = RP.next(op)
+        res, empty = RP.answer(WaitMany.replay, name, requests, statuses, result, payloads,
+                               _Fake)
         payloads = result = None
         RP.leave(op, empty)
         return res
@@ -421,14 +466,14 @@ def _multi(name):
 
 def _start(self):
     RP.enter()
-    RP.next("start", check=False)
+    RP.next("start")
     RP.leave("start")
 
 
 def _startall(cls, requests):
     for _ in list(requests):
         RP.enter()
-        RP.next("start", check=False)
+        RP.next("start")
         RP.leave("start")
 
 
@@ -438,11 +483,12 @@ def _message_method(name):
     def f(self, *args, **kw):
         RP.enter()
         buf = (args[0] if args else kw["buf"]) if name[0].isupper() else None
-        result, payloads = RP.next(op, check=False)
+        result, payloads = RP.next(op)
         if op == "mrecv":
             rest = args[1:] if name == "Recv" else args
             status = kw.get("status", rest[0] if rest else None)
-            res, empty = MatchedRecv.replay(name, buf, status, result, payloads, _Fake)
+            res, empty = RP.answer(MatchedRecv.replay, name, buf, status, result, payloads,
+                                   _Fake)
         else:
             res, empty = MatchedIrecv.replay(name, buf, _Fake)
         payloads = result = None
@@ -455,7 +501,7 @@ def _message_method(name):
 def _from_group(op):
     def f(cls, *args, **kw):
         RP.enter()
-        desc, _ = RP.next(op, check=False)
+        desc, _ = RP.next(op)
         res = _new_comm(desc)
         RP.leave(op)
         return res
@@ -533,7 +579,7 @@ def install(log: LogReader, rank: int) -> Replayer:
     build()
     RP = Replayer(log, rank)
     RP.enter()
-    desc, _ = RP.next("init", check=False)
+    desc, _ = RP.next("init")
     world = _new_comm(desc)
     RP.leave("init")
     MPI.COMM_WORLD = world
@@ -557,7 +603,7 @@ class _Canned(Replayer):
         self.walls = [0.0] * (calls - self.warm)
         self.cpus = [0.0] * (calls - self.warm)
 
-    def next(self, op, peer=-1, tag=-1, check=True):
+    def next(self, op, call=None):
         return None, []
 
     def leave(self, op, empty=False):
@@ -606,6 +652,6 @@ def overhead(calls: int = PROBE_CALLS) -> tuple[float, float]:
 
 def finish() -> Replayer:
     RP.enter()
-    RP.next("finalize", check=False)
+    RP.next("finalize")
     RP.leave("finalize")
     return RP

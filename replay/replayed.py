@@ -33,7 +33,9 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
     """The checked replay of one rank (columns COLUMNS).
 
     Checks: every column, one rank (``rank`` when given), seq 0..n-1 in
-    order, comp and cpu finite and >= 0, empty 0 or 1."""
+    order, known op names, the last call finalize (a replay that did not
+    finish never writes its file; a file without it was cut), comp and cpu
+    finite and >= 0, empty 0 or 1."""
     df = read_table(path, COLUMNS, ReplayedError, "replay", "python -m replay",
                     integers=("rank", "seq", "empty"), seconds=("comp", "cpu"))
     ranks = df["rank"].unique()
@@ -47,4 +49,12 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
                             f"edited?)")
     if not df["empty"].isin((0, 1)).all():
         raise ReplayedError(f"{path}: column empty must be 0 or 1")
+    from instrument import ops
+    unknown = ~df["op"].isin(set(ops.NAMES))
+    if unknown.any():
+        i = int(np.argmax(unknown.to_numpy()))
+        raise ReplayedError(f"{path}: rank {ranks[0]}, seq {i}: unknown op {df['op'].iat[i]!r}")
+    if df["op"].iat[-1] != "finalize":
+        raise ReplayedError(f"{path}: rank {ranks[0]}: the last call is "
+                            f"{df['op'].iat[-1]!r}, not finalize: the file was cut")
     return df

@@ -16,8 +16,47 @@ class ReplayError(Exception):
     """A replay that cannot run or did not finish (rank named)."""
 
 
+def check_command(header: dict, path: str, target: list[str], mode: str) -> None:
+    """Refuse to replay an application other than the recorded one: its
+    arguments decide its message sizes, and a replay given others runs on
+    answers meant for another run.  The script may live elsewhere on the
+    target (its directory is not compared); a changed script is a warning."""
+    argv, rmode = header.get("argv"), header.get("mode", "path")
+    if not isinstance(argv, list) or not argv:
+        return
+    ours = list(target)
+    if mode == "path" and rmode == "path":
+        ours[0], argv = os.path.basename(ours[0]), [os.path.basename(str(argv[0]))] + argv[1:]
+    if (rmode, argv) != (mode, ours):
+        raise LogError(f"{path}: recorded as `{' '.join(command_line(argv, rmode))}`, but "
+                       f"replay was given `{' '.join(command_line(ours, mode))}`; replay "
+                       f"the recorded command line (or pass --any-command to replay anyway)")
+    digest = header.get("script_sha256")
+    if digest and mode == "path":
+        from instrument.run import script_digest
+        if script_digest(target, mode) not in (None, digest):
+            print(f"replay: warning: {target[0]} changed since it was recorded; a change "
+                  f"that alters its MPI calls stops the replay at the first one",
+                  file=sys.stderr)
+
+
+def open_log(rank: int, size: int | None, log_dir: str, target: list[str], mode: str,
+             any_command: bool = False) -> LogReader:
+    """Rank ``rank``'s message log, refused before anything runs when it is
+    not complete, of another rank or N, or of another command line."""
+    log = LogReader(log_path(log_dir, rank))
+    h = log.header
+    if h.get("rank") != rank:
+        raise LogError(f"{log.path}: this log is of rank {h.get('rank')}, not {rank}")
+    if size is not None and h.get("size") != size:
+        raise LogError(f"{log.path}: recorded with {h.get('size')} ranks, not --size {size}")
+    if not any_command:
+        check_command(h, log.path, target, mode)
+    return log
+
+
 def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
-                target: list[str], mode: str) -> str:
+                target: list[str], mode: str, any_command: bool = False) -> str:
     """Run the application as ``rank`` from its log; write OUT/rank<R>.csv.
 
     Nothing heavy (numpy, pandas) is imported before the application: its
@@ -30,12 +69,7 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     ``empty`` (1: the call was a poll, Iprobe or Test*, that found or
     completed nothing)."""
     from launch import run_app
-    log = LogReader(log_path(log_dir, rank))
-    h = log.header
-    if h.get("rank") != rank:
-        raise LogError(f"{log.path}: this log is of rank {h.get('rank')}, not {rank}")
-    if size is not None and h.get("size") != size:
-        raise LogError(f"{log.path}: recorded with {h.get('size')} ranks, not --size {size}")
+    log = open_log(rank, size, log_dir, target, mode, any_command)
     # no steady_malloc() here, unlike the tracer: the replay measures the
     # computation as the application's own allocator behaviour makes it
     # (heat's KMeans.fit page-faults its fresh tensors in: 1.1 s for real,
@@ -44,10 +78,12 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     rp = fake.install(log, rank)
     from instrument.run import report_progress
     report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
-    status, code = run_app(target, mode)
+    # a divergence or a damaged record is reported as itself, not as the
+    # application's failure with its traceback
+    status, code = run_app(target, mode, ours=(fake.Divergence, LogError))
     if code != 0:
         raise ReplayError(f"rank {rank}: the application {status} during replay "
-                          f"(at log record {log.index})")
+                          f"(at event {rp.seq}, log record {log.index})")
     fake.finish()
     # the replay's own cost between calls is not the application's computation
     rp.probes.append((rp.seq, *fake.overhead()))
@@ -87,7 +123,7 @@ def less_overhead(rows: list, probes: list) -> list:
 
 def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
                 target: list[str], mode: str, concurrent: int = 1, env=None,
-                repeats: int = 1, load: int = 0) -> list[str]:
+                repeats: int = 1, load: int = 0, any_command: bool = False) -> list[str]:
     """Replay each rank in its own process, ``concurrent`` at a time.
 
     ``load`` K > 0: keep K replays running on this node at every moment,
@@ -110,11 +146,12 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     if load < 0:
         raise ReplayError("--load must be >= 0")
     if repeats == 1:
-        return _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env, load)
+        return _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env, load,
+                             any_command)
     for k in range(1, repeats + 1):
         print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
         _replay_round(ranks, size, log_dir, os.path.join(out_dir, f"repeat{k}"), target, mode,
-                      concurrent, env, load)
+                      concurrent, env, load, any_command)
     return keep_least_disturbed(ranks, out_dir, repeats)
 
 
@@ -172,7 +209,7 @@ def _reason(stderr: str, code: int) -> str:
 
 
 def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
-                  load=0) -> list[str]:
+                  load=0, any_command=False) -> list[str]:
     """Every rank of ``ranks`` replayed once, each in its own process, with
     load copies beside them up to ``load`` processes (see replay_many)."""
     todo = list(ranks)
@@ -185,7 +222,8 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
     def command(r, out):
         # --force: this driver already checked what it may replace
         return [sys.executable, "-m", "replay", "--rank", str(r), "--log", log_dir,
-                "-o", out, "--force"] + (["--size", str(size)] if size else []) + tgt
+                "-o", out, "--force"] + (["--size", str(size)] if size else []) + \
+            (["--any-command"] if any_command else []) + tgt
     os.makedirs(out_dir, exist_ok=True)
     # the load copies' outputs, thrown away: a directory of our own, so that
     # nothing of the user's is removed with it

@@ -43,6 +43,8 @@ def fails_clearly(cmd, *needles):
     (lambda r: r.iloc[:-1], "ranks must be 0..1"),
     (lambda r: r.assign(total=np.nan), "total must be a finite number >= 0"),
     (lambda r: r.assign(representative=r["rank"], cluster=0), "more than one representative"),
+    # an empty file made record (a full-scale run) and replay exit 0 having done nothing
+    (lambda r: r.iloc[:0], "no rows"),
 ])
 def test_a_damaged_representatives_file(stages, tmp_path, damage, needle):
     bad = tmp_path / "reps.csv"
@@ -58,6 +60,19 @@ def test_a_damaged_representatives_file(stages, tmp_path, damage, needle):
     assert rec.returncode == 2 and "Traceback" not in rec.stderr, rec.stderr
     assert str(bad) in rec.stderr and needle in rec.stderr
     assert not (tmp_path / "log").exists()
+
+
+def test_a_cut_replay_is_refused_not_taken_for_non_determinism(stages, tmp_path):
+    """A truncated replay CSV read as a non-deterministic run: expand warned,
+    scaled the traced vector and exited 0."""
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    for f in (stages / "rep").glob("rank*.csv"):
+        lines = f.read_text().splitlines()
+        (rep / f.name).write_text("\n".join(lines[:len(lines) // 2]) + "\n")
+    fails_clearly(["replay.expand", stages / "t", stages / "reps.csv", rep,
+                   "-o", tmp_path / "c.csv"], "not finalize: the file was cut")
+    assert not (tmp_path / "c.csv").exists()
 
 
 def test_a_damaged_replay(stages, tmp_path):
@@ -127,3 +142,85 @@ def test_a_damaged_prediction(stages, tmp_path):
     fails_clearly(["validate", "--prediction", bad, "-o", tmp_path / "v.json", "--", "-c",
                    "pass"], str(bad), "ranks[0] must be rank 0")
     assert not (tmp_path / "v.json").exists()
+
+
+def _damaged_trace(stages, tmp_path, events=None, meta=None):
+    """A copy of the pipeline's trace with its events or meta.json edited."""
+    import shutil
+    t = tmp_path / "t"
+    shutil.copytree(stages / "t", t)
+    if events is not None:
+        events(pd.read_parquet(t / "events.parquet")).to_parquet(t / "events.parquet")
+    if meta is not None:
+        m = json.loads((t / "meta.json").read_text())
+        meta(m)
+        (t / "meta.json").write_text(json.dumps(m))
+    return t
+
+
+def _dup(ev):
+    return pd.concat([ev.iloc[:5], ev.iloc[4:]], ignore_index=True)
+
+
+def _at(col, value, row=3):
+    def f(ev):
+        ev[col] = ev[col].astype(type(value)) if not isinstance(value, str) else ev[col]
+        ev.loc[row, col] = value
+        return ev
+    return f
+
+
+@pytest.mark.parametrize("events,meta,needle", [
+    (lambda ev: ev.iloc[:0], None, "no events of rank(s) [0, 1]"),
+    (_dup, None, "rank 0"),
+    (_at("op", "bogus"), None, "rank 0, event 3: unknown op 'bogus'"),
+    (_at("peer", 99), None, "rank 0, event 3: peer 99 is not a world rank of 0..1"),
+    (_at("cpu", float("inf")), None, "rank 0, event 3: cpu inf is not a finite non-negative"),
+    (_at("cpu", -1.0), None, "cpu -1.0 is not a finite non-negative time"),
+    (None, lambda m: m.update(size=3), "ranks does not list ranks 0..2"),
+    (None, lambda m: m.update(size=1), "ranks does not list ranks 0..0"),
+    (None, lambda m: m.update(kind="log"), "not a trace's metadata"),
+    (lambda ev: ev[ev["seq"] != ev.groupby("rank")["seq"].transform("max")], None,
+     "events, but meta.json counted"),
+])
+def test_a_damaged_trace_is_refused_by_every_stage_before_anything_is_written(
+        stages, tmp_path, events, meta, needle):
+    """Duplicated or lost events, unknown ops, impossible peers, NaN or
+    infinite times, a meta.json that disagrees: all used to pass (netsim
+    predicted 0 s for an empty trace) or end in tracebacks."""
+    t = _damaged_trace(stages, tmp_path, events, meta)
+    reps = tmp_path / "reps.csv"
+    reps.write_text("kept")
+    fails_clearly(["cluster", t, "-o", reps], needle)
+    assert reps.read_text() == "kept"           # cluster no longer overwrites, then fails
+    fails_clearly(["netsim", t, "--platform", "config/platforms/ib-cluster.yaml",
+                   "-o", tmp_path / "p.json"], needle)
+    fails_clearly(["instrument", "show", t], needle)
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_a_nan_compute_scale_is_refused(stages, tmp_path):
+    """NaN passed a `< 0` test: the computation vanished from the prediction."""
+    plat = tmp_path / "p.yaml"
+    plat.write_text("nodes: 2\ncores_per_node: 2\nnetwork: {levels: [{latency: 1e-6, "
+                    "byte_time: 1e-9}]}\ncompute_scale: .nan\n")
+    fails_clearly(["netsim", stages / "t", "--platform", plat, "-o", tmp_path / "p.json"],
+                  str(plat), "compute_scale")
+
+
+def test_show_writes_nothing_into_its_input(tmp_path):
+    """show merged an unmerged trace into its input directory."""
+    out = tmp_path / "t"
+    mpirun(2, ["-m", "instrument", "trace", "--keep-raw", "-o", out] + APP)
+    import shutil
+    raw = tmp_path / "raw"
+    shutil.copytree(out, raw)
+    for f in raw.glob("*.parquet"):
+        f.unlink()
+    m = json.loads((raw / "meta.json").read_text())
+    (raw / "meta.json").write_text(json.dumps({k: v for k, v in m.items()
+                                               if k not in ("ranks", "incomplete_ranks")}))
+    before = sorted(p.relative_to(raw) for p in raw.rglob("*"))
+    p = run([sys.executable, "-m", "instrument", "show", str(raw)])
+    assert "never merged" in p.stderr and "ranks" in p.stdout
+    assert sorted(p.relative_to(raw) for p in raw.rglob("*")) == before

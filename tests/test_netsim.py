@@ -411,7 +411,8 @@ def test_intercommunicator_collectives_simulate(tmp_path):
 
 def test_calibrate_fits_into_a_template(tmp_path):
     """fit --template: the user's machine with the measured innermost level."""
-    rows = ["peer,bytes,one_way"] + [f"1,{n},{3e-6 + n * 0.5e-9!r}" for n in (0, 64, 4096)]
+    rows = ["peer,bytes,one_way,what"] + [f"1,{n},{3e-6 + n * 0.5e-9!r},pingpong"
+                                          for n in (0, 64, 4096)]
     (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
     run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
          "--cores-per-node", "2", "--template", "config/platforms/ib-cluster.yaml",
@@ -432,11 +433,11 @@ def test_calibrate_fits_into_a_template(tmp_path):
 
 def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     # a shared-memory MPI: small copies at 2 GB/s, large messages streamed at 5
-    rows = ["peer,bytes,one_way"]
+    rows = ["peer,bytes,one_way,what"]
     for n in (0, 8, 64, 512, 4096, 32768):
-        rows.append(f"1,{n},{3e-6 + n * 0.5e-9!r}")
+        rows.append(f"1,{n},{3e-6 + n * 0.5e-9!r},pingpong")
     for n in (262144, 1048576, 4194304):
-        rows.append(f"1,{n},{12e-6 + n * 0.2e-9!r}")
+        rows.append(f"1,{n},{12e-6 + n * 0.2e-9!r},pingpong")
     (tmp_path / "pp.csv").write_text("\n".join(rows) + "\n")
     p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
@@ -448,7 +449,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     assert load_platform(str(tmp_path / "p.yaml")).call_overhead == 0.0
     # with the binding's per-call cost measured (peer -1), it becomes the
     # platform's call overhead and comes off the per-message latency
-    (tmp_path / "pp.csv").write_text("\n".join(rows + ["-1,0,5e-07"]) + "\n")
+    (tmp_path / "pp.csv").write_text("\n".join(rows + ["-1,0,5e-07,call"]) + "\n")
     p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
              "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
     assert "call overhead 0.500 us per call" in p.stdout
@@ -456,7 +457,7 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     assert plat.call_overhead == 5e-7
     assert plat.levels[0].latency == pytest.approx(2.5e-6, rel=1e-6)
     # with the local copy and the two-rank collectives measured as well
-    rows = ["peer,bytes,one_way,what"] + [r + ",pingpong" for r in rows[1:]] + ["-1,0,5e-07,call"]
+    rows = rows + ["-1,0,5e-07,call"]
     rows += [f"-1,{n},{n * 0.1e-9 + 1e-7!r},copy" for n in (65536, 1048576, 4194304)]
     # the model's exchange of 8 bytes: 3 us + 8 * 0.5 ns = 3.004 us (the
     # call included); the timing loop costs 0.1 us of every measured call

@@ -78,16 +78,46 @@ def test_load_copies_run_beside_a_lone_representative(tmp_path):
 
 
 def test_a_changed_argument_stops_with_the_divergence(tmp_path):
+    """Another command line is refused before the application runs; forced
+    through, the first call whose peer, tag or size differs stops it."""
     rec = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "6", "--check", "3"]
     record(4, tmp_path / "log", [1], rec)
     changed = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "6", "--check", "2"]
     p = replay(tmp_path / "log", tmp_path / "rep", changed, rank=1, check=False)
     assert p.returncode == 2
+    assert "recorded as `jacobi.py --n 64 --iters 6 --check 3`" in p.stderr
+    assert "--any-command" in p.stderr and "Traceback" not in p.stderr
+    p = replay(tmp_path / "log", tmp_path / "rep", changed, rank=1, check=False,
+               extra=["--any-command"])
+    assert p.returncode == 2
     err = p.stderr
     assert "rank 1: event" in err and "the log recorded irecv" in err
     assert "but the application called allreduce" in err
     assert "different arguments" in err
+    assert "Traceback" not in err, err       # one message, not the application's traceback
     assert not (tmp_path / "rep" / "rank1.csv").exists()
+
+
+def test_another_problem_size_stops_at_the_first_message(tmp_path):
+    """The same calls with other message sizes (``--n 128`` on a log of
+    ``--n 64``) used to replay to the end with five times the computation."""
+    rec = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "4"]
+    record(2, tmp_path / "log", [0], rec)
+    bigger = [EXAMPLES / "jacobi.py", "--n", "128", "--iters", "4"]
+    p = replay(tmp_path / "log", tmp_path / "rep", bigger, rank=0, check=False,
+               extra=["--any-command"])
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    import re
+    m = re.search(r"rank 0: event (\d+) \(the trace's seq", lines[0])
+    assert m, lines[0]
+    assert "bytes" in lines[0] and "other arguments or input" in lines[0]
+    # the event number is the trace's own seq of that call
+    trace(2, tmp_path / "t", rec)
+    ev = pd.read_parquet(tmp_path / "t" / "events.parquet")
+    row = ev[(ev["rank"] == 0) & (ev["seq"] == int(m.group(1)))]
+    assert row["op"].iloc[0] in lines[0]
 
 
 def test_damaged_logs_fail_loudly(tmp_path):
@@ -103,7 +133,13 @@ def test_damaged_logs_fail_loudly(tmp_path):
     assert "checksum mismatch in record" in p.stderr or "undecodable record" in p.stderr
     path.write_bytes(good[:len(good) // 3])
     p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, check=False)
-    assert p.returncode == 2 and "truncated at record" in p.stderr
+    assert p.returncode == 2 and "the file was cut or changed" in p.stderr
+    done = tmp_path / "log" / "rank0.json"
+    status = done.read_text()
+    done.unlink()
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, check=False)
+    assert p.returncode == 2 and "its recording did not finish" in p.stderr
+    done.write_text(status)
     path.write_bytes(good[:8] + b"\x07\x00\x00\x00" + good[12:])
     p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, check=False)
     assert p.returncode == 2 and "version 7" in p.stderr
@@ -220,7 +256,7 @@ def test_a_full_disk_names_the_log_and_the_record():
     w = LogWriter("/dev/full", {"rank": 0})
     with pytest.raises(LogError, match=r"/dev/full: cannot write record 0 \(recv\): No space "
                                        r"left on device; the records before it are kept"):
-        w.write("recv", 1, 5, 0, None, [b"x" * (1 << 20)])
+        w.write("recv", 1, 5, None, [b"x" * (1 << 20)])
 
 
 def test_replay_overhead_is_not_counted_as_computation(tmp_path):

@@ -92,6 +92,20 @@ def test_bad_config_fails_with_a_clear_message(tmp_path, override, message):
     assert message in p.stdout + p.stderr
 
 
+def test_a_bad_platform_or_a_missing_script_stops_before_anything_runs(tmp_path):
+    """Invalid platform values were found at the simulate step, after the
+    whole pipeline ran; a script that does not exist started the trace."""
+    plat = tmp_path / "bad.yaml"
+    plat.write_text("nodes: 2\ncores_per_node: 2\nnetwork:\n  levels: [{latency: 1e-6, "
+                    "byte_time: 1e-9}]\n  eager_limit: .inf\n")
+    p = run(SNAKEMAKE + ["-n", "-c1", "--config", f"results={tmp_path}/r",
+                         f"platforms=['{plat}']"], check=False)
+    assert p.returncode != 0 and "eager_limit' must be a whole number" in p.stdout + p.stderr
+    p = run(SNAKEMAKE + ["-n", "-c1", "--config", f"results={tmp_path}/r",
+                         "app={'script': 'examples/nope.py', 'args': []}"], check=False)
+    assert p.returncode != 0 and "examples/nope.py does not exist" in p.stdout + p.stderr
+
+
 @pytest.mark.skipif(os.environ.get("REPREPLAY_TEST_SLURM") != "1",
                     reason="starts a private SLURM (installs slurm and munge): only when "
                            "asked, REPREPLAY_TEST_SLURM=1 (.ci/run sets it under CI)")
