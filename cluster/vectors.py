@@ -124,11 +124,15 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
 def _vectors(t, column, comm_sizes, peer_mode, startup) -> RankVectors:
     """rank_vectors' reading, whole ranks at a time (memory stays bounded by
     a few ranks' events), each part checked as load_trace checks a trace."""
+    from instrument import TraceError
     from instrument.checks import check_comms, check_events
     path = os.path.join(t.path, "events.parquet")
     pf = pq.ParquetFile(path)
     rows, vectors = [], {}
     cols = list(dict.fromkeys(SIGNATURE_COLUMNS + [column, "seq"]))
+    lost = [c for c in cols if c not in pf.schema_arrow.names]
+    if lost:
+        raise TraceError(f"{path}: missing column(s) {', '.join(lost)}")
     pending = None
     # row groups hold whole ranks (merge writes one or more per rank)
     for i in range(pf.num_row_groups):
