@@ -5,6 +5,8 @@ import argparse
 import os
 import sys
 
+from instrument.output import OutputError, write_atomic
+
 from .representatives import write_representatives
 from .select import DEFAULT_THRESHOLD, LINKAGES, METRICS, select, summary
 from .vectors import PEER_MODES, ClusterError, read_rank_vectors
@@ -53,10 +55,14 @@ def main(argv=None) -> int:
         return 2
     summ = summary(reps, rv.vectors, a.metric)
     out_dir = os.path.dirname(os.path.abspath(a.output))
-    os.makedirs(out_dir, exist_ok=True)
-    write_representatives(reps, a.output)
     spath = a.summary or os.path.splitext(a.output)[0] + "_summary.csv"
-    summ.to_csv(spath, index=False)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        write_representatives(reps, a.output)
+        write_atomic(spath, lambda tmp: summ.to_csv(tmp, index=False))
+    except (OutputError, OSError) as e:
+        print(f"cluster: error: {e}", file=sys.stderr)
+        return 2
     n, k, groups = len(reps), len(summ), reps["group"].nunique()
     cut = a.threshold * float(reps["total"].mean())
     print(f"{n} ranks, {groups} group(s) of identical communication, {k} cluster(s); "
@@ -75,7 +81,12 @@ def main(argv=None) -> int:
               "threshold implies; lower --threshold", file=sys.stderr)
     if a.plot:
         from .plot import dendrogram_png
-        dendrogram_png(a.plot, reps, rv.vectors, a.metric, a.linkage, cut)
+        try:
+            write_atomic(a.plot, lambda tmp: dendrogram_png(tmp, reps, rv.vectors, a.metric,
+                                                            a.linkage, cut))
+        except OutputError as e:
+            print(f"cluster: error: {e}", file=sys.stderr)
+            return 2
     print(f"wrote {a.output} and {spath}" + (f" and {a.plot}" if a.plot else ""))
     return 0
 

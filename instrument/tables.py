@@ -6,10 +6,10 @@ same kind of message: the file, the column, and the rank where it applies.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pandas as pd
+
+from .output import write_atomic
 
 
 def read_table(path: str, columns, error, what: str, producer: str,
@@ -47,16 +47,9 @@ def read_table(path: str, columns, error, what: str, producer: str,
 
 def write_table(df: pd.DataFrame, path: str, columns) -> None:
     """Write ``df``'s ``columns`` to ``path`` (CSV, or Parquet for a
-    ``.parquet`` name) under a temporary name, then rename: a reader never
-    sees half a file, and a failed write leaves the old one."""
-    tmp = f"{path}.tmp{os.getpid()}"
+    ``.parquet`` name), atomically (:func:`write_atomic`)."""
     out = df.loc[:, list(columns)]
-    try:
-        if path.endswith(".parquet"):
-            out.to_parquet(tmp)
-        else:
-            out.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    if path.endswith(".parquet"):
+        write_atomic(path, lambda tmp: out.to_parquet(tmp))
+    else:
+        write_atomic(path, lambda tmp: out.to_csv(tmp, index=False))

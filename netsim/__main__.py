@@ -128,9 +128,14 @@ def main(argv=None) -> int:
     out = prediction_json(res, plat, {"input": os.path.abspath(a.trace),
                                       "compute": a.compute or f"trace:{a.vector}",
                                       "warnings": warnings})
-    write_prediction(a.output, out)
-    if a.timeline:
-        write_timeline(a.timeline, sched, res)
+    from instrument.output import OutputError
+    try:
+        write_prediction(a.output, out)
+        if a.timeline:
+            write_timeline(a.timeline, sched, res)
+    except (OutputError, OSError) as e:
+        print(f"netsim: error: {e}", file=sys.stderr)
+        return 2
     pr = res.per_rank
     print(f"predicted time {res.predicted_time:.6g} s on {plat.name} ({sched.nranks} ranks); "
           f"mean per rank: computation {pr.computation.mean():.4g} s, communication "

@@ -166,5 +166,9 @@ def write_timeline(path: str, s: Schedule, res: Result, max_ranks: int = 64,
                     "ts": res.start[i] * 1e6, "dur": dur, "args": args})
     meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": int(r),
              "args": {"name": f"rank {r}"}} for r in range(min(s.nranks, max_ranks))]
-    with open(path, "w") as f:
-        json.dump({"traceEvents": meta + evs, "displayTimeUnit": "ns"}, f)
+    from instrument.output import write_atomic
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump({"traceEvents": meta + evs, "displayTimeUnit": "ns"}, f)
+    write_atomic(path, write)

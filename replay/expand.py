@@ -127,7 +127,12 @@ def main(argv=None) -> int:
     except (ExpandError, RepresentativesError, ReplayedError, TraceError, OSError) as e:
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2
-    write_compute(df, a.output)
+    from instrument.output import OutputError
+    try:
+        write_compute(df, a.output)
+    except OutputError as e:
+        print(f"replay.expand: error: {e}", file=sys.stderr)
+        return 2
     print(f"{df['rank'].nunique()} ranks, {len(df)} segments -> {a.output}")
     return 0
 

@@ -9,6 +9,7 @@ import sys
 import time
 
 from instrument.msglog import LogError, LogReader, log_path
+from instrument.output import OutputError, write_atomic
 from launch import command_line
 
 
@@ -93,13 +94,18 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
           f"call taken out of {len(rows)} computation spans (median of {len(walls)} "
           f"measurements along the run, {walls[0] * 1e6:.2f}-{walls[-1] * 1e6:.2f} us)",
           file=sys.stderr)
-    os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"rank{rank}.csv")
-    with open(path + ".tmp", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["rank", "seq", "op", "comp", "cpu", "empty"])
-        w.writerows((rank, seq, op, repr(c), repr(u), e) for seq, op, c, u, e in rows)
-    os.replace(path + ".tmp", path)
+
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["rank", "seq", "op", "comp", "cpu", "empty"])
+            w.writerows((rank, seq, op, repr(c), repr(u), e) for seq, op, c, u, e in rows)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{out_dir}: cannot create ({e.strerror})") from None
+    write_atomic(path, write)
     return path
 
 

@@ -79,3 +79,32 @@ def test_a_full_disk_stops_the_record_and_replay_refuses_its_log(tmp_path):
     assert rep.returncode == 2, rep.stderr
     assert "its recording did not finish" in rep.stderr
     assert not (tmp_path / "rep" / "rank0.out").exists()
+
+
+def test_outputs_to_a_full_disk_fail_with_the_file_named_and_nothing_half_written(tmp_path):
+    """cluster and expand left 0-byte outputs; netsim, cluster, expand and
+    replay ended in tracebacks."""
+    from conftest import record, run, trace
+    app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "4"]
+    t, log, rep = tmp_path / "t", tmp_path / "log", tmp_path / "rep"
+    trace(2, t, app)
+    run([sys.executable, "-m", "cluster", t, "-o", tmp_path / "reps.csv"])
+    record(2, log, [0, 1], app)
+    run([sys.executable, "-m", "replay", "--ranks", "0,1", "--log", log, "-o", rep]
+        + [str(a) for a in app])
+    run([sys.executable, "-m", "replay.expand", t, tmp_path / "reps.csv", rep, "-o",
+         tmp_path / "compute.csv"])
+    full = tmp_path / "full"
+    py = [sys.executable, "-m"]
+    results = on_full_disk(tmp_path, [
+        ["dd", "if=/dev/zero", f"of={full}/filler", "bs=4k"],
+        py + ["cluster", t, "-o", full / "reps.csv", "--plot", full / "d.png"],
+        py + ["replay.expand", t, tmp_path / "reps.csv", rep, "-o", full / "c.csv"],
+        py + ["netsim", t, "--platform", "config/platforms/ib-cluster.yaml", "--compute",
+              tmp_path / "compute.csv", "-o", full / "p.json", "--timeline", full / "tl.json"],
+        py + ["replay", "--rank", "0", "--log", log, "-o", full / "rep"] + app,
+    ])
+    for p, out in zip(results[1:], ["reps.csv", "c.csv", "p.json", "rep/rank0.csv"]):
+        assert p.returncode == 2, (p.args, p.stderr)
+        assert "Traceback" not in p.stderr, p.stderr
+        assert f"{full / out}: cannot write (No space left on device)" in p.stderr, p.stderr

@@ -224,3 +224,24 @@ def test_show_writes_nothing_into_its_input(tmp_path):
     p = run([sys.executable, "-m", "instrument", "show", str(raw)])
     assert "never merged" in p.stderr and "ranks" in p.stdout
     assert sorted(p.relative_to(raw) for p in raw.rglob("*")) == before
+
+
+def test_a_deadlock_names_each_rank_by_its_own_event_number(stages, tmp_path):
+    """The report named the row of events.parquet, not the rank's seq."""
+    def retag(ev):
+        # rank 1's first isend to rank 0 gets a tag nobody receives
+        i = ev.index[(ev["rank"] == 1) & (ev["op"] == "isend") & (ev["peer"] == 0)][0]
+        ev.loc[i, "tag"] = 99
+        return ev
+    t = _damaged_trace(stages, tmp_path, events=retag)
+    p = fails_clearly(["netsim", t, "--platform", "config/platforms/ib-cluster.yaml",
+                       "-o", tmp_path / "p.json"], "cannot finish")
+    import re
+    ev = pd.read_parquet(t / "events.parquet")
+    named = re.findall(r"rank (\d+): event (\d+): (\w+)", p.stderr)
+    assert named, p.stderr
+    for r, seq, what in named:
+        op = ev[(ev["rank"] == int(r)) & (ev["seq"] == int(seq))]["op"]
+        assert len(op) == 1, (r, seq)
+        if what == "receive":
+            assert "recv" in op.iat[0], (r, seq, op.iat[0])
