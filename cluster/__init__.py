@@ -20,14 +20,17 @@ __all__ = ["select_representatives", "select", "summary", "cluster_group",
 
 
 def select_representatives(trace_dir: str, metric: str = "manhattan",
-                           linkage: str = "complete", threshold: float = DEFAULT_THRESHOLD,
+                           linkage: str = "complete", threshold: float | str = "auto",
                            column: str = "cpu", peer_mode: str = "relative",
                            allow_incomplete: bool = False, startup: bool = False):
     """Rank -> group, cluster, representative (plus totals and error) for a trace.
+
+    ``threshold``: a fraction of the mean total, or "auto" (default: the
+    cut adapts to the noise measured in the trace; cluster.select.select).
 
     ``column`` chooses the computation vector: ``cpu`` (default: CPU seconds,
     right even when the host ran more ranks than cores) or ``comp`` (wall
     seconds between calls, right on a dedicated host).  ``startup`` keeps
     the start-up spans (imports) in the vectors; see read_rank_vectors."""
     rv = read_rank_vectors(trace_dir, column, peer_mode, allow_incomplete, startup)
-    return select(rv.table, rv.vectors, metric, linkage, threshold)
+    return select(rv.table, rv.vectors, metric, linkage, threshold, noise=rv.noise)

@@ -8,8 +8,31 @@ import sys
 from instrument.output import OutputError, write_atomic
 
 from .representatives import write_representatives
-from .select import DEFAULT_THRESHOLD, LINKAGES, METRICS, select, summary
+from .select import (
+    AUTO_MAX,
+    AUTO_MIN,
+    DEFAULT_THRESHOLD,
+    LINKAGES,
+    METRICS,
+    NOISE_FACTOR,
+    auto_threshold,
+    select,
+    summary,
+)
 from .vectors import PEER_MODES, ClusterError, read_rank_vectors
+
+
+def _threshold(text: str):
+    """--threshold: 'auto' or a fraction > 0."""
+    if text == "auto":
+        return text
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'auto' or a number, not {text!r}") from None
+    if not v > 0 or v != v:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return v
 
 
 def main(argv=None) -> int:
@@ -26,11 +49,14 @@ def main(argv=None) -> int:
                     help="distance between computation vectors (default manhattan, as PHANTOM)")
     ap.add_argument("--linkage", default="complete", choices=LINKAGES,
                     help="agglomerative linkage (default complete, as PHANTOM)")
-    ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+    ap.add_argument("--threshold", type=_threshold, default="auto",
                     help="cut distance as a fraction of the mean total computation time "
-                         "per rank (default %(default)s): with manhattan+complete, members' "
-                         "totals differ from their representative's by at most this much "
-                         "of the mean")
+                         "per rank: with manhattan+complete, members' totals differ from "
+                         "their representative's by at most this much of the mean; 'auto' "
+                         f"(default): {NOISE_FACTOR:g} times the host's noise measured in the "
+                         f"trace (how much the same code region's spans vary within a rank), "
+                         f"between {AUTO_MIN:g} and {AUTO_MAX:g}; {DEFAULT_THRESHOLD:g} when "
+                         f"nothing repeats")
     ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
                     help="cpu: CPU seconds between calls (default; right on an "
                          "oversubscribed host); comp: wall seconds")
@@ -49,7 +75,9 @@ def main(argv=None) -> int:
         if os.path.exists(a.output) and os.path.isdir(a.output):
             raise ClusterError(f"{a.output}: is a directory")
         rv = read_rank_vectors(a.trace, a.vector, a.peers, a.allow_incomplete, a.startup)
-        reps = select(rv.table, rv.vectors, a.metric, a.linkage, a.threshold)
+        reps = select(rv.table, rv.vectors, a.metric, a.linkage, a.threshold,
+                      noise=rv.noise)
+        threshold = float(reps["cut"].max())
     except ClusterError as e:
         print(f"cluster: error: {e}", file=sys.stderr)
         return 2
@@ -64,9 +92,13 @@ def main(argv=None) -> int:
         print(f"cluster: error: {e}", file=sys.stderr)
         return 2
     n, k, groups = len(reps), len(summ), reps["group"].nunique()
-    cut = a.threshold * float(reps["total"].mean())
+    cut = threshold * float(reps["total"].mean())
+    how = (f"auto: in the clearest gap of the dendrogram above {NOISE_FACTOR:g} x the "
+           f"measured noise {rv.noise:.3g} = {auto_threshold(rv.noise):.3g}"
+           if a.threshold == "auto" else "fixed")
     print(f"{n} ranks, {groups} group(s) of identical communication, {k} cluster(s); "
-          f"cut at {cut:.4g} s ({a.threshold:g} of the mean total {reps['total'].mean():.4g} s)")
+          f"cut at {cut:.4g} s ({threshold:.3g} of the mean total {reps['total'].mean():.4g} s; "
+          f"{how})")
     print(f"{'cluster':>7}{'group':>6}{'size':>6}{'rep':>6}{'mean total s':>14}"
           f"{'spread':>9}{'max error':>11}")
     for r in summ.itertuples():
@@ -76,7 +108,7 @@ def main(argv=None) -> int:
     print(f"clustering error (member total vs its representative's): mean "
           f"{reps['error'].mean():.2%}, max {worst:.2%} "
           f"(rank {int(reps.loc[reps['error'].idxmax(), 'rank'])})")
-    if worst > 2 * a.threshold * float(reps['total'].mean()) / max(reps['rep_total'].min(), 1e-300):
+    if worst > 2 * threshold * float(reps['total'].mean()) / max(reps['rep_total'].min(), 1e-300):
         print("warning: some members differ from their representative by more than the "
               "threshold implies; lower --threshold", file=sys.stderr)
     if a.plot:

@@ -34,6 +34,54 @@ METRICS = {"manhattan": "cityblock", "cityblock": "cityblock", "euclidean": "euc
 LINKAGES = ("complete", "average", "single", "ward")
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_MAX_EXACT = 2000
+# the automatic cut: NOISE_FACTOR times the host's measured span noise
+# (cluster.vectors.span_noise), within [AUTO_MIN, AUTO_MAX] of the mean total
+NOISE_FACTOR = 4.0
+AUTO_MIN, AUTO_MAX = 0.02, 0.5
+
+
+# a gap in the dendrogram: the next merge at least this many times higher
+GAP = 1.5
+
+
+def gap_cut(X: np.ndarray, floor: float, metric: str = "manhattan", method: str = "complete",
+            max_exact: int = DEFAULT_MAX_EXACT) -> float:
+    """The automatic cut distance of one group: in the clearest gap of its
+    dendrogram above ``floor`` (the noise-based cut).
+
+    A rank slowed as a whole (a busy core for the whole run) looks like a
+    rank with more work, span by span: no noise measured within ranks can
+    tell them apart, but the merge heights can.  Ranks of one class merge
+    at heights that grow slowly; the merge of two classes jumps.  The cut
+    goes in the middle (geometric) of the largest jump of at least GAP
+    times among the heights above ``floor``, and at ``floor`` when there is
+    none.  Large groups (the approximate path) use ``floor``."""
+    n = len(X)
+    if n < 2 or n > max_exact:
+        return floor
+    U = np.unique(X, axis=0)
+    if len(U) < 2:
+        return floor
+    h = np.sort(linkage(pdist(U, _metric(metric)), method=method)[:, 2])
+    h = np.concatenate([[floor], h[h > floor]])
+    if len(h) < 2:
+        return floor
+    ratio = h[1:] / np.maximum(h[:-1], 1e-300)
+    i = int(np.argmax(ratio))
+    return float(np.sqrt(h[i] * h[i + 1])) if ratio[i] >= GAP else floor
+
+
+def auto_threshold(noise: float) -> float:
+    """The cut, as a fraction of the mean total, for a host whose span noise
+    is ``noise``.  Two ranks with identical work differ by about 1.4 x the
+    noise of their totals; complete linkage keeps a cluster's *widest* pair
+    within the cut, so a factor of about 3 more holds a class of hundreds
+    of ranks together.  Clamped: below 2 % a cut only splits timer noise;
+    above 50 % it would merge classes whose work differs by half.  With no
+    repeated span to measure (NaN), the fixed default."""
+    if not noise == noise:                 # NaN
+        return DEFAULT_THRESHOLD
+    return float(min(max(NOISE_FACTOR * noise, AUTO_MIN), AUTO_MAX))
 
 
 def _metric(name: str) -> str:
@@ -124,9 +172,14 @@ def representatives(X: np.ndarray, labels: np.ndarray, metric: str = "manhattan"
 
 
 def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
-           method: str = "complete", threshold: float = DEFAULT_THRESHOLD,
-           max_exact: int = DEFAULT_MAX_EXACT) -> pd.DataFrame:
+           method: str = "complete", threshold: float | str = DEFAULT_THRESHOLD,
+           max_exact: int = DEFAULT_MAX_EXACT, noise: float = float("nan")) -> pd.DataFrame:
     """Groups, clusters and representatives of all ranks.
+
+    ``threshold``: the cut as a fraction of the mean total, or "auto": per
+    group, :func:`gap_cut` above the cut that the host's ``noise`` implies
+    (:func:`auto_threshold`).  The cut used, as a fraction of the mean
+    total, is the result's ``cut`` column (one value per group).
 
     ``table`` has columns ``rank``, ``signature``, ``length`` (from
     :func:`cluster.vectors.read_rank_vectors`); ``vectors[rank]`` is a rank's
@@ -136,11 +189,13 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
     """
     if len(table) == 0:
         raise ClusterError("no ranks to cluster")
-    if not threshold >= 0:
+    auto = threshold == "auto"
+    if not auto and not threshold >= 0:
         raise ClusterError(f"threshold must be >= 0, not {threshold}")
     table = table.sort_values("rank").reset_index(drop=True)
     totals = np.array([float(np.sum(vectors[r])) for r in table["rank"]])
-    cut = threshold * float(totals.mean())
+    mean = float(totals.mean())
+    cut = (auto_threshold(noise) if auto else threshold) * mean
     # groups numbered in order of their lowest rank
     members = table.groupby("signature", sort=False).indices   # signature -> rows
     order = sorted(members, key=lambda sig: members[sig][0])   # rows are rank-sorted
@@ -156,7 +211,8 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
                 f"computation vectors of lengths {sorted(lengths)}: this cannot happen for a "
                 f"valid trace (each call ends one computation segment); the trace is damaged")
         X = np.vstack([vectors[r] for r in ranks])
-        labels = cluster_group(X, cut, metric, method, max_exact)
+        g_cut = gap_cut(X, cut, metric, method, max_exact) if auto else cut
+        labels = cluster_group(X, g_cut, metric, method, max_exact)
         reps = representatives(X, labels, metric)
         rep_rank = ranks[reps[labels]]
         tot = X.sum(axis=1)
@@ -167,7 +223,8 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
         out.append(pd.DataFrame({"rank": ranks, "group": g,
                                  "cluster": labels + next_cluster,
                                  "representative": rep_rank, "total": tot,
-                                 "rep_total": rep_tot, "error": err}))
+                                 "rep_total": rep_tot, "error": err,
+                                 "cut": g_cut / mean if mean > 0 else 0.0}))
         next_cluster += labels.max() + 1
     return pd.concat(out, ignore_index=True).sort_values("rank").reset_index(drop=True)
 

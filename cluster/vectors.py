@@ -47,11 +47,39 @@ class RankVectors:
     """Per-rank signatures and computation vectors.
 
     ``table`` columns: ``rank``, ``signature`` (hex digest), ``length``
-    (events), ``total`` (sum of the vector).  ``vectors[rank]`` is the
-    float64 computation vector of that rank.
+    (events), ``total`` (sum of the vector), ``noise`` (:func:`span_noise`).
+    ``vectors[rank]`` is the float64 computation vector of that rank.
     """
     table: pd.DataFrame
     vectors: dict
+
+    @property
+    def noise(self) -> float:
+        """The host's measured noise: the median of the ranks' span noise
+        (NaN when no rank repeats a span)."""
+        v = self.table["noise"].dropna()
+        return float(v.median()) if len(v) else float("nan")
+
+
+def span_noise(vec: np.ndarray, sites: np.ndarray, repeats: int = 3) -> float:
+    """How much the same work varies on this host, seen in one rank: spans
+    that lie between the same two call sites (an iteration's same region)
+    and occur at least ``repeats`` times, their absolute deviations from
+    their region's median, over their total.  NaN when no region repeats.
+
+    Two ranks doing identical work differ, span by span, by about 1.4 times
+    this (the Manhattan distance of two independent draws against one draw's
+    deviation from the median): the clustering's automatic cut follows it."""
+    if len(vec) < repeats + 2:
+        return float("nan")
+    key = pd.DataFrame({"a": sites[1:-1], "b": sites[2:], "x": vec[2:]})  # start-up left out
+    med = key.groupby(["a", "b"])["x"].transform("median")
+    n = key.groupby(["a", "b"])["x"].transform("size")
+    sel = (n >= repeats).to_numpy()
+    total = key["x"].to_numpy()[sel].sum()
+    if not sel.any() or total <= 0:
+        return float("nan")
+    return float(np.abs(key["x"].to_numpy() - med.to_numpy())[sel].sum() / total)
 
 
 def _is_p2p(op: pd.Series) -> np.ndarray:
@@ -129,7 +157,7 @@ def _vectors(t, column, comm_sizes, peer_mode, startup) -> RankVectors:
     path = os.path.join(t.path, "events.parquet")
     pf = pq.ParquetFile(path)
     rows, vectors = [], {}
-    cols = list(dict.fromkeys(SIGNATURE_COLUMNS + [column, "seq"]))
+    cols = list(dict.fromkeys(SIGNATURE_COLUMNS + [column, "seq", "site"]))
     lost = [c for c in cols if c not in pf.schema_arrow.names]
     if lost:
         raise TraceError(f"{path}: missing column(s) {', '.join(lost)}")
@@ -153,6 +181,6 @@ def _vectors(t, column, comm_sizes, peer_mode, startup) -> RankVectors:
                 vec[:2] = 0.0
             vectors[int(rank)] = vec
             rows.append((int(rank), hashlib.blake2b(sig.tobytes(), digest_size=12).hexdigest(),
-                         len(vec), float(vec.sum())))
-    table = pd.DataFrame(rows, columns=["rank", "signature", "length", "total"])
+                         len(vec), float(vec.sum()), span_noise(vec, ev["site"].to_numpy())))
+    table = pd.DataFrame(rows, columns=["rank", "signature", "length", "total", "noise"])
     return RankVectors(table, vectors)

@@ -25,10 +25,11 @@ def _loggops(spec: str):
 
 
 def _load_compute(path: str, events):
-    """Per-event computation seconds from replay.expand's table (rank, seq, comp)."""
+    """Per-event computation seconds from replay.expand's table: (comp, low,
+    high), three arrays in the events' order."""
     from replay.compute import ComputeError, read_compute
     try:
-        return read_compute(path, events)
+        return read_compute(path, events, band=True)
     except ComputeError as e:
         raise ScheduleError(str(e)) from None
 
@@ -78,8 +79,9 @@ def _platform(a):
 
 
 def _from_trace(a, plat):
-    """The schedule of a trace directory, and the trace's warnings (also
-    printed); writes the SimGrid export when asked."""
+    """The schedule of a trace directory, the trace's warnings (also
+    printed), and the schedules of the computation band's two ends (empty
+    when the computation has no band); writes the SimGrid export when asked."""
     from instrument import TraceError, load_trace
     from instrument.merge import trace_warnings
 
@@ -95,16 +97,36 @@ def _from_trace(a, plat):
     warnings = list(trace_warnings(t.meta).values())
     for w in warnings:
         print(f"netsim: WARNING: {w}", file=sys.stderr)
-    comp = _load_compute(a.compute, t.events) if a.compute else t.events[a.vector].to_numpy()
+    if a.compute:
+        comp, low, high = _load_compute(a.compute, t.events)
+    else:
+        comp = low = high = t.events[a.vector].to_numpy()
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
     sched = from_trace(t, plat, comp)
+    ends = []
+    if (low != comp).any() or (high != comp).any():
+        ends = [from_trace(t, plat, low), from_trace(t, plat, high)]
     if a.simgrid_out:
         from .simgrid import write_ti
         left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale)
         if left:
             print("netsim: SimGrid export left out: " + ", ".join(
                 f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
-    return sched, warnings
+    return sched, warnings, ends
+
+
+# a band wider than this share of the prediction is said in a warning
+BAND_WARN = 0.05
+
+
+def _band_warning(t: float, band: list) -> str | None:
+    """The warning for a prediction whose computation band is wide, or None."""
+    if t <= 0 or (band[1] - band[0]) / t <= BAND_WARN:
+        return None
+    return (f"the prediction is {t:.4g} s, but {band[0]:.4g} to {band[1]:.4g} s with the "
+            f"computation at the least and the most it was measured to take (a replay "
+            f"on a busy node, or repeats that differ): replay on an idle node, or with "
+            f"more repeats, to narrow it")
 
 
 def main(argv=None) -> int:
@@ -114,20 +136,26 @@ def main(argv=None) -> int:
         plat = _platform(a)
         if a.goal_in:
             from .goal import read_goal
-            sched, warnings = read_goal(a.trace), []
+            sched, warnings, ends = read_goal(a.trace), [], []
         else:
-            sched, warnings = _from_trace(a, plat)
+            sched, warnings, ends = _from_trace(a, plat)
         if a.goal_out:
             from .goal import write_goal
             write_goal(a.goal_out, sched)
         print(f"netsim: simulating {len(sched)} operations", file=sys.stderr)
         res = run(sched, plat)
+        band = [run(s, plat).predicted_time for s in ends] or [res.predicted_time] * 2
     except (PlatformError, ScheduleError) as e:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
+    band = [min(band[0], res.predicted_time), max(band[1], res.predicted_time)]
+    wide = _band_warning(res.predicted_time, band)
+    if wide:
+        print(f"netsim: WARNING: {wide}", file=sys.stderr)
+        warnings.append(wide)
     out = prediction_json(res, plat, {"input": os.path.abspath(a.trace),
                                       "compute": a.compute or f"trace:{a.vector}",
-                                      "warnings": warnings})
+                                      "warnings": warnings, "band": band})
     from instrument.output import OutputError
     try:
         write_prediction(a.output, out)
@@ -137,7 +165,8 @@ def main(argv=None) -> int:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     pr = res.per_rank
-    print(f"predicted time {res.predicted_time:.6g} s on {plat.name} ({sched.nranks} ranks); "
+    print(f"predicted time {res.predicted_time:.6g} s (band {band[0]:.6g} to {band[1]:.6g} s) "
+          f"on {plat.name} ({sched.nranks} ranks); "
           f"mean per rank: computation {pr.computation.mean():.4g} s, communication "
           f"{pr.communication.mean():.4g} s, waiting {pr.waiting.mean():.4g} s")
     print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"

@@ -15,7 +15,13 @@
     ``events``, ``seconds`` (the engine's wall time), ``events_per_second``;
 ``input``, ``compute``, ``warnings``
     the trace simulated, where the computation times came from, and every
-    warning the trace carried (calls the tracer could not see, ...).
+    warning the trace carried (calls the tracer could not see, a replay on
+    a busy node, ...);
+``band`` (s; optional)
+    ``[low, high]``: the predicted time with every computation span at the
+    least and at the most it was measured to take (replay.expand's ``low``
+    and ``high``: a busy replay node, the spread of repeats).  Two
+    platforms whose bands overlap cannot be told apart by this prediction.
 """
 from __future__ import annotations
 
@@ -82,6 +88,10 @@ def read_prediction(path: str) -> dict:
         raise PredictionError(f"{path}: a rank finishes after predicted_time {t}")
     if not isinstance(d.setdefault("warnings", []), list):
         raise PredictionError(f"{path}: warnings must be a list")
+    band = d.setdefault("band", [t, t])
+    if not (isinstance(band, list) and len(band) == 2 and all(_seconds(b) for b in band)
+            and band[0] <= t * (1 + 1e-9) + 1e-12 and band[1] >= t * (1 - 1e-9) - 1e-12):
+        raise PredictionError(f"{path}: band must be [low, high] around predicted_time {t}")
     return d
 
 

@@ -10,6 +10,10 @@ rank   -     world rank
 seq    -     the event's index in that rank's trace
 comp   s     computation before that event on the target (its
              representative's replayed time)
+low    s     the least that span may have taken (replay/busy.py: a span
+             disturbed by a busy node at its CPU time; with repeats, the
+             least of them); optional, ``comp`` when absent
+high   s     the most (with repeats, the most of them); optional
 =====  ====  ===============================================================
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pandas as pd
 from instrument.tables import read_table, write_table
 
 COLUMNS = ("rank", "seq", "comp")
+BAND = ("low", "high")
 
 
 class ComputeError(ValueError):
@@ -27,28 +32,55 @@ class ComputeError(ValueError):
 
 def write_compute(df: pd.DataFrame, path: str) -> None:
     """Write the table (CSV, or Parquet for a ``.parquet`` path), atomically."""
-    write_table(df, path, COLUMNS)
+    write_table(df, path, COLUMNS + tuple(c for c in BAND if c in df.columns))
 
 
-def read_compute(path: str, events: pd.DataFrame | None = None):
+def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = False):
     """The checked table; with ``events`` (the trace's ``rank, seq``), its
-    ``comp`` aligned to them: a 1-D array, one value per event.
+    ``comp`` aligned to them: a 1-D array, one value per event (with
+    ``band``, the tuple ``(comp, low, high)`` of such arrays).
 
     Checks: columns, integer rank and seq, no duplicate (rank, seq), comp
-    finite and >= 0; with events, a time for every traced event."""
+    (and low, high) finite and >= 0, low <= comp <= high; with events, a
+    time for every traced event."""
     df = read_table(path, COLUMNS, ComputeError, "computation table", "python -m replay.expand",
                     integers=("rank", "seq"), seconds=("comp",))
+    present = [c for c in BAND if c in df.columns]
+    if present:
+        if len(present) == 1:
+            raise ComputeError(f"{path}: columns low and high come together")
+        _check_band(df, path)
+    else:
+        df["low"], df["high"] = df["comp"], df["comp"]
     dup = df.duplicated(["rank", "seq"])
     if dup.any():
         r = df.loc[dup].iloc[0]
         raise ComputeError(f"{path}: rank {int(r['rank'])}, seq {int(r['seq'])} appears twice")
     if events is None:
         return df
-    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp"]], on=["rank", "seq"],
-                                        how="left")
+    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp", "low", "high"]],
+                                        on=["rank", "seq"], how="left")
     lost = key["comp"].isna()
     if lost.any():
         r = key.loc[lost].iloc[0]
         raise ComputeError(f"{path}: no computation time for {int(lost.sum())} trace events "
                            f"(first: rank {int(r['rank'])}, seq {int(r['seq'])})")
+    if band:
+        return key["comp"].to_numpy(), key["low"].to_numpy(), key["high"].to_numpy()
     return key["comp"].to_numpy()
+
+
+def _check_band(df: pd.DataFrame, path: str) -> None:
+    """low and high: finite seconds, low <= comp <= high on every row."""
+    import numpy as np
+    lo = pd.to_numeric(df["low"], errors="coerce").to_numpy(dtype=float)
+    hi = pd.to_numeric(df["high"], errors="coerce").to_numpy(dtype=float)
+    comp = df["comp"].to_numpy(dtype=float)
+    # a few ulps of slack: the band's ends are written as the same floats
+    bad = ~np.isfinite(lo) | ~np.isfinite(hi) | (lo < 0) | (lo > comp * (1 + 1e-12)) | \
+        (hi < comp * (1 - 1e-12))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ComputeError(f"{path}: rank {df['rank'].iat[i]}, seq {df['seq'].iat[i]}: low "
+                           f"{lo[i]!r} <= comp {comp[i]!r} <= high {hi[i]!r} does not hold")
+    df["low"], df["high"] = lo, hi

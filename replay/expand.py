@@ -25,12 +25,26 @@ counts with its CPU time only (the work done between polls stays, sleeps
 and yields go).  A loop that spins on Iprobe without sleeping still counts
 its spins as computation.
 
-Output columns: ``rank, seq, comp`` (seconds) for every traced event, the
-input of ``python -m netsim --compute``.
+A replay whose node was busy (replay/busy.py: spans whose wall time
+exceeds their CPU time) is said in a warning with its disturbed share, and
+bounds each span: ``low`` takes a disturbed span at its CPU time, ``high``
+at its wall time; with ``--repeats`` (REPLAY_DIR/repeat<k>/), the least
+and the most each span took over the repeats widen them.  netsim turns the
+two ends into the prediction's band.
+
+The start-up spans: the one before MPI initialisation is in no
+prediction (netsim starts the clock at init); the one from init to the
+first call is the application's setup, in the prediction like any other
+span (the clustering leaves both out of its distances: the same work on
+every rank, and noisy on a loaded host).
+
+Output columns: ``rank, seq, comp, low, high`` (seconds) for every traced
+event, the input of ``python -m netsim --compute``.
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 
@@ -39,6 +53,7 @@ import pandas as pd
 
 from cluster.representatives import RepresentativesError, read_representatives
 
+from .busy import describe, disturbed
 from .compute import write_compute
 from .replayed import ReplayedError, read_replayed
 
@@ -76,22 +91,26 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
         rp = read_replayed(path, rep)
         h = host[rep]
         secs = target_seconds(rp)
+        busy = describe(rep, rp["comp"].to_numpy(), rp["cpu"].to_numpy(), _waits(rp))
+        if busy:
+            n = sum(1 for v in rep_of.values() if v == rep)
+            warn(f"replay.expand: warning: {busy} (it stands for {n} rank(s))")
         waited = rp["comp"].sum() - secs.sum()
         if waited > 0:
             warn(f"replay.expand: rank {rep}: {waited:.4g} s between polls that found nothing "
                  f"counted as waiting, not computation ({int(rp['empty'].sum())} such polls)")
         if len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
-            target[rep] = secs
+            target[rep] = (secs, *_band(rp, secs, replay_dir, rep))
         else:
             hv = h[column].to_numpy()
             factor = secs[rp["op"].to_numpy() != "init"].sum() / max(hv[1:].sum(), 1e-300)
             warn(f"replay.expand: warning: rank {rep}: the replay made {len(rp)} calls, the "
                  f"trace {len(h)} (a non-deterministic application?); using the traced "
                  f"vector scaled by {factor:.4g}")
-            target[rep] = hv * factor
+            target[rep] = (hv * factor,) * 3
     for r, h in host.items():
         rep = rep_of[r]
-        v = target[rep]
+        v, lo, hi = target[rep]
         if len(v) != len(h):
             raise ExpandError(f"rank {r}: {len(h)} traced events but its representative {rep} "
                               f"has {len(v)}: they cannot share a vector (different "
@@ -99,9 +118,32 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
                               f"trace?)")
         if scale == "member" and r != rep:
             hr, hm = host[rep][column].to_numpy()[1:].sum(), h[column].to_numpy()[1:].sum()
-            v = v * (hm / hr if hr > 0 else 1.0)
-        out.append(pd.DataFrame({"rank": r, "seq": h["seq"].to_numpy(), "comp": v}))
+            f = hm / hr if hr > 0 else 1.0
+            v, lo, hi = v * f, lo * f, hi * f
+        out.append(pd.DataFrame({"rank": r, "seq": h["seq"].to_numpy(), "comp": v,
+                                 "low": lo, "high": hi}))
     return pd.concat(out, ignore_index=True)
+
+
+def _waits(rp: pd.DataFrame) -> np.ndarray:
+    """The spans after a poll that found nothing (waits, not computation)."""
+    return np.r_[False, rp["empty"].to_numpy()[:-1] != 0]
+
+
+def _band(rp: pd.DataFrame, secs: np.ndarray, replay_dir: str, rep: int):
+    """(low, high) per span of a representative's kept replay ``rp``
+    (replay/busy.py), widened by its other repeats where there are any."""
+    low = np.where(disturbed(rp["comp"].to_numpy(), rp["cpu"].to_numpy(), _waits(rp)),
+                   np.minimum(secs, rp["cpu"].to_numpy(dtype=float)), secs)
+    high = secs.copy()
+    for path in sorted(glob.glob(os.path.join(replay_dir, "repeat*", f"rank{rep}.csv"))):
+        other = read_replayed(path, rep)
+        if len(other) != len(rp) or (other["op"].to_numpy() != rp["op"].to_numpy()).any():
+            continue                   # a repeat that made other calls bounds nothing
+        s = target_seconds(other)
+        low = np.minimum(low, s)
+        high = np.maximum(high, s)
+    return low, high
 
 
 def main(argv=None) -> int:

@@ -89,6 +89,9 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     # the replay's own cost between calls is not the application's computation
     rp.probes.append((rp.seq, *fake.overhead()))
     rows = less_overhead(rp.rows, rp.probes)
+    busy = _busy_warning(rank, rows)
+    if busy:
+        print(f"replay: warning: {busy}", file=sys.stderr)
     walls = sorted(p[1] for p in rp.probes)
     print(f"replay: rank {rank}: {walls[len(walls) // 2] * 1e6:.2f} us of replay overhead per "
           f"call taken out of {len(rows)} computation spans (median of {len(walls)} "
@@ -107,6 +110,17 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         raise OutputError(f"{out_dir}: cannot create ({e.strerror})") from None
     write_atomic(path, write)
     return path
+
+
+def _busy_warning(rank: int, rows: list) -> str | None:
+    """replay.busy's warning for these rows (seq, op, comp, cpu, empty)."""
+    import numpy as np  # the application has run: imports are free now
+
+    from .busy import describe
+    comp = np.array([r[2] for r in rows])
+    cpu = np.array([r[3] for r in rows])
+    waits = np.r_[False, np.array([r[4] for r in rows[:-1]], bool)]
+    return describe(rank, comp, cpu, waits)
 
 
 def less_overhead(rows: list, probes: list) -> list:
@@ -167,13 +181,14 @@ def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[s
     output, .out) and list them all in OUT/repeats_rank<R>.csv; returns the
     kept CSVs.  A validation that interleaves replay rounds with its real
     runs (bench/apps/run.py) calls this after its last round."""
+    # rank, repeat, comp, cpu, disturbed share, kept
     rows = [[r, k, *_totals(os.path.join(out_dir, f"repeat{k}", f"rank{r}.csv"), r), False]
             for k in range(1, repeats + 1) for r in ranks]
     done = []
     for r in ranks:
         mine = [row for row in rows if row[0] == r]
         best = min(mine, key=lambda row: row[2])
-        best[4] = True
+        best[5] = True
         src = os.path.join(out_dir, f"repeat{best[1]}", f"rank{r}")
         for ext in (".csv", ".out"):
             if os.path.exists(src + ext):
@@ -187,21 +202,25 @@ def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[s
         done.append(os.path.join(out_dir, f"rank{r}.csv"))
         with open(os.path.join(out_dir, f"repeats_rank{r}.csv"), "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["rank", "repeat", "comp", "cpu", "kept"])
-            w.writerows((r, k, repr(c), repr(u), str(kept).lower())
-                        for _, k, c, u, kept in mine)
+            w.writerow(["rank", "repeat", "comp", "cpu", "kept", "disturbed"])
+            w.writerows((r, k, repr(c), repr(u), str(kept).lower(), f"{d:.4f}")
+                        for _, k, c, u, d, kept in mine)
     return done
 
 
-def _totals(path: str, rank: int) -> tuple[float, float]:
-    """Total ``comp`` and ``cpu`` seconds of one replay, read by its checked
-    reader (the driver only: a replayed rank never imports pandas)."""
+def _totals(path: str, rank: int) -> tuple[float, float, float]:
+    """Total ``comp`` and ``cpu`` seconds of one replay and its disturbed
+    share (replay/busy.py), read by its checked reader (the driver only: a
+    replayed rank never imports pandas)."""
+    from .busy import disturbed_share
     from .replayed import ReplayedError, read_replayed
     try:
         df = read_replayed(path, rank)
     except ReplayedError as e:
         raise ReplayError(str(e)) from None
-    return float(df["comp"].sum()), float(df["cpu"].sum())
+    waits = df["empty"].shift(1, fill_value=0).to_numpy() != 0
+    return (float(df["comp"].sum()), float(df["cpu"].sum()),
+            disturbed_share(df["comp"].to_numpy(), df["cpu"].to_numpy(), waits))
 
 
 def _reason(stderr: str, code: int) -> str:
@@ -260,6 +279,10 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
                 err = p.stderr.read()
                 del running[r]
                 if p.returncode == 0:
+                    # the replayed rank's own warnings (a busy node) reach the user
+                    for ln in err.splitlines():
+                        if ln.startswith("replay: warning: "):
+                            print(ln, file=sys.stderr, flush=True)
                     done.append(os.path.join(out_dir, f"rank{r}.csv"))
                     print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, "
                           f"{time.time() - t0:.1f} s)", file=sys.stderr, flush=True)

@@ -5,17 +5,21 @@
         [--trace-summary trace_summary.txt] [--validate validate.json]
         [--calibrated platform.yaml] -o report.html
 
-Sections: the prediction per platform (ranked, fastest first: the what-if
-sweep), the per-rank breakdown (computation / communication / waiting) on
-the fastest platform, predicted vs measured when validate ran, the
-representatives and dendrogram, a timeline excerpt, and every platform's
-parameters.  Figures are embedded (base64) and also written beside the
-report as PNG files.
+Sections: the answer (the fastest platform, its band, platforms whose
+bands overlap and so cannot be told apart, warnings), predicted vs
+measured when validate ran, the prediction per platform (ranked, fastest
+first: the what-if sweep), where the time goes on the fastest platform
+(computation / communication / waiting per rank, ranges of ranks beyond
+64, the slowest ranks named), a timeline excerpt, the representatives and
+dendrogram, and the platforms' parameters side by side.  Figures are
+embedded (base64) and also written beside the report as PNG files.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+
+from instrument.output import OutputError
 
 from .page import build
 
@@ -40,7 +44,7 @@ def main(argv=None) -> int:
     try:
         build(a.output, a.predictions, a.reps, a.summary, a.dendrogram, a.timelines,
               a.trace_summary, a.validate, a.calibrated)
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError, ValueError, OutputError) as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {a.output}")

@@ -1,9 +1,22 @@
-"""The report's figures, each a PNG file."""
+"""The report's figures, each a PNG file.
+
+One colour per activity in every figure (ACTIVITY); legends sit outside
+the data; rank axes aggregate beyond ``MAX_BARS`` ranks, so that a run of
+10,000 ranks reads as well as one of 8.
+"""
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
+
+# the activities a rank's time splits into, and their colours everywhere
+ACTIVITY = {"computation": "#4c72b0", "communication": "#dd8452", "waiting": "#c44e52"}
+# the timeline cannot split a call's time into communication and waiting:
+# it shows the whole call in a colour of its own
+IN_MPI = "#8c8c8c"
+MAX_BARS = 64
 
 
 def _plt():
@@ -13,72 +26,94 @@ def _plt():
     return plt
 
 
+def rank_bins(n: int, bins: int = MAX_BARS) -> list[tuple[int, int]]:
+    """Consecutive rank ranges ``[lo, hi)`` covering 0..n-1: one per rank up
+    to ``bins`` ranks, else ``bins`` ranges of (nearly) equal size."""
+    if n <= bins:
+        return [(r, r + 1) for r in range(n)]
+    edges = np.linspace(0, n, bins + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
 def breakdown_png(path: str, pred: dict) -> None:
-    """Stacked bars per rank: computation, communication, waiting."""
+    """Per rank (or per range of ranks, averaged, beyond MAX_BARS ranks):
+    stacked computation, communication and waiting; with ranges, the
+    slowest and fastest finish in each range as a band."""
     plt = _plt()
-    pr = pd.DataFrame(pred["ranks"])
-    if len(pr) > 256:                      # a readable figure: sample the ranks
-        pr = pr.iloc[::len(pr) // 256 + 1]
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    x = pr["rank"].astype(str) if len(pr) <= 64 else pr["rank"]
-    bottom = 0
-    for col, colour in (("computation", "#4c72b0"), ("communication", "#dd8452"),
-                        ("waiting", "#c44e52")):
-        ax.bar(x, pr[col], bottom=bottom, label=col, color=colour, width=0.8)
-        bottom = bottom + pr[col].to_numpy()
-    ax.set_xlabel("rank")
+    pr = pd.DataFrame(pred["ranks"]).sort_values("rank")
+    bins = rank_bins(len(pr))
+    finish = pr["finish"].to_numpy()
+    fig, ax = plt.subplots(figsize=(9.5, 3.8), layout="constrained")
+    x = np.arange(len(bins))
+    bottom = np.zeros(len(bins))
+    for col, colour in ACTIVITY.items():
+        v = pr[col].to_numpy()
+        mean = np.array([v[a:b].mean() for a, b in bins])
+        ax.bar(x, mean, bottom=bottom, color=colour, width=0.85,
+               label=col + (" (mean of the range)" if len(bins) < len(pr) else ""))
+        bottom += mean
+    if len(bins) < len(pr):
+        lo = [finish[a:b].min() for a, b in bins]
+        hi = [finish[a:b].max() for a, b in bins]
+        ax.fill_between(x, lo, hi, step="mid", color="black", alpha=0.15,
+                        label="finish: fastest to slowest rank of the range")
+        labels = [f"{a}-{b - 1}" for a, b in bins]
+        step = max(1, len(bins) // 8)
+        ax.set_xticks(x[::step], labels[::step], fontsize=7)
+        ax.set_xlabel(f"ranks ({len(pr)} in {len(bins)} ranges)")
+    else:
+        step = max(1, len(bins) // 16)
+        ax.set_xticks(x[::step], [str(a) for a, _ in bins][::step], fontsize=8)
+        ax.set_xlabel("rank")
     ax.set_ylabel("seconds")
-    ax.set_title(f"per-rank breakdown on {pred['platform']['name']}: predicted "
+    ax.set_title(f"where the time goes on {pred['platform']['name']}: predicted "
                  f"{pred['predicted_time']:.4g} s", fontsize=10)
-    if len(pr) > 32:
-        ax.set_xticks([])
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def platforms_png(path: str, preds: list) -> None:
+    """Predicted time per platform, fastest on top, with its band."""
     plt = _plt()
-    names = [p["platform"]["name"] for p in preds]
-    times = [p["predicted_time"] for p in preds]
-    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(preds)))
-    ax.barh(names[::-1], times[::-1], color="#4c72b0")
-    for i, t in enumerate(times[::-1]):
-        ax.text(t, i, f" {t:.4g} s", va="center", fontsize=8)
-    ax.set_xlabel("predicted run time (s)")
+    names = [p["platform"]["name"] for p in preds][::-1]
+    times = np.array([p["predicted_time"] for p in preds][::-1])
+    band = np.array([p.get("band", [p["predicted_time"]] * 2) for p in preds][::-1])
+    err = np.vstack([times - band[:, 0], band[:, 1] - times])
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.45 * len(preds)), layout="constrained")
+    ax.barh(names, times, color=ACTIVITY["computation"], alpha=0.85)
+    ax.errorbar(times, np.arange(len(names)), xerr=err, fmt="none", ecolor="black",
+                capsize=4, linewidth=1)
+    for i, (t, hi) in enumerate(zip(times, band[:, 1])):
+        ax.text(hi, i, f"  {t:.4g} s", va="center", fontsize=8)
+    ax.set_xlim(0, band[:, 1].max() * 1.25)
+    ax.set_xlabel("predicted run time (s); whiskers: the band from the measured computation")
     ax.set_title("what-if: the same trace and replay on each platform", fontsize=10)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def timeline_png(path: str, timeline: str, ranks: int = 16, max_events: int = 20000) -> None:
-    """Gantt chart of the first ranks from a Chrome-trace timeline."""
+    """Gantt chart of the first ranks from a Chrome-trace timeline:
+    computation, and time inside MPI calls."""
     plt = _plt()
     with open(timeline) as f:
         ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
               and e["tid"] < ranks][:max_events]
-    colours = {"compute": "#4c72b0", "send": "#55a868", "recv": "#dd8452",
-               "collective": "#8172b3"}
-    fig, ax = plt.subplots(figsize=(9, 0.4 + 0.3 * min(ranks, 1 + max((e["tid"] for e in ev),
-                                                                         default=0))))
-    for cat, colour in colours.items():
-        sel = [e for e in ev if e["cat"] == cat]
-        if sel:
-            ax.broken_barh([(e["ts"] / 1e6, max(e["dur"], 1e-3) / 1e6) for e in sel], (0, 0),
-                           color=colour)
-            for e in sel:
-                ax.broken_barh([(e["ts"] / 1e6, max(e["dur"], 1e-3) / 1e6)],
-                               (e["tid"] - 0.4, 0.8), color=colour)
-            ax.plot([], [], color=colour, linewidth=6, label=cat)
+    shown = min(ranks, 1 + max((e["tid"] for e in ev), default=0))
+    fig, ax = plt.subplots(figsize=(9.5, 0.9 + 0.3 * shown), layout="constrained")
+    for label, colour, cats in (("computation", ACTIVITY["computation"], ("compute",)),
+                                ("in MPI calls (communication and waiting)", IN_MPI,
+                                 ("send", "recv", "collective"))):
+        sel = [e for e in ev if e["cat"] in cats]
+        for e in sel:
+            ax.broken_barh([(e["ts"] / 1e6, max(e["dur"], 1e-3) / 1e6)],
+                           (e["tid"] - 0.4, 0.8), color=colour)
+        ax.plot([], [], color=colour, linewidth=6, label=label)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("rank")
-    ax.invert_yaxis()
-    ax.legend(fontsize=7, ncol=4, loc="upper right")
-    ax.set_title("timeline excerpt (first ranks)", fontsize=10)
-    fig.tight_layout()
+    ax.set_ylim(shown - 0.5, -0.5)
+    ax.set_title(f"timeline excerpt: the first {shown} ranks", fontsize=10)
+    fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-

@@ -1,4 +1,11 @@
-"""The report page: one self-contained HTML file, figures embedded."""
+"""The report page: one self-contained HTML file, figures embedded.
+
+Read top to bottom as a manager would: the answer (fastest platform, its
+band, which platforms cannot be told apart), warnings, predicted against
+measured, the platforms side by side, where the time goes (aggregated for
+large runs, the slowest ranks named), a timeline excerpt, the
+representatives, and the platforms' parameters as one table.
+"""
 from __future__ import annotations
 
 import base64
@@ -9,9 +16,19 @@ import os
 import pandas as pd
 
 from cluster.representatives import read_representatives
-from netsim.prediction import read_prediction
+from netsim.prediction import QUANTITIES, read_prediction
 
 from .figures import breakdown_png, platforms_png, timeline_png
+
+SLOWEST = 10                    # ranks named in the per-rank table
+# Once laid out, the page notes on its body whether every figure decoded
+# and whether anything is wider than the window: what a headless browser
+# test reads back (tests/test_report.py), and harmless to a reader.
+LAYOUT_CHECK = ("<script>addEventListener('load',function(){var b=document.body;"
+                "b.dataset.images=[].every.call(document.images,function(i){"
+                "return i.complete&&i.naturalWidth>0})?'ok':'broken';"
+                "b.dataset.overflow=document.documentElement.scrollWidth>innerWidth?"
+                "'yes':'no'})</script>")
 
 
 def _img(path: str) -> str:
@@ -23,6 +40,93 @@ def _img(path: str) -> str:
 def _table(df: pd.DataFrame, floatfmt="{:.4g}") -> str:
     return df.to_html(index=False, float_format=lambda v: floatfmt.format(v), border=0,
                       classes="t")
+
+
+def indistinguishable(preds: list) -> list[tuple[str, str]]:
+    """Pairs of platforms (in ranking order) whose prediction bands overlap:
+    the measurement cannot say which one is faster."""
+    out = []
+    for i, a in enumerate(preds):
+        for b in preds[i + 1:]:
+            if b["band"][0] <= a["band"][1]:
+                out.append((a["platform"]["name"], b["platform"]["name"]))
+    return out
+
+
+def _us(v) -> str:
+    return "-" if v is None else f"{v * 1e6:.3g}"
+
+
+def _gbs(byte_time) -> str:
+    return "-" if not byte_time else f"{1e-9 / byte_time:.3g}"
+
+
+def parameters(platforms: list[dict]) -> pd.DataFrame:
+    """The platforms' parameters side by side: one row per parameter, one
+    column per platform (``Platform.describe()`` dicts)."""
+    rows: dict[str, dict] = {}
+
+    def put(key, name, value):
+        rows.setdefault(key, {"parameter": key})[name] = value
+    for p in platforms:
+        n = p["name"]
+        put("nodes x cores per node", n, f"{p['nodes']} x {p['cores_per_node']}")
+        put("placement", n, p["placement"])
+        for i, lv in enumerate(p["levels"]):
+            joins = f"up to {lv['span']} cores" if lv.get("span") else "everything"
+            put(f"level {i + 1}", n, f"{lv.get('name') or '-'} ({joins})")
+            put(f"level {i + 1} latency (us)", n, _us(lv["latency"]))
+            put(f"level {i + 1} bandwidth (GB/s)", n, _gbs(lv["byte_time"]))
+        put("overhead send / recv (us)", n,
+            f"{_us(p['overhead']['send'])} / {_us(p['overhead']['recv'])}")
+        put("gap between messages (us)", n, _us(p["gap"]))
+        put("eager limit (bytes)", n, p["eager_limit"])
+        put("NIC contention", n, "yes" if p["contention"] else "no")
+        put("MPI call overhead (us)", n, _us(p["call_overhead"]))
+        put("collectives", n, ", ".join(f"{k}: {v}" for k, v in p["collectives"].items()))
+        put("computation scale", n, p["compute_scale"])
+        put("semantics", n, p["semantics"])
+    names = [p["name"] for p in platforms]
+    return pd.DataFrame(list(rows.values()), columns=["parameter"] + names).fillna("-")
+
+
+def per_rank_summary(pred: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(min / mean / max of every quantity over the ranks, the slowest ranks)."""
+    pr = pd.DataFrame(pred["ranks"])
+    stats = pd.DataFrame([{"": f, **{q: getattr(pr[q], f)() for q in QUANTITIES}}
+                          for f in ("min", "mean", "max")])
+    slow = pr.sort_values("finish", ascending=False).head(SLOWEST)
+    return stats, slow[["rank", *QUANTITIES]]
+
+
+def _headline(preds: list) -> list[str]:
+    best = preds[0]
+    lo, hi = best["band"]
+    parts = [f"<h1>Predicted performance at {len(best['ranks'])} ranks</h1>",
+             f"<p class=big>Fastest platform: <b>{html.escape(best['platform']['name'])}</b>, "
+             f"predicted run time <b>{best['predicted_time']:.4g} s</b>"
+             + (f" (band {lo:.4g} to {hi:.4g} s)" if hi > lo else "")
+             + f"; computation from {html.escape(str(best.get('compute', 'the trace')))}.</p>"]
+    same = indistinguishable(preds)
+    if same:
+        parts.append("<p class=note><b>Indistinguishable:</b> "
+                     + "; ".join(f"{html.escape(a)} and {html.escape(b)}" for a, b in same)
+                     + ": their bands overlap, so this prediction cannot say which is "
+                       "faster.</p>")
+    for w in sorted({w for p in preds for w in p.get("warnings", [])}):
+        parts.append(f"<p class=warn><b>Warning:</b> {html.escape(w)}</p>")
+    return parts
+
+
+def _ranking(preds: list) -> pd.DataFrame:
+    best = preds[0]["predicted_time"]
+    return pd.DataFrame([{
+        "platform": p["platform"]["name"], "predicted time (s)": p["predicted_time"],
+        "band (s)": f"{p['band'][0]:.4g} - {p['band'][1]:.4g}",
+        "relative to fastest": p["predicted_time"] / best,
+        "mean computation (s)": p["summary"]["computation"]["mean"],
+        "mean communication (s)": p["summary"]["communication"]["mean"],
+        "mean waiting (s)": p["summary"]["waiting"]["mean"]} for p in preds])
 
 
 def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram: str,
@@ -40,28 +144,14 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
     preds = [preds[i] for i in order]
     tls = [timelines[i] for i in order] if timelines else []
     best = preds[0]
-    figs = {}
-    figs["platforms"] = os.path.join(figdir, "platforms.png")
+    figs = {k: os.path.join(figdir, f"{k}.png") for k in ("platforms", "breakdown", "timeline")}
     platforms_png(figs["platforms"], preds)
-    figs["breakdown"] = os.path.join(figdir, "breakdown.png")
     breakdown_png(figs["breakdown"], best)
     if tls:
-        figs["timeline"] = os.path.join(figdir, "timeline.png")
         timeline_png(figs["timeline"], tls[0])
     rep = read_representatives(reps)
     summ = pd.read_csv(summary)
-    ranked = pd.DataFrame([{
-        "platform": p["platform"]["name"], "predicted time (s)": p["predicted_time"],
-        "mean computation (s)": p["summary"]["computation"]["mean"],
-        "mean communication (s)": p["summary"]["communication"]["mean"],
-        "mean waiting (s)": p["summary"]["waiting"]["mean"],
-        "relative to fastest": p["predicted_time"] / best["predicted_time"]} for p in preds])
-    parts = [f"<h1>Predicted performance at {len(best['ranks'])} ranks</h1>",
-             f"<p class=big>Fastest platform: <b>{html.escape(best['platform']['name'])}</b>, "
-             f"predicted run time <b>{best['predicted_time']:.4g} s</b> "
-             f"(computation from {html.escape(str(best.get('compute', 'the trace')))}).</p>"]
-    for w in sorted({w for p in preds for w in p.get("warnings", [])}):
-        parts.append(f"<p class=warn><b>Warning:</b> {html.escape(w)}</p>")
+    parts = _headline(preds)
     if validate:
         with open(validate) as f:
             v = json.load(f)
@@ -69,12 +159,17 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
             "platform": v["platform"], "predicted (s)": v["predicted"],
             f"measured (s, min of {len(v['runs'])})": v["measured"],
             "error": f"{100 * v['error']:+.1f} %"}])))
-    parts += ["<h2>Platforms (what-if sweep)</h2>", _table(ranked), _img(figs["platforms"]),
-              "<h2>Per-rank breakdown</h2>", _img(figs["breakdown"]),
-              "<p>Computation: the replayed target computation; waiting: blocked on a late "
-              "partner; communication: the rest (overheads, transfers, collectives).</p>",
-              _table(pd.DataFrame(best["ranks"]).head(64))]
-    if "timeline" in figs:
+    stats, slow = per_rank_summary(best)
+    parts += ["<h2>Platforms (what-if sweep)</h2>", _table(_ranking(preds)),
+              _img(figs["platforms"]),
+              f"<h2>Where the time goes on {html.escape(best['platform']['name'])}</h2>",
+              _img(figs["breakdown"]),
+              "<p>Computation: the replayed target computation; communication: overheads, "
+              "transfers and collectives not hidden by computation; waiting: blocked on a "
+              "late partner.</p>", _table(stats),
+              f"<p>The {min(SLOWEST, len(slow))} slowest of {len(best['ranks'])} ranks:</p>",
+              _table(slow)]
+    if tls:
         parts += ["<h2>Timeline excerpt</h2>", _img(figs["timeline"]),
                   f"<p>The full timeline opens in <a href='https://ui.perfetto.dev'>Perfetto</a>: "
                   f"{html.escape(tls[0])}</p>"]
@@ -83,28 +178,29 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
               f"<p>{len(rep)} ranks, {rep['group'].nunique()} communication group(s), "
               f"{len(summ)} cluster(s); largest clustering error (member total vs its "
               f"representative's) {err:.2%}.</p>", _table(summ), _img(dendrogram)]
+    platforms = [p["platform"] for p in preds]
+    if calibrated and not any(p.get("source") == calibrated for p in platforms):
+        from netsim.platform import load_platform
+        platforms.append(load_platform(calibrated).describe())
+    parts += ["<h2>Platform parameters</h2>", _table(parameters(platforms))]
     if trace_summary:
         with open(trace_summary) as f:
-            parts += ["<h2>Trace</h2>", "<pre>" + html.escape(f.read()) + "</pre>"]
-    if calibrated:
-        with open(calibrated) as f:
-            parts += ["<h2>Calibrated platform</h2>", "<pre>" + html.escape(f.read()) + "</pre>"]
-    parts.append("<h2>Platform parameters</h2>")
-    for p in preds:
-        parts.append(f"<h3>{html.escape(p['platform']['name'])}</h3><pre>"
-                     + html.escape(json.dumps(p["platform"], indent=1)) + "</pre>")
+            parts += ["<details><summary>The trace in numbers (instrument show)</summary><pre>"
+                      + html.escape(f.read()) + "</pre></details>"]
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Prediction report</title>"
             "<style>body{font-family:sans-serif;max-width:1000px;margin:auto;padding:1em}"
             "table.t{border-collapse:collapse;font-size:13px}table.t td,table.t th"
             "{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
             "img{max-width:100%}.big{font-size:18px}"
             ".warn{background:#fde8e8;border-left:4px solid #c00;padding:6px}"
+            ".note{background:#fff6e0;border-left:4px solid #d90;padding:6px}"
             "pre{background:#f6f6f6;padding:6px;"
             "font-size:12px;overflow:auto}</style></head><body>"
-            + "\n".join(parts) + "</body></html>")
-    with open(out + ".tmp", "w") as f:
-        f.write(page)
-    os.replace(out + ".tmp", out)
+            + "\n".join(parts) + LAYOUT_CHECK + "</body></html>")
+    from instrument.output import write_atomic
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(page)
+    write_atomic(out, write)
     return out
-
-

@@ -3,7 +3,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import APPS, EXAMPLES, host_lines, mpirun, record, run, trace
+from conftest import APPS, EXAMPLES, host_lines, mpi_env, mpirun, record, run, trace
 
 
 def replay(log, out, app, ranks=None, rank=None, extra=(), check=True):
@@ -340,3 +340,46 @@ def test_a_replay_is_not_overwritten_without_force(tmp_path):
     replay(tmp_path / "log", rep, app, ranks=[1], extra=["--force", "--load", "2"])
     assert (rep / ".load" / "mine.txt").read_text() == "x"
     assert not [d for d in rep.glob(".load-*")]
+
+
+def test_a_busy_replay_node_is_said_and_bounds_the_prediction(tmp_path):
+    """On a loaded node a replayed span took 0.132 s wall against 0.037 s
+    CPU and every prediction had ``warnings: []``.  Here the node is made
+    busy on purpose (a spinning process pinned to the replay's core), so
+    the check holds however loaded the machine already is."""
+    import json
+    import os
+    import subprocess
+    app = [EXAMPLES / "uneven.py", "--iters", "10", "--work", "200000"]
+    trace(2, tmp_path / "t", app)
+    record(2, tmp_path / "log", [0, 1], app)
+    core = {sorted(os.sched_getaffinity(0))[0]}
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                              preexec_fn=lambda: os.sched_setaffinity(0, core))
+    try:
+        p = subprocess.run([sys.executable, "-m", "replay", "--ranks", "0,1", "--log",
+                            str(tmp_path / "log"), "-o", str(tmp_path / "rep")]
+                           + [str(a) for a in app], capture_output=True, text=True,
+                           env=mpi_env(), timeout=300,
+                           preexec_fn=lambda: os.sched_setaffinity(0, core))
+    finally:
+        burner.kill()
+        burner.wait()
+    assert p.returncode == 0, p.stderr
+    assert "the node was busy during its replay" in p.stderr, p.stderr
+    reps = tmp_path / "reps.csv"
+    reps.write_text("rank,group,cluster,representative,total,rep_total,error\n"
+                    "0,0,0,0,1,1,0\n1,0,1,1,1,1,0\n")
+    q = run([sys.executable, "-m", "replay.expand", str(tmp_path / "t"), str(reps),
+             str(tmp_path / "rep"), "-o", str(tmp_path / "c.csv")])
+    assert "the node was busy" in q.stderr and "stands for 1 rank(s)" in q.stderr
+    c = pd.read_csv(tmp_path / "c.csv")
+    assert (c["low"] <= c["comp"]).all() and (c["comp"] <= c["high"]).all()
+    assert c["low"].sum() < 0.8 * c["comp"].sum()     # the busy spans at their CPU time
+    run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+         "config/platforms/ib-cluster.yaml", "--compute", str(tmp_path / "c.csv"),
+         "-o", str(tmp_path / "p.json")])
+    pred = json.loads((tmp_path / "p.json").read_text())
+    low, high = pred["band"]
+    assert low < 0.8 * pred["predicted_time"] <= high
+    assert any("busy node" in w for w in pred["warnings"]), pred["warnings"]

@@ -1,0 +1,107 @@
+"""The report as a reader sees it: rendered by headless Chromium at 8 and
+256 ranks, screenshots kept beside the test's files.
+
+Skipped where no Chromium is installed (`.ci/run` installs Debian's under
+CI).  The predictions come from real simulator runs of GOAL schedules with
+uneven computation, so that the figures have something to show.
+"""
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT, run
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or \
+    shutil.which("google-chrome")
+
+
+def _goal(path, n: int) -> None:
+    """A ring of n ranks, three iterations; odd ranks compute twice as long."""
+    lines = [f"num_ranks {n}"]
+    for r in range(n):
+        work = 1_000_000 * (2 if r % 2 else 1) + 2_000 * r
+        lines.append(f"rank {r} {{")
+        prev = None
+        for it in range(3):
+            c, s, v = f"c{it}", f"s{it}", f"r{it}"
+            lines += [f"{c}: calc {work}", f"{s}: send 65536b to {(r + 1) % n} tag {it}",
+                      f"{v}: recv 65536b from {(r - 1) % n} tag {it}",
+                      f"{s} requires {c}", f"{v} requires {c}"]
+            if prev:
+                lines.append(f"{c} requires {prev}")
+            prev = v
+        lines.append("}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _report(tmp_path, n: int):
+    d = tmp_path / f"n{n}"
+    d.mkdir()
+    _goal(d / "s.goal", n)
+    preds, tls = [], []
+    for plat in ("ib-cluster", "fat-node"):
+        preds.append(d / f"{plat}.json")
+        tls.append(d / f"{plat}_timeline.json")
+        run([sys.executable, "-m", "netsim", str(d / "s.goal"), "--goal-in", "--platform",
+             f"config/platforms/{plat}.yaml", "-o", str(preds[-1]), "--timeline",
+             str(tls[-1])])
+    reps = pd.DataFrame({"rank": range(n), "group": 0, "cluster": np.arange(n) % 2,
+                         "representative": np.arange(n) % 2, "total": 1.0,
+                         "rep_total": 1.0, "error": 0.0})
+    reps.to_csv(d / "reps.csv", index=False)
+    pd.DataFrame({"cluster": [0, 1], "group": 0, "size": n // 2, "representative": [0, 1],
+                  "mean_total": 1.0, "spread": 0.0, "max_error": 0.0}).to_csv(
+        d / "summary.csv", index=False)
+    shutil.copyfile(ROOT / "examples" / "uneven.py", d / "trace.txt")
+    from report.figures import _plt
+    plt = _plt()
+    fig = plt.figure(figsize=(2, 1))
+    fig.savefig(d / "dendrogram.png")
+    plt.close(fig)
+    out = d / "report.html"
+    run([sys.executable, "-m", "report", "--predictions", *map(str, preds), "--timelines",
+         *map(str, tls), "--reps", str(d / "reps.csv"), "--summary", str(d / "summary.csv"),
+         "--dendrogram", str(d / "dendrogram.png"), "--trace-summary", str(d / "trace.txt"),
+         "-o", str(out)])
+    return out
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to render the report with")
+@pytest.mark.parametrize("n", [8, 256])
+def test_the_report_renders_as_a_reader_sees_it(tmp_path, n):
+    out = _report(tmp_path, n)
+    html = out.read_text()
+    # a table of parameters, not raw dumps of the platforms
+    assert "Platform parameters" in html and '"levels"' not in html and "<pre>{" not in html
+    # the per-rank table names the slowest ranks, not every rank
+    slowest = html.split("slowest of")[1].split("</table>")[0]
+    assert slowest.count("<tr>") == min(10, n)            # body rows (the header row is styled)
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+               "--hide-scrollbars", "--window-size=1100,2600"]
+    dom = subprocess.run(browser + ["--virtual-time-budget=5000", "--dump-dom",
+                                    out.as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    assert 'data-images="ok"' in body, body        # every figure decoded
+    assert 'data-overflow="no"' in body, body      # nothing wider than the window
+    shot = out.with_suffix(".png")
+    subprocess.run(browser + [f"--screenshot={shot}", out.as_uri()], capture_output=True,
+                   timeout=120)
+    from matplotlib.image import imread
+    img = imread(shot)
+    assert img.shape[0] >= 2000 and img.shape[1] >= 1000
+    assert img[..., :3].std() > 0.05                # not a blank page
+
+
+def test_rank_axes_aggregate_beyond_64_ranks():
+    from report.figures import MAX_BARS, rank_bins
+    assert rank_bins(8) == [(r, r + 1) for r in range(8)]
+    for n in (65, 256, 10_000):
+        bins = rank_bins(n)
+        assert len(bins) == MAX_BARS and bins[0][0] == 0 and bins[-1][1] == n
+        assert all(a < b for a, b in bins) and all(b == c for (_, b), (c, _) in
+                                                   zip(bins, bins[1:]))
