@@ -163,10 +163,23 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     return 0;
 }
 
+/* A call after the trace was closed (an application's atexit handler, a
+   library's late send): it went to MPI as usual, untraced; counted, and
+   any request it made gets id -1. */
+static int64_t late_calls = 0;
+static PyObject *late_call(void) {
+    late_calls++;
+    return PyLong_FromLong(-1);
+}
+
+static PyObject *late(PyObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(late_calls);
+}
+
 /* leave(slot, op, comm, peer, tag, sbytes, rbytes, req): the common event */
 static PyObject *leave(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8) { PyErr_SetString(PyExc_TypeError, "leave takes 8 arguments"); return NULL; }
-    if (buf == NULL) { PyErr_SetString(PyExc_RuntimeError, "tracer not started"); return NULL; }
+    if (buf == NULL) return late_call();
     int64_t v[11] = {0, 0, 0, 0, 0, 0, 0, -1, -1, -1, 0};
     unsigned s = (unsigned)PyLong_AsUnsignedLong(args[0]);
     for (int i = 0; i < 7; i++) v[i] = PyLong_AsLongLong(args[i + 1]);
@@ -184,7 +197,7 @@ static PyObject *leave(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
  * and the frame depth of the application's call site */
 static PyObject *leave_ex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 14) { PyErr_SetString(PyExc_TypeError, "leave_ex takes 14 arguments"); return NULL; }
-    if (buf == NULL) { PyErr_SetString(PyExc_RuntimeError, "tracer not started"); return NULL; }
+    if (buf == NULL) return late_call();
     int64_t v[11];
     unsigned s = (unsigned)PyLong_AsUnsignedLong(args[0]);
     for (int i = 0; i < 11; i++) v[i] = PyLong_AsLongLong(args[i + 1]);
@@ -250,6 +263,7 @@ static PyMethodDef methods[] = {
     {"flush", flush, METH_NOARGS, "Write buffered events."},
     {"stop", stop, METH_NOARGS, "Flush and stop recording."},
     {"count", count, METH_NOARGS, "Number of events recorded."},
+    {"late", late, METH_NOARGS, "Calls made after the trace was closed (untraced)."},
     {"now", now, METH_NOARGS, "The tracer's clock (CLOCK_MONOTONIC seconds)."},
     {"new_req", new_req, METH_NOARGS, "The next request id of this rank."},
     {NULL, NULL, 0, NULL}

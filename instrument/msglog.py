@@ -83,9 +83,13 @@ class LogWriter:
         self.pending = 0
         self.flush_bytes = flush_bytes
         self.seen: dict[bytes, int] = {}   # digest of a large payload -> its offset
+        self.late = 0                      # calls after the log was closed (atexit handlers)
 
     def write(self, op: str, peer: int, tag: int, result=None, payloads=(), nbytes: int = 0,
               comm: int = -1) -> None:
+        if self.f.closed:
+            self.late += 1                 # the call went to MPI as usual, unlogged
+            return
         meta = json.dumps([self.index, op, peer, tag, nbytes, comm, result],
                           separators=(",", ":"), default=_plain).encode()
         parts = [_U32.pack(len(meta)), meta, _U32.pack(len(payloads))]

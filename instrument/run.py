@@ -58,6 +58,21 @@ def end_on_sigterm(finish, flush=None, every: float = 1.0) -> None:
     threading.Thread(target=watch, name="repreplay-sigterm", daemon=True).start()
 
 
+def report_late_calls(who: str, count) -> None:
+    """At exit, say how many MPI calls the application made after the tool
+    closed its trace or log (its atexit handlers, a library's late send):
+    they went to MPI untraced.  Registered before the application runs, so
+    it runs after the application's own exit handlers."""
+    import atexit
+
+    def say():
+        n = count()
+        if n:
+            print(f"{who}: {n} MPI call(s) after the end of the application's run (exit "
+                  f"handlers, late sends) went to MPI untraced", file=sys.stderr, flush=True)
+    atexit.register(say)
+
+
 def _when_idle(count, flush, who: str):
     """A flush of a rank's buffer that acts only when the rank made no call
     since the last one (blocked, or computing at length): a busy rank
@@ -177,7 +192,8 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     R = intercept.R
     end_on_sigterm(intercept.finish, flush=_when_idle(lambda: R.n, R.flush,
                                                       f"instrument trace: rank {rank}"))
-    from ._hotpath import WriteError
+    from ._hotpath import WriteError, late
+    report_late_calls(f"instrument: trace: rank {rank}", late)
     try:
         status, code = run_app(target, mode, ours=(WriteError,))
     except WriteError as e:
@@ -310,6 +326,7 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
         W = record.W
         end_on_sigterm(record.finish, flush=_when_idle(
             lambda: W.index, W.flush, f"instrument record: rank {rank}: {W.path}"))
+        report_late_calls(f"instrument: record: rank {rank}", lambda: W.late)
         if rank == ranks[0]:
             report_progress(f"instrument: record: rank {rank}", lambda: record.W.index,
                             "records")

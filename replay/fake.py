@@ -70,6 +70,10 @@ class Replayer:
         self._next_probe = time.perf_counter()
         self.last_exit = time.perf_counter()
         self.last_cpu = time.process_time()
+        # after finalize (the application's exit handlers): calls the
+        # recorder let through unlogged; answered with nothing, counted
+        self.finished = False
+        self.late = 0
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -213,6 +217,9 @@ def _comm_method(cls_name, name):
     sig = inspect.signature(getattr(real, name))
 
     def f(self, *args, **kw):
+        if RP.finished:
+            RP.late += 1
+            return None
         RP.enter()
         ba = sig.bind(self, *args, **kw)
         ba.apply_defaults()
@@ -437,6 +444,9 @@ def _single(name):
     op = name.lower()
 
     def f(self, status=None):
+        if RP.finished:
+            RP.late += 1
+            return None
         RP.enter()
         result, payloads = RP.next(op)
         res, empty = RP.answer(Wait.replay, name, self, status, result, payloads, _Fake)
@@ -452,6 +462,9 @@ def _multi(name):
     op = name.lower()
 
     def f(cls, requests, statuses=None):
+        if RP.finished:
+            RP.late += 1
+            return None
         RP.enter()
         requests = list(requests)
         result, payloads = RP.next(op)
@@ -654,4 +667,5 @@ def finish() -> Replayer:
     RP.enter()
     RP.next("finalize")
     RP.leave("finalize")
+    RP.finished = True
     return RP

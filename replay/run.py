@@ -77,8 +77,10 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     # 0.55-0.7 s replayed with the tracer's 64 MiB top pad, 0.75-1.1 s without)
     from . import fake
     rp = fake.install(log, rank)
-    from instrument.run import report_progress
+    from instrument.run import report_late_calls, report_progress
     report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
+    # calls after finalize were not logged: answered with nothing
+    report_late_calls(f"replay: rank {rank}", lambda: rp.late)
     # a divergence or a damaged record is reported as itself, not as the
     # application's failure with its traceback
     status, code = run_app(target, mode, ours=(fake.Divergence, LogError))

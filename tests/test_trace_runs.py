@@ -269,3 +269,20 @@ def test_a_killed_blocked_rank_keeps_what_it_traced(tmp_path):
     assert (t.events.groupby("rank").size() >= 102).all()
     # a killed rank is told apart from a running one
     assert all(r["status"].startswith("ended without closing") for r in t.meta["ranks"])
+
+
+def test_calls_after_the_tool_finished_pass_to_mpi_untraced(tmp_path):
+    """A pool's exit handler that sent after the tracer finished raised
+    'tracer not started' (trace) and 'write to closed file' (record)."""
+    app = [APPS / "late_atexit.py"]
+    for cmd in (["trace", "-o", str(tmp_path / "t")],
+                ["record", "--ranks", "0,1", "-o", str(tmp_path / "log")]):
+        p = mpirun(2, ["-m", "instrument"] + cmd + app)
+        assert "Traceback" not in p.stderr, p.stderr
+        assert "rank 1 got bye" in p.stdout
+        assert "MPI call(s) after the end of the application's run" in p.stderr, p.stderr
+    # the replay answers them with nothing (they were not logged), no traceback
+    p = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
+             "-o", str(tmp_path / "rep")] + [str(a) for a in app])
+    assert "Traceback" not in p.stderr and "after the end of the application's run" in p.stderr
+    assert "rank 1 main done" in p.stdout
