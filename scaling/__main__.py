@@ -26,6 +26,9 @@ def cmd_fit(a) -> int:
     if len(train) < 3:
         raise D.DataError(f"{len(train)} training configuration(s): need at least 3")
     names = MODELS if a.model == "all" else a.model.split(",")
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise D.DataError(f"unknown model(s) {unknown}: choose from {list(MODELS)} or all")
     params = D.parameters(df)
     fitted, rows = {}, []
     at = pd.DataFrame({"procs": _ints(a.predict)}) if a.predict else None
@@ -64,6 +67,9 @@ def cmd_fit(a) -> int:
 def cmd_metric(a) -> int:
     from .metric import TUPLE, metric, surface_png
     df = D.load(a.data)
+    if "size" not in df:
+        raise D.DataError(f"{a.data}: the metric needs a 'size' column (problem size per "
+                          f"run)")
     if "efficiency" not in df:
         # strong scaling per size: E = T(p0) p0 / (T(p) p) against the smallest p
         df = D.reduce(df, "min")

@@ -25,6 +25,15 @@ def load(path: str) -> pd.DataFrame:
         raise DataError(f"{path}: no 'procs' column (columns: {list(df.columns)})")
     if "time" not in df and "efficiency" not in df:
         raise DataError(f"{path}: needs a 'time' or an 'efficiency' column")
+    for c in ["procs", "time", "efficiency", "size"]:
+        if c in df:
+            v = pd.to_numeric(df[c], errors="coerce")
+            bad = v.isna() | ~v.abs().lt(float("inf"))
+            if bad.any():
+                i = df.index[bad][0]
+                said = "an empty cell" if pd.isna(df[c].iloc[i]) else repr(df[c].iloc[i])
+                raise DataError(f"{path}: row {i}: {c} is {said}, not a finite number")
+            df[c] = v
     if (df["procs"] <= 0).any():
         raise DataError(f"{path}: 'procs' must be positive")
     if "time" in df and (df["time"] <= 0).any():

@@ -150,3 +150,24 @@ def test_grids_cli_shows_counts_and_the_exhaustive_optimum():
                "--max-procs", "64", "--dims", "1,2", "--exhaustive", "--evaluator",
                "jacobi:t_elem=1e-9,latency=2e-4"]).stdout
     assert "candidates" in out and "after heuristic 1" in out and "exhaustive optimum" in out
+
+
+@pytest.mark.parametrize("text,args,needle", [
+    ("procs,time\n1,10\n2,x\n4,3\n8,2\n", [], "row 1: time is 'x', not a finite number"),
+    ("procs,time\n1,10\n2,\n4,3\n8,2\n", [], "row 1: time is an empty cell"),
+    ("procs,time\n1,10\n2,6\n4,3\n8,2\n", ["--model", "foo"], "unknown model(s) ['foo']"),
+])
+def test_bad_scaling_input_is_one_message(tmp_path, text, args, needle):
+    """A non-numeric time was a TypeError traceback, --model foo a KeyError,
+    an empty cell a message about idxmin."""
+    f = tmp_path / "d.csv"
+    f.write_text(text)
+    p = run([sys.executable, "-m", "scaling", "fit", str(f)] + args, check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and needle in p.stderr, p.stderr
+
+
+def test_the_metric_without_a_size_column_says_so(tmp_path):
+    f = tmp_path / "d.csv"
+    f.write_text("procs,time\n1,10\n2,6\n4,3\n")
+    p = run([sys.executable, "-m", "scaling", "metric", str(f)], check=False)
+    assert p.returncode == 2 and "needs a 'size' column" in p.stderr, p.stderr
