@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from . import ops
 from .checks import check_events, read_meta
 from .errors import TraceError
-from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path, write_json
+from .output import write_json
+from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path
 
 RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:12]] + [(f, "<f8") for f in FIELDS[12:]])
 assert RAW_DTYPE.itemsize == RECORD.size

@@ -38,6 +38,8 @@ import os
 import struct
 import zlib
 
+from .output import OutputError, json_default, write_json
+
 MAGIC = b"RRMSGLOG"
 VERSION = 3
 _U32 = struct.Struct("<I")
@@ -63,10 +65,6 @@ def status_path(path: str) -> str:
     return os.path.splitext(path)[0] + ".json"
 
 
-def _plain(x):
-    if hasattr(x, "tolist"):                      # numpy integers and arrays
-        return x.tolist()
-    raise TypeError(f"cannot log {type(x).__name__} in a record's meta")
 
 
 class LogWriter:
@@ -91,7 +89,7 @@ class LogWriter:
             self.late += 1                 # the call went to MPI as usual, unlogged
             return
         meta = json.dumps([self.index, op, peer, tag, nbytes, comm, result],
-                          separators=(",", ":"), default=_plain).encode()
+                          separators=(",", ":"), default=json_default).encode()
         parts = [_U32.pack(len(meta)), meta, _U32.pack(len(payloads))]
         offset = self.pos + sum(len(p) for p in parts)
         new = {}
@@ -142,16 +140,10 @@ class LogWriter:
             status = "the log could not be completed (disk full?)"
         done = {"rank": self.rank, "status": status, "records": self.index,
                 "bytes": self.pos}
-        tmp = status_path(self.path) + ".tmp"
         try:
-            with open(tmp, "w") as f:
-                json.dump(done, f)
-            os.replace(tmp, status_path(self.path))
-        except OSError as e:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise LogError(f"{status_path(self.path)}: cannot write the log's completion "
-                           f"status: {e.strerror}") from None
+            write_json(status_path(self.path), done, indent=None)
+        except OutputError as e:
+            raise LogError(f"cannot write the log's completion status: {e}") from None
 
 
 class LogReader:

@@ -21,7 +21,7 @@ TRACER_VERSION = "1.0"
 
 from launch import abort_job, run_app  # noqa: E402  (standard library only)
 
-from .writer import write_json  # noqa: E402  (json only: no heavy imports)
+from .output import write_json  # noqa: E402  (json only: no heavy imports)
 
 
 def end_on_sigterm(finish, flush=None, every: float = 1.0) -> None:

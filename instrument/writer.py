@@ -21,6 +21,8 @@ import os
 import socket
 import struct
 
+from .output import json_default, write_json
+
 RECORD = struct.Struct("<12q4d")
 # Field order of RECORD; merge.py reads the file with the same layout.
 FIELDS = ["op", "comm", "peer", "tag", "sbytes", "rbytes", "req", "site",
@@ -78,7 +80,7 @@ class Recorder:
         if self.side:
             try:
                 self._side.write(json.dumps(self.side, separators=(",", ":"),
-                                            default=_plain).encode() + b"\n")
+                                            default=json_default).encode() + b"\n")
                 self._side.flush()
             except OSError as e:
                 self.side.clear()
@@ -130,24 +132,5 @@ class Recorder:
         return rank_path(self.trace_dir, self.rank, ext)
 
     def _write_info(self):
-        path = rank_path(self.trace_dir, self.rank, "json")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.info, f)
-        os.replace(tmp, path)
+        write_json(rank_path(self.trace_dir, self.rank, "json"), self.info, indent=None)
 
-
-def _plain(x):
-    """JSON for what the tracer notes besides Python's own types (numpy
-    integers and arrays in per-peer counts)."""
-    if hasattr(x, "tolist"):
-        return x.tolist()
-    raise TypeError(f"cannot write {type(x).__name__} into a trace side file")
-
-
-def write_json(path: str, obj) -> None:
-    """Write JSON atomically (a crash never leaves half a file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
