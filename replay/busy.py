@@ -27,6 +27,13 @@ FLOOR = 50e-6
 WARN_SHARE = 0.05
 
 
+def after_empty_polls(empty) -> np.ndarray:
+    """Mask of the spans that follow a poll which found nothing (the
+    replay's ``empty`` column, in call order): waits, not computation."""
+    empty = np.asarray(empty)
+    return np.r_[False, empty[:-1] != 0] if len(empty) else np.zeros(0, bool)
+
+
 def disturbed(comp: np.ndarray, cpu: np.ndarray, waits: np.ndarray | None = None) -> np.ndarray:
     """Mask of the spans whose wall time ``comp`` exceeds their CPU time
     ``cpu`` by more than the tolerance; ``waits`` masks spans to ignore."""

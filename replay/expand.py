@@ -53,7 +53,7 @@ import pandas as pd
 
 from cluster.representatives import RepresentativesError, read_representatives
 
-from .busy import describe, disturbed
+from .busy import after_empty_polls, describe, disturbed
 from .compute import write_compute
 from .replayed import ReplayedError, read_replayed
 
@@ -66,10 +66,10 @@ def target_seconds(rp: pd.DataFrame) -> np.ndarray:
     """The computation seconds of a replay CSV: wall time, but only the CPU
     time of the spans after a poll that found nothing (waiting)."""
     comp = rp["comp"].to_numpy(dtype=float)
-    if "empty" not in rp.columns or len(rp) == 0:
+    if "empty" not in rp.columns:
         return comp
-    after_empty = np.r_[False, rp["empty"].to_numpy()[:-1] != 0]
-    return np.where(after_empty, np.minimum(comp, rp["cpu"].to_numpy(dtype=float)), comp)
+    return np.where(after_empty_polls(rp["empty"]), np.minimum(comp, rp["cpu"].to_numpy(float)),
+                    comp)
 
 
 def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "none",
@@ -91,7 +91,8 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
         rp = read_replayed(path, rep)
         h = host[rep]
         secs = target_seconds(rp)
-        busy = describe(rep, rp["comp"].to_numpy(), rp["cpu"].to_numpy(), _waits(rp))
+        busy = describe(rep, rp["comp"].to_numpy(), rp["cpu"].to_numpy(),
+                        after_empty_polls(rp["empty"]))
         if busy:
             n = sum(1 for v in rep_of.values() if v == rep)
             warn(f"replay.expand: warning: {busy} (it stands for {n} rank(s))")
@@ -125,15 +126,11 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
     return pd.concat(out, ignore_index=True)
 
 
-def _waits(rp: pd.DataFrame) -> np.ndarray:
-    """The spans after a poll that found nothing (waits, not computation)."""
-    return np.r_[False, rp["empty"].to_numpy()[:-1] != 0]
-
-
 def _band(rp: pd.DataFrame, secs: np.ndarray, replay_dir: str, rep: int):
     """(low, high) per span of a representative's kept replay ``rp``
     (replay/busy.py), widened by its other repeats where there are any."""
-    low = np.where(disturbed(rp["comp"].to_numpy(), rp["cpu"].to_numpy(), _waits(rp)),
+    low = np.where(disturbed(rp["comp"].to_numpy(), rp["cpu"].to_numpy(),
+                             after_empty_polls(rp["empty"])),
                    np.minimum(secs, rp["cpu"].to_numpy(dtype=float)), secs)
     high = secs.copy()
     for path in sorted(glob.glob(os.path.join(replay_dir, "repeat*", f"rank{rep}.csv"))):

@@ -118,11 +118,10 @@ def _busy_warning(rank: int, rows: list) -> str | None:
     """replay.busy's warning for these rows (seq, op, comp, cpu, empty)."""
     import numpy as np  # the application has run: imports are free now
 
-    from .busy import describe
+    from .busy import after_empty_polls, describe
     comp = np.array([r[2] for r in rows])
     cpu = np.array([r[3] for r in rows])
-    waits = np.r_[False, np.array([r[4] for r in rows[:-1]], bool)]
-    return describe(rank, comp, cpu, waits)
+    return describe(rank, comp, cpu, after_empty_polls([r[4] for r in rows]))
 
 
 def less_overhead(rows: list, probes: list) -> list:
@@ -214,13 +213,13 @@ def _totals(path: str, rank: int) -> tuple[float, float, float]:
     """Total ``comp`` and ``cpu`` seconds of one replay and its disturbed
     share (replay/busy.py), read by its checked reader (the driver only: a
     replayed rank never imports pandas)."""
-    from .busy import disturbed_share
+    from .busy import after_empty_polls, disturbed_share
     from .replayed import ReplayedError, read_replayed
     try:
         df = read_replayed(path, rank)
     except ReplayedError as e:
         raise ReplayError(str(e)) from None
-    waits = df["empty"].shift(1, fill_value=0).to_numpy() != 0
+    waits = after_empty_polls(df["empty"])
     return (float(df["comp"].sum()), float(df["cpu"].sum()),
             disturbed_share(df["comp"].to_numpy(), df["cpu"].to_numpy(), waits))
 
