@@ -82,7 +82,20 @@ def read_events(path: str) -> np.ndarray:
 # a rank's raw .json: each key and its type (events and unmodelled once closed)
 RANK_INFO_TYPES = {"rank": int, "host": str, "pid": int, "complete": bool, "status": str,
                    "events": int, "unmodelled": dict}
+# written when the rank closes its trace: absent while it runs
+AT_CLOSE = ("events", "unmodelled")
 
+
+def _valid_info(info, rank: int) -> bool:
+    """Whether a rank's status file holds what the tracer writes there."""
+    if not isinstance(info, dict) or type(info.get("rank")) is not int or info["rank"] != rank:
+        return False
+    running = info.get("status") == "running"
+    for key, kind in RANK_INFO_TYPES.items():
+        if not (running and key in AT_CLOSE) and not isinstance(info.get(key), kind):
+            return False
+    counts = (info.get("unmodelled") or {}).values()
+    return all(type(v) is int and v >= 0 for v in counts) and (info.get("events") or 0) >= 0
 
 
 def rank_info(trace_dir: str, rank: int, warn=None) -> dict:
@@ -96,13 +109,7 @@ def rank_info(trace_dir: str, rank: int, warn=None) -> dict:
         return {"rank": rank, "complete": False, "status": "missing"}
     except (OSError, ValueError, UnicodeDecodeError):
         info = None
-    wrong = not isinstance(info, dict) or type(info.get("rank")) is not int or \
-        info["rank"] != rank or any(
-        k not in info or not isinstance(info[k], t) for k, t in RANK_INFO_TYPES.items()
-        if k not in ("events", "unmodelled") or info.get("status") != "running") or \
-        not all(type(v) is int and v >= 0 for v in (info.get("unmodelled") or {}).values()) \
-        or not (info.get("events") or 0) >= 0
-    if wrong:
+    if not _valid_info(info, rank):
         if warn:
             warn(f"{path}: damaged; rank {rank} counts as incomplete")
         return {"rank": rank, "complete": False, "status": "damaged status file"}
