@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 
-from instrument.output import OutputError, write_atomic
+from instrument.output import write_atomic
 
 from .representatives import write_representatives
 from .select import (
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         os.makedirs(out_dir, exist_ok=True)
         write_representatives(reps, a.output)
         write_atomic(spath, lambda tmp: summ.to_csv(tmp, index=False))
-    except (OutputError, OSError) as e:
+    except OSError as e:                   # instrument.output.OutputError among them
         print(f"cluster: error: {e}", file=sys.stderr)
         return 2
     n, k, groups = len(reps), len(summ), reps["group"].nunique()
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
         try:
             write_atomic(a.plot, lambda tmp: dendrogram_png(tmp, reps, rv.vectors, a.metric,
                                                             a.linkage, cut))
-        except OutputError as e:
+        except OSError as e:
             print(f"cluster: error: {e}", file=sys.stderr)
             return 2
     print(f"wrote {a.output} and {spath}" + (f" and {a.plot}" if a.plot else ""))

@@ -14,7 +14,6 @@ Per rank (JSON ``ranks`` and :attr:`Result.per_rank`):
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -166,9 +165,5 @@ def write_timeline(path: str, s: Schedule, res: Result, max_ranks: int = 64,
                     "ts": res.start[i] * 1e6, "dur": dur, "args": args})
     meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": int(r),
              "args": {"name": f"rank {r}"}} for r in range(min(s.nranks, max_ranks))]
-    from instrument.output import write_atomic
-
-    def write(tmp):
-        with open(tmp, "w") as f:
-            json.dump({"traceEvents": meta + evs, "displayTimeUnit": "ns"}, f)
-    write_atomic(path, write)
+    from instrument.output import write_json
+    write_json(path, {"traceEvents": meta + evs, "displayTimeUnit": "ns"}, indent=None)

@@ -52,13 +52,9 @@ def prediction_json(res, platform, extra: dict | None = None) -> dict:
 
 def write_prediction(path: str, prediction: dict) -> None:
     """Write ``prediction`` to ``path`` (atomically: a reader never sees half a file)."""
-    from instrument.output import write_atomic
-
-    def write(tmp):
-        with open(tmp, "w") as f:
-            json.dump(prediction, f, indent=1)
+    from instrument.output import write_json
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    write_atomic(path, write)
+    write_json(path, prediction)
 
 
 def read_prediction(path: str) -> dict:

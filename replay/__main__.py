@@ -96,7 +96,6 @@ def main(argv=None) -> int:
     if a.load < 0:
         ap.error("--load must be >= 0")
     from instrument.msglog import LogError
-    from instrument.output import OutputError
 
     from .fake import Divergence
     from .run import ReplayError, replay_many, replay_rank
@@ -130,7 +129,7 @@ def main(argv=None) -> int:
                 _refuse_to_overwrite(ranks, a.output)
             replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
                         repeats=a.repeats, load=a.load, any_command=a.any_command)
-    except (LogError, Divergence, ReplayError, OutputError, OSError) as e:
+    except (LogError, Divergence, ReplayError, OSError) as e:
         print(f"replay: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -166,10 +166,9 @@ def main(argv=None) -> int:
     except (ExpandError, RepresentativesError, ReplayedError, TraceError, OSError) as e:
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2
-    from instrument.output import OutputError
     try:
         write_compute(df, a.output)
-    except OutputError as e:
+    except OSError as e:                   # instrument.output.OutputError among them
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2
     print(f"{df['rank'].nunique()} ranks, {len(df)} segments -> {a.output}")

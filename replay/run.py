@@ -193,20 +193,26 @@ def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[s
         src = os.path.join(out_dir, f"repeat{best[1]}", f"rank{r}")
         for ext in (".csv", ".out"):
             if os.path.exists(src + ext):
-                dst = os.path.join(out_dir, f"rank{r}{ext}")
-                shutil.copyfile(src + ext, dst + ".tmp")
-                os.replace(dst + ".tmp", dst)
+                write_atomic(os.path.join(out_dir, f"rank{r}{ext}"),
+                             lambda tmp, f=src + ext: shutil.copyfile(f, tmp))
         spread = max(row[2] for row in mine) / best[2] - 1 if best[2] > 0 else 0.0
         print(f"replay: rank {r}: kept repeat {best[1]} of {repeats} "
               f"({best[2]:.4f} s of computation; the slowest took {100 * spread:.1f} % more)",
               file=sys.stderr, flush=True)
         done.append(os.path.join(out_dir, f"rank{r}.csv"))
-        with open(os.path.join(out_dir, f"repeats_rank{r}.csv"), "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["rank", "repeat", "comp", "cpu", "kept", "disturbed"])
-            w.writerows((r, k, repr(c), repr(u), str(kept).lower(), f"{d:.4f}")
-                        for _, k, c, u, d, kept in mine)
+        write_atomic(os.path.join(out_dir, f"repeats_rank{r}.csv"),
+                     lambda tmp, mine=mine: _write_repeats(tmp, mine))
     return done
+
+
+def _write_repeats(path: str, rows: list) -> None:
+    """repeats_rank<R>.csv: one rank's repeats (rank, repeat, comp, cpu,
+    disturbed share, kept) as the file's columns order them."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rank", "repeat", "comp", "cpu", "kept", "disturbed"])
+        w.writerows((r, k, repr(c), repr(u), str(kept).lower(), f"{d:.4f}")
+                    for r, k, c, u, d, kept in rows)
 
 
 def _totals(path: str, rank: int) -> tuple[float, float, float]:

@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from instrument.output import OutputError
-
 from .page import build
 
 
@@ -44,7 +42,7 @@ def main(argv=None) -> int:
     try:
         build(a.output, a.predictions, a.reps, a.summary, a.dendrogram, a.timelines,
               a.trace_summary, a.validate, a.calibrated)
-    except (OSError, KeyError, ValueError, OutputError) as e:
+    except (OSError, KeyError, ValueError) as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {a.output}")
