@@ -82,5 +82,6 @@ def _check_band(df: pd.DataFrame, path: str) -> None:
     if bad.any():
         i = int(np.argmax(bad))
         raise ComputeError(f"{path}: rank {df['rank'].iat[i]}, seq {df['seq'].iat[i]}: low "
-                           f"{lo[i]!r} <= comp {comp[i]!r} <= high {hi[i]!r} does not hold")
+                           f"{float(lo[i])!r} <= comp {float(comp[i])!r} <= high "
+                           f"{float(hi[i])!r} does not hold")
     df["low"], df["high"] = lo, hi

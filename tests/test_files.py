@@ -90,6 +90,8 @@ def test_a_damaged_replay(stages, tmp_path):
     (lambda c: pd.concat([c, c.iloc[:1]]), "appears twice"),
     (lambda c: c.assign(comp=c["comp"].where(c.index != 3, np.nan)), "comp must be a finite"),
     (lambda c: c.iloc[1:], "no computation time for 1 trace events"),
+    (lambda c: c.assign(low=2 * c["comp"] + 1), "rank 0, seq 0: low"),
+    (lambda c: c.drop(columns="high"), "columns low and high come together"),
 ])
 def test_a_damaged_computation_table(stages, tmp_path, damage, needle):
     bad = tmp_path / "compute.csv"
