@@ -1,6 +1,6 @@
 """python -m calibrate (measure | fit): the target's network as a platform file.
 
-    mpiexec -n P python -m calibrate measure -o pingpong.csv [--repeats R]
+    mpiexec -n P python -m calibrate measure -o pingpong.csv [--repeats R] [--max-bytes B]
     python -m calibrate fit pingpong.csv [more.csv ...] --cores-per-node C [--nodes K]
         [--template PLATFORM.yaml] -o platform.yaml
 """
@@ -11,7 +11,7 @@ import os
 import sys
 
 from .fit import fit, gbs, into_template
-from .measure import measure
+from .measure import SIZES, measure
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +25,10 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--repeats", type=int, default=30,
                    help="blocks of back-to-back calls per point; the median block is kept "
                         "(default 30)")
+    m.add_argument("--max-bytes", type=int, default=SIZES[-1],
+                   help="largest message measured (default 4 MiB); on a slow network "
+                        "a smaller one keeps the measurement short, and the fit carries "
+                        "the largest size's byte time on beyond it")
     f = sub.add_parser("fit", help="fit latency/byte time and curves per level, "
                                    "write a platform YAML")
     f.add_argument("raw", nargs="+",
@@ -81,7 +85,10 @@ def _print_summary(d: dict) -> None:
 def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     if a.cmd == "measure":
-        measure(a.output, repeats=a.repeats)
+        if a.max_bytes < 1:
+            print("calibrate: error: --max-bytes must be at least 1", file=sys.stderr)
+            return 2
+        measure(a.output, sizes=[n for n in SIZES if n <= a.max_bytes], repeats=a.repeats)
         return 0
     import yaml
     try:

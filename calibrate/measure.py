@@ -66,21 +66,21 @@ def _first_two(w):
     return None if pair == MPI.COMM_NULL else pair
 
 
-def _eager_limit(w, late: float = 0.02) -> int | None:
+def _eager_limit(w, late: float = 0.02, largest: int = 1 << 22) -> int | None:
     """The largest message a blocking Send hands over before its receiver
     has posted the receive (MPI's eager protocol; larger ones wait for the
     receiver: rendezvous), from ranks 0 and 1: rank 1 posts each receive
     ``late`` seconds after rank 0 starts sending; a send that returns
     within half of that was eager.  Bisection between the powers of two
     that straddle it (MPICH on shared memory: 8112 bytes, a cell of 8 KiB
-    less its header).  None where even 4 MiB goes eagerly, or fewer than
+    less its header).  None where even ``largest`` bytes go eagerly, or fewer than
     two ranks."""
     import numpy as np
     from mpi4py import MPI
     pair = _first_two(w)
     if pair is None:
         return None
-    buf = np.zeros(1 << 22, np.uint8)
+    buf = np.zeros(largest, np.uint8)
 
     def eager(n: int) -> bool:
         pair.Barrier()
@@ -139,7 +139,7 @@ def _pair_costs(w, repeats: int) -> list:
         for what in calls if what != "sendrecv"]
 
 
-def _pack_costs(w, repeats: int) -> list:
+def _pack_costs(w, repeats: int, shapes=PACK_SHAPES) -> list:
     """Rows (what, bytes, seconds per call) of ranks 0 and 1 for MPI's
     packing of non-contiguous derived datatypes: an Alltoallw whose blocks
     are 3-D subarrays of complex numbers, (a0, a1/2, 33) out of (a0, a1,
@@ -159,7 +159,7 @@ def _pack_costs(w, repeats: int) -> list:
         return []
     rows = []
     flush = np.ones(32 << 20, np.uint8)         # larger than the caches
-    for a0, a1 in PACK_SHAPES:
+    for a0, a1 in shapes:
         shape_a, shape_b = (a0, a1, 33), (2 * a0, a1 // 2, 33)
         a, b = np.ones(shape_a, complex), np.zeros(shape_b, complex)
         s, r = np.ones(a.size, complex), np.zeros(a.size, complex)
@@ -301,8 +301,11 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
         rows.append((-1, n, min(_median_per_call(lambda: np.copyto(b, a), 1, 3)
                                 for _ in range(max(3, repeats // 3))), "copy"))
     rows += [(-1, 8, t, what) for what, t in _pair_costs(w, repeats)]
-    rows += [(-1, n, t, what) for what, n, t in _pack_costs(w, repeats)]
-    limit = _eager_limit(w)
+    # a measurement capped below 4 MiB (a slow network) keeps the two
+    # smallest shapes, which the packing rate's fit needs at least
+    shapes = [s for s in PACK_SHAPES if 16 * 33 * s[0] * s[1] <= max(sizes[-1], 1 << 20)]
+    rows += [(-1, n, t, what) for what, n, t in _pack_costs(w, repeats, shapes)]
+    limit = _eager_limit(w, largest=max(sizes[-1], 1 << 16))
     if limit is not None:
         rows.append((-1, limit, 0.0, "eager_limit"))
     if w.rank == 0:

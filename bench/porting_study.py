@@ -1,0 +1,267 @@
+"""Porting-study validation: predict a target that is not the host.
+
+    python bench/porting_study.py [--apps jacobi,cg] [--links 10gbit,1gbit,100mbit]
+                                  [--rounds 5] [--out bench/porting/results] [--markdown]
+                                  [--resimulate]
+
+The target is an emulated cluster (python -m emulate): N nodes, one rank
+each, joined by links of a given rate, one cluster per link setting, all
+up at once inside a private network namespace (needs root; everything it
+makes disappears when the script ends).  As in a porting study, the
+application is traced and recorded on the host (shared memory, the
+host's own mpiexec), its representatives are replayed on the host's
+cores (the target's nodes are this machine's cores), and the result is
+simulated on two descriptions of each target:
+
+- calibrated: ``calibrate measure`` run on the emulated cluster, fitted
+  (what a user has once the machine is delivered);
+- nominal: written by hand from the link's nominal figures, as a user
+  would before delivery: byte time 8 / rate, a latency of NOMINAL_LATENCY
+  (a typical kernel-TCP figure), everything else the defaults.
+
+Then the application runs for real on each emulated cluster.  Rounds
+interleave the two sides (a replay, then one real run per link), since
+this machine drifts; compared are the median prediction and the median
+real run, with the 95 % bootstrap interval of the error over the rounds.
+Also reported, per application, whether the predictions rank the link
+settings as the real runs do, and the predicted against the measured
+speed-up between the slowest and fastest link.
+
+Writes OUT/links/<link>/{pingpong.csv,calibrated.yaml,nominal.yaml},
+OUT/<app>/... (trace, representatives, log, replays, predictions,
+runs.json) and OUT/results.csv (one row per app, link and platform
+source: predicted, measured, error, and each round's figures).
+``--resimulate`` redoes the expansion and simulations from the rounds
+saved under OUT, without running anything (after a change to the model).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE / "apps")]
+from run import error_interval, fidelity, sh  # noqa: E402  (bench/apps/run.py)
+
+from cluster.representatives import read_representatives  # noqa: E402
+from emulate import Cluster, down, up  # noqa: E402
+from emulate.__main__ import parse_rate  # noqa: E402
+from emulate.isolate import MARK, enter, isolated  # noqa: E402
+from replay.run import keep_least_disturbed  # noqa: E402
+from validate import measure  # noqa: E402
+
+PY = sys.executable
+MPIEXEC = str(Path(PY).parent / "mpiexec")
+RANKS = 2                    # one rank per emulated node, one node per core here
+NOMINAL_LATENCY = 20e-6      # what a user would write for kernel TCP over Ethernet
+TIMEOUT = 900                # a stage taking longer has hung
+
+# the examples and the third-party applications whose traffic a 0.1 Gbit/s
+# link carries in seconds (the OSU demos send gigabytes: hours there)
+APPS = {
+    "jacobi": ["examples/jacobi.py", "--n", "1024", "--iters", "300"],
+    "cg": ["examples/cg.py", "--n", "200000", "--iters", "100"],
+    "master-worker": ["examples/master_worker.py", "--tasks", "40", "--size", "200"],
+    "uneven": ["examples/uneven.py", "--iters", "40"],
+    "futures-julia": ["bench/apps/src/mpi4py/demo/futures/run_julia.py"],
+}
+
+
+def env() -> dict:
+    e = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1", MPLBACKEND="Agg",
+             OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def link_name(rate: float) -> str:
+    return f"{rate / 1e9:g}gbit"
+
+
+def nominal_platform(rate: float) -> dict:
+    """The target as a user describes it from its data sheet."""
+    return {"name": f"nominal-{link_name(rate)}", "nodes": RANKS, "cores_per_node": 1,
+            "network": {"levels": [{"name": "ethernet", "latency": NOMINAL_LATENCY,
+                                    "byte_time": 8.0 / rate}], "contention": True}}
+
+
+def calibrate_link(c: Cluster, d: Path, rate: float) -> None:
+    """``calibrate measure`` on cluster ``c`` (messages up to what the link
+    carries in about 20 ms, at most 4 MiB) and its fit: d/calibrated.yaml."""
+    largest = 1 << min(22, max(16, int(rate / 8 * 0.02).bit_length() - 1))
+    sh([c.mpiexec, "-n", str(RANKS), PY, "-m", "calibrate", "measure", "--repeats", "10",
+        "--max-bytes", str(largest), "-o", str(d / "pingpong.csv")], d / "measure.log",
+       timeout=TIMEOUT, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
+    sh([PY, "-m", "calibrate", "fit", str(d / "pingpong.csv"), "--cores-per-node", "1",
+        "--nodes", str(RANKS), "--name", f"calibrated-{link_name(rate)}",
+        "-o", str(d / "calibrated.yaml")], d / "fit.log")
+
+
+def host_stages(name: str, app: list[str], d: Path) -> None:
+    """Trace, cluster and record on the host (its shared memory)."""
+    sh([MPIEXEC, "-n", str(RANKS), PY, "-m", "instrument", "trace", "-o", str(d / "trace")]
+       + app, d / "trace.log", timeout=TIMEOUT)
+    sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
+    sh([MPIEXEC, "-n", str(RANKS), PY, "-m", "instrument", "record", "--reps",
+        str(d / "reps.csv"), "-o", str(d / "msglog")] + app, d / "record.log", timeout=TIMEOUT)
+
+
+def rounds(app: list[str], d: Path, clusters: dict, k: int) -> None:
+    """Round ``k``: the representatives replayed on the host's cores, both at
+    once as the emulated nodes share them, then one real run per link."""
+    sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
+        "--concurrent", str(RANKS), "--load", str(RANKS),
+        "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log", timeout=TIMEOUT)
+    runs = json.loads((d / "runs.json").read_text()) if (d / "runs.json").exists() else {}
+    for link, c in clusters.items():
+        t = measure(app, RANKS, 1, c.mpiexec, env=env(), log=lambda s: None,
+                    timeout=TIMEOUT)["measured"]
+        runs.setdefault(link, []).append(t)
+        print(f"    round {k} {link}: {t:.4f} s", flush=True)
+    (d / "runs.json").write_text(json.dumps(runs))
+
+
+def predict(name: str, d: Path, links: Path) -> list[dict]:
+    """Each round's replays expanded and simulated on every link's two
+    platforms; one row per link and source."""
+    reps = read_representatives(str(d / "reps.csv"))
+    runs = json.loads((d / "runs.json").read_text())
+    n_rounds = len(sorted((d / "replay").glob("repeat[0-9]*")))
+    keep_least_disturbed(sorted(set(reps["representative"])), str(d / "replay"), n_rounds)
+    for k in range(1, n_rounds + 1):
+        sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
+            str(d / "replay" / f"repeat{k}"), "-o", str(d / f"compute{k}.csv")],
+           d / f"expand{k}.log")
+    rows = []
+    fid = fidelity(d / "trace", reps, d / "replay")
+    for link, measured in runs.items():
+        for source in ("calibrated", "nominal"):
+            platform = links / link / f"{source}.yaml"
+            preds = []
+            for k in range(1, n_rounds + 1):
+                out = d / f"prediction-{link}-{source}-{k}.json"
+                sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform),
+                    "--compute", str(d / f"compute{k}.csv"), "-o", str(out)],
+                   d / f"simulate-{link}-{source}-{k}.log")
+                preds.append(json.loads(out.read_text())["predicted_time"])
+            p, m = statistics.median(preds), statistics.median(measured)
+            lo, hi = error_interval(preds, measured)
+            rows.append({"app": name, "link": link, "source": source, "predicted": p,
+                         "measured": m, "error": p / m - 1, "lo": lo, "hi": hi,
+                         "fidelity": fid, "predicted_each": preds,
+                         "measured_each": measured})
+            print(f"    {link} {source}: predicted {p:.4f} s, measured {m:.4f} s, "
+                  f"error {100 * (p / m - 1):+.1f} % ({100 * lo:+.0f} to {100 * hi:+.0f})",
+                  flush=True)
+    return rows
+
+
+def markdown(df: pd.DataFrame) -> str:
+    """The porting-study table, its summary per platform source, and the
+    what-if ranking of the link settings."""
+    out = ["| app | link | platform | predicted s (rounds) | measured s (rounds) | "
+           "error (95 % interval) |", "|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        out.append(f"| {r.app} | {r.link} | {r.source} | {r.predicted:.3f} "
+                   f"({min(r.predicted_each):.3f}-{max(r.predicted_each):.3f}) | "
+                   f"{r.measured:.3f} ({min(r.measured_each):.3f}-{max(r.measured_each):.3f}) "
+                   f"| {100 * r.error:+.1f} % ({100 * r.lo:+.0f} to {100 * r.hi:+.0f}) |")
+    out.append("")
+    for source, g in df.groupby("source", sort=False):
+        e = g["error"].abs()
+        out.append(f"- {source}: {len(g)} comparisons, |error| mean {100 * e.mean():.1f} %, "
+                   f"max {100 * e.max():.1f} %")
+    out += ["", "What-if: the link settings ranked by time (slowest first), and the "
+            "speed-up from the slowest link to the fastest.", "",
+            "| app | measured order | calibrated order | nominal order | measured speed-up "
+            "| calibrated | nominal |", "|---|---|---|---|---|---|---|"]
+    for app, g in df.groupby("app", sort=False):
+        cells, ups = [], []
+        for col, source in (("measured", "calibrated"), ("predicted", "calibrated"),
+                            ("predicted", "nominal")):
+            s = g[g["source"] == source].set_index("link")[col]
+            cells.append(" > ".join(s.sort_values(ascending=False).index))
+            ups.append(s.max() / s.min())
+        same = ["" if c == cells[0] else " (differs)" for c in cells]
+        out.append(f"| {app} | {cells[0]} | {cells[1]}{same[1]} | {cells[2]}{same[2]} | "
+                   f"{ups[0]:.2f}x | {ups[1]:.2f}x | {ups[2]:.2f}x |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--apps", help=f"comma-separated, of {', '.join(APPS)} (default all)")
+    ap.add_argument("--links", default="10gbit,1gbit,100mbit",
+                    help="link rates, one emulated cluster each (default 10gbit,1gbit,100mbit)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per app (default 5)")
+    ap.add_argument("--out", default=str(HERE / "porting" / "results"))
+    ap.add_argument("--markdown", action="store_true", help="print the tables as markdown")
+    ap.add_argument("--resimulate", action="store_true",
+                    help="simulate again from the rounds saved under OUT (runs nothing)")
+    a = ap.parse_args(argv)
+    names = a.apps.split(",") if a.apps else list(APPS)
+    if set(names) - set(APPS):
+        ap.error(f"unknown app(s) {sorted(set(names) - set(APPS))}; known: {', '.join(APPS)}")
+    rates = [parse_rate(x) for x in a.links.split(",")]
+    out = Path(a.out).resolve()
+    if not a.resimulate and os.environ.get(MARK) != "1":
+        # the clusters live in a private network namespace that ends with us
+        return isolated([PY, str(Path(__file__).resolve())] + list(sys.argv[1:]
+                                                                   if argv is None else argv))
+    rows = []
+    if a.resimulate:
+        for name in names:
+            if (out / name / "runs.json").exists():
+                print(f"{name}: resimulating", flush=True)
+                rows += predict(name, out / name, out / "links")
+    else:
+        enter()
+        clusters = {}
+        try:
+            for i, rate in enumerate(rates):
+                link = link_name(rate)
+                c = up(Cluster(f"link{i}", RANKS, 1, rate))
+                clusters[link] = c
+                d = out / "links" / link
+                d.mkdir(parents=True, exist_ok=True)
+                (d / "nominal.yaml").write_text(yaml.safe_dump(nominal_platform(rate),
+                                                               sort_keys=False))
+                print(f"calibrating {link}", flush=True)
+                calibrate_link(c, d, rate)
+            for name in names:
+                app = [str(ROOT / APPS[name][0])] + APPS[name][1:]
+                if not os.path.exists(app[0]):
+                    print(f"{name}: {app[0]} missing (bench/apps/install.sh); skipped")
+                    continue
+                d = out / name
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir(parents=True)
+                print(f"{name}: {' '.join(APPS[name])}", flush=True)
+                host_stages(name, app, d)
+                for k in range(1, a.rounds + 1):
+                    rounds(app, d, clusters, k)
+                rows += predict(name, d, out / "links")
+        finally:
+            for c in clusters.values():
+                down(c.name, log=lambda s: None)
+    df = pd.DataFrame(rows)
+    if len(df):
+        df.to_csv(out / "results.csv", index=False)
+        print(markdown(df) if a.markdown else df.drop(
+            columns=["predicted_each", "measured_each"]).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

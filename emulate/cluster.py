@@ -1,0 +1,183 @@
+"""Bring an emulated cluster up and down: nodes as network namespaces.
+
+Each node is a network namespace (``rr-NAME-n<k>``) whose one interface,
+``eth0`` (address 10.200.0.<k+1>/24), is one end of a veth pair; the other
+end is a port of a bridge in a hub namespace (``rr-NAME-hub``): a
+non-blocking switch.  Both ends of every pair are shaped by a token bucket
+(``tc tbf``) at the node's link rate, so each node has a full-duplex NIC of
+that rate and a queue of ``queue`` seconds at it.  Nothing is created in
+the namespace ``up`` runs in: the pairs are made directly inside the node
+and hub namespaces, so the machine's own interfaces are never touched, and
+deleting the namespaces removes everything (``down``).  ``tc`` here has no
+``netem``: a link's latency is the stack's own, not set.
+
+The cluster's description is kept in ``STATE/NAME/cluster.json`` (STATE is
+``/run/repreplay-emulate``), beside ``STATE/NAME/mpiexec``, the launcher
+that places ranks on its nodes (:mod:`emulate.launch`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+STATE = "/run/repreplay-emulate"
+SUBNET = "10.200.0"                  # private to the namespaces: never routed from the host
+MAX_NODES = 250                      # addresses .1 .. .250 of SUBNET
+NAME = re.compile(r"^[a-z0-9]{1,8}$")  # namespace and interface names stay short
+
+
+class EmulateError(RuntimeError):
+    """A cluster that cannot be brought up, used or brought down; says why."""
+
+
+@dataclass
+class Cluster:
+    """An emulated cluster: ``nodes`` namespaces of ``cores_per_node`` ranks
+    each, joined by links of ``rate`` bits per second with ``queue`` seconds
+    of buffering."""
+    name: str
+    nodes: int
+    cores_per_node: int
+    rate: float                      # bits per second of each node's link, each way
+    queue: float = 0.05              # seconds of data a link's queue holds
+
+    def namespace(self, k: int) -> str:
+        """The network namespace of node ``k``."""
+        return f"rr-{self.name}-n{k}"
+
+    @property
+    def hub(self) -> str:
+        """The namespace of the switch joining the nodes."""
+        return f"rr-{self.name}-hub"
+
+    def address(self, k: int) -> str:
+        return f"{SUBNET}.{k + 1}"
+
+    @property
+    def state_dir(self) -> str:
+        return os.path.join(STATE, self.name)
+
+    @property
+    def mpiexec(self) -> str:
+        """The launcher script: ``mpiexec -n N cmd ...`` on this cluster."""
+        return os.path.join(self.state_dir, "mpiexec")
+
+    def check(self) -> None:
+        if not NAME.match(self.name):
+            raise EmulateError(f"cluster name {self.name!r}: 1 to 8 lower-case letters or "
+                               "digits (it becomes part of namespace names)")
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise EmulateError(f"nodes {self.nodes}: between 1 and {MAX_NODES}")
+        if self.cores_per_node < 1:
+            raise EmulateError(f"cores per node {self.cores_per_node}: at least 1")
+        if not self.rate > 0 or not self.queue > 0:
+            raise EmulateError(f"rate {self.rate} bit/s and queue {self.queue} s must be > 0")
+
+
+def _ip(*args: str) -> None:
+    """Run one ``ip``/``tc`` command; a failure says which and why."""
+    p = subprocess.run(list(args), capture_output=True, text=True)
+    if p.returncode:
+        raise EmulateError(f"{' '.join(args)}: {p.stderr.strip() or 'exit ' + str(p.returncode)}")
+
+
+def _shape(c: Cluster, namespace: str, dev: str) -> None:
+    """A token bucket at the link rate on ``dev``'s way out.  Its bucket
+    holds 100 us of the rate (at least 16 KiB: the kernel hands veth
+    segments of up to 64 KiB, which tbf splits to fit), so a short message
+    is not let through faster than the link."""
+    burst = max(16384, int(c.rate / 8 * 100e-6))
+    limit = max(4 * burst, int(c.rate / 8 * c.queue))
+    _ip("ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+        "rate", f"{int(c.rate)}bit", "burst", str(burst), "limit", str(limit))
+
+
+def existing(name: str) -> list[str]:
+    """The namespaces of cluster ``name`` that exist now."""
+    p = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    return [line.split()[0] for line in p.stdout.splitlines()
+            if line.split() and line.split()[0].startswith(f"rr-{name}-")]
+
+
+def up(c: Cluster, log=print) -> Cluster:
+    """Create cluster ``c`` (its namespaces, links, shaping, launcher and
+    state file).  On any failure everything created so far is removed and
+    the error says which command failed."""
+    c.check()
+    if os.geteuid() != 0:
+        raise EmulateError("an emulated cluster needs root (network namespaces, tc)")
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        raise EmulateError("needs the ip and tc commands (Debian: iproute2)")
+    if existing(c.name) or os.path.exists(c.state_dir):
+        raise EmulateError(f"cluster {c.name!r} exists already; `python -m emulate down "
+                           f"--name {c.name}` first")
+    try:
+        _ip("ip", "netns", "add", c.hub)
+        _ip("ip", "-n", c.hub, "link", "set", "lo", "up")
+        _ip("ip", "-n", c.hub, "link", "add", "br0", "type", "bridge")
+        _ip("ip", "-n", c.hub, "link", "set", "br0", "up")
+        for k in range(c.nodes):
+            ns, port = c.namespace(k), f"p{k}"
+            _ip("ip", "netns", "add", ns)
+            _ip("ip", "-n", ns, "link", "set", "lo", "up")
+            # both ends made where they live: the calling namespace never has them
+            _ip("ip", "link", "add", "eth0", "netns", ns, "type", "veth",
+                "peer", "name", port, "netns", c.hub)
+            _ip("ip", "-n", ns, "addr", "add", f"{c.address(k)}/24", "dev", "eth0")
+            _ip("ip", "-n", ns, "link", "set", "eth0", "up")
+            _ip("ip", "-n", c.hub, "link", "set", port, "master", "br0")
+            _ip("ip", "-n", c.hub, "link", "set", port, "up")
+            _shape(c, ns, "eth0")
+            _shape(c, c.hub, port)
+        os.makedirs(c.state_dir)
+        with open(os.path.join(c.state_dir, "cluster.json"), "w") as f:
+            json.dump(asdict(c), f, indent=1)
+        with open(c.mpiexec, "w") as f:
+            f.write(f"#!/bin/sh\n# mpiexec on the emulated cluster {c.name}\n"
+                    f"exec {sys.executable} -m emulate mpiexec --name {c.name} \"$@\"\n")
+        os.chmod(c.mpiexec, 0o755)
+    except BaseException:
+        down(c.name, log=lambda s: None)
+        raise
+    log(f"cluster {c.name}: {c.nodes} nodes x {c.cores_per_node} cores, links of "
+        f"{c.rate / 1e9:g} Gbit/s each way; launcher {c.mpiexec}")
+    return c
+
+
+def load(name: str) -> Cluster:
+    """The cluster ``name`` as ``up`` described it."""
+    path = os.path.join(STATE, name, "cluster.json")
+    try:
+        with open(path) as f:
+            c = Cluster(**json.load(f))
+    except FileNotFoundError:
+        raise EmulateError(f"no emulated cluster {name!r} ({path} missing); "
+                           "`python -m emulate up` first") from None
+    except (ValueError, TypeError) as e:
+        raise EmulateError(f"{path}: not a cluster description ({e})") from None
+    missing = [c.namespace(k) for k in range(c.nodes) if c.namespace(k) not in existing(name)]
+    if missing:
+        raise EmulateError(f"cluster {name!r}: namespaces {', '.join(missing)} are gone; "
+                           "`python -m emulate down` and up again")
+    return c
+
+
+def down(name: str, log=print) -> int:
+    """Remove every namespace of cluster ``name`` (their links and queues go
+    with them) and its state; returns how many namespaces were removed."""
+    if not NAME.match(name):
+        raise EmulateError(f"cluster name {name!r}: 1 to 8 lower-case letters or digits")
+    gone = existing(name)
+    for ns in gone:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    shutil.rmtree(os.path.join(STATE, name), ignore_errors=True)
+    left = existing(name)
+    if left:
+        raise EmulateError(f"could not remove {', '.join(left)}")
+    log(f"cluster {name}: removed {len(gone)} namespaces")
+    return len(gone)
