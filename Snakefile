@@ -27,6 +27,11 @@ APP = " ".join((["-m"] if config["app"]["module"] else []) + [config["app"]["scr
 # the application's script (a module has none): a changed script reruns its runs
 APP_FILES = [] if config["app"]["module"] else [config["app"]["script"]]
 MPIRUN = f"{MPIEXEC} -n {N} {PY}"          # the full-scale run on the host
+# runs on the target (calibrate, validate): the site's mpiexec, or an
+# emulated cluster's launcher (python -m emulate up)
+TARGET_MPIEXEC = config["target"].get("mpiexec", MPIEXEC)
+if not (os.path.isfile(TARGET_MPIEXEC) and os.access(TARGET_MPIEXEC, os.X_OK)):
+    raise WorkflowError(f"config: target.mpiexec: {TARGET_MPIEXEC} is not an executable file")
 CL = config["cluster"]
 COUNT = "--count-c-calls" if config["count_c_calls"] else ""
 # the software of every rule, for `snakemake --use-conda` (the README's
@@ -258,7 +263,7 @@ rule calibrate:
         f"{RES}/benchmarks/calibrate.tsv"
     params:
         py=PY,
-        mpiexec=MPIEXEC,
+        mpiexec=TARGET_MPIEXEC,
         c=config["calibrate"],
         template=f"--template {TEMPLATE}" if TEMPLATE else "",
     resources:
@@ -269,7 +274,7 @@ rule calibrate:
     shell:
         # busy-polling waits: the latency a dedicated run sees
         "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {params.mpiexec} -n {params.c[ranks]} {params.py} "
-        "-m calibrate measure -o {output.raw} && "
+        "-m calibrate measure --max-bytes {params.c[max_bytes]} -o {output.raw} && "
         "{params.py} -m calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
         "--nodes {params.c[nodes]} {params.template} -o {output.platform}) > {log} 2>&1"
 
@@ -287,7 +292,7 @@ rule validate:
         f"{RES}/benchmarks/validate.tsv"
     params:
         py=PY,
-        mpiexec=MPIEXEC,
+        mpiexec=TARGET_MPIEXEC,
         n=N,
         repeats=config["validate"]["repeats"],
         app=APP,

@@ -1,6 +1,6 @@
 """Porting-study validation: predict a target that is not the host.
 
-    python bench/porting_study.py [--apps jacobi,cg] [--links 10gbit,1gbit,100mbit]
+    python bench/porting_study.py [--apps jacobi,cg] [--links 10gbit,1gbit,100mbit] [--ranks N]
                                   [--rounds 5] [--out bench/porting/results] [--markdown]
                                   [--resimulate]
 
@@ -61,7 +61,7 @@ from validate import measure  # noqa: E402
 
 PY = sys.executable
 MPIEXEC = str(Path(PY).parent / "mpiexec")
-RANKS = 2                    # one rank per emulated node, one node per core here
+RANKS = 2                    # default N: one rank per emulated node, a node per core here
 NOMINAL_LATENCY = 20e-6      # what a user would write for kernel TCP over Ethernet
 TIMEOUT = 900                # a stage taking longer has hung
 
@@ -87,9 +87,9 @@ def link_name(rate: float) -> str:
     return f"{rate / 1e9:g}gbit"
 
 
-def nominal_platform(rate: float) -> dict:
+def nominal_platform(rate: float, ranks: int) -> dict:
     """The target as a user describes it from its data sheet."""
-    return {"name": f"nominal-{link_name(rate)}", "nodes": RANKS, "cores_per_node": 1,
+    return {"name": f"nominal-{link_name(rate)}", "nodes": ranks, "cores_per_node": 1,
             "network": {"levels": [{"name": "ethernet", "latency": NOMINAL_LATENCY,
                                     "byte_time": 8.0 / rate}], "contention": True}}
 
@@ -98,32 +98,34 @@ def calibrate_link(c: Cluster, d: Path, rate: float) -> None:
     """``calibrate measure`` on cluster ``c`` (messages up to what the link
     carries in about 20 ms, at most 4 MiB) and its fit: d/calibrated.yaml."""
     largest = 1 << min(22, max(16, int(rate / 8 * 0.02).bit_length() - 1))
-    sh([c.mpiexec, "-n", str(RANKS), PY, "-m", "calibrate", "measure", "--repeats", "10",
+    sh([c.mpiexec, "-n", "2", PY, "-m", "calibrate", "measure", "--repeats", "10",
         "--max-bytes", str(largest), "-o", str(d / "pingpong.csv")], d / "measure.log",
        timeout=TIMEOUT, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
     sh([PY, "-m", "calibrate", "fit", str(d / "pingpong.csv"), "--cores-per-node", "1",
-        "--nodes", str(RANKS), "--name", f"calibrated-{link_name(rate)}",
+        "--nodes", str(c.nodes), "--name", f"calibrated-{link_name(rate)}",
         "-o", str(d / "calibrated.yaml")], d / "fit.log")
 
 
-def host_stages(name: str, app: list[str], d: Path) -> None:
+def host_stages(app: list[str], d: Path, ranks: int) -> None:
     """Trace, cluster and record on the host (its shared memory)."""
-    sh([MPIEXEC, "-n", str(RANKS), PY, "-m", "instrument", "trace", "-o", str(d / "trace")]
+    sh([MPIEXEC, "-n", str(ranks), PY, "-m", "instrument", "trace", "-o", str(d / "trace")]
        + app, d / "trace.log", timeout=TIMEOUT)
     sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
-    sh([MPIEXEC, "-n", str(RANKS), PY, "-m", "instrument", "record", "--reps",
+    sh([MPIEXEC, "-n", str(ranks), PY, "-m", "instrument", "record", "--reps",
         str(d / "reps.csv"), "-o", str(d / "msglog")] + app, d / "record.log", timeout=TIMEOUT)
 
 
-def rounds(app: list[str], d: Path, clusters: dict, k: int) -> None:
-    """Round ``k``: the representatives replayed on the host's cores, both at
-    once as the emulated nodes share them, then one real run per link."""
+def rounds(app: list[str], d: Path, clusters: dict, k: int, ranks: int) -> None:
+    """Round ``k``: the representatives replayed on the host's cores, as
+    many at once as the emulated nodes share them, then one real run per
+    link."""
+    load = str(min(ranks, os.cpu_count() or 1))
     sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-        "--concurrent", str(RANKS), "--load", str(RANKS),
+        "--concurrent", load, "--load", load,
         "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log", timeout=TIMEOUT)
     runs = json.loads((d / "runs.json").read_text()) if (d / "runs.json").exists() else {}
     for link, c in clusters.items():
-        t = measure(app, RANKS, 1, c.mpiexec, env=env(), log=lambda s: None,
+        t = measure(app, ranks, 1, c.mpiexec, env=env(), log=lambda s: None,
                     timeout=TIMEOUT)["measured"]
         runs.setdefault(link, []).append(t)
         print(f"    round {k} {link}: {t:.4f} s", flush=True)
@@ -205,6 +207,9 @@ def main(argv=None) -> int:
     ap.add_argument("--links", default="10gbit,1gbit,100mbit",
                     help="link rates, one emulated cluster each (default 10gbit,1gbit,100mbit)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds per app (default 5)")
+    ap.add_argument("--ranks", type=int, default=RANKS,
+                    help=f"N: emulated nodes of one rank each (default {RANKS}; at most the "
+                         "machine's cores for a fair real run)")
     ap.add_argument("--out", default=str(HERE / "porting" / "results"))
     ap.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     ap.add_argument("--resimulate", action="store_true",
@@ -231,12 +236,12 @@ def main(argv=None) -> int:
         try:
             for i, rate in enumerate(rates):
                 link = link_name(rate)
-                c = up(Cluster(f"link{i}", RANKS, 1, rate))
+                c = up(Cluster(f"link{i}", a.ranks, 1, rate))
                 clusters[link] = c
                 d = out / "links" / link
                 d.mkdir(parents=True, exist_ok=True)
-                (d / "nominal.yaml").write_text(yaml.safe_dump(nominal_platform(rate),
-                                                               sort_keys=False))
+                (d / "nominal.yaml").write_text(yaml.safe_dump(
+                    nominal_platform(rate, a.ranks), sort_keys=False))
                 print(f"calibrating {link}", flush=True)
                 calibrate_link(c, d, rate)
             for name in names:
@@ -248,9 +253,9 @@ def main(argv=None) -> int:
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir(parents=True)
                 print(f"{name}: {' '.join(APPS[name])}", flush=True)
-                host_stages(name, app, d)
+                host_stages(app, d, a.ranks)
                 for k in range(1, a.rounds + 1):
-                    rounds(app, d, clusters, k)
+                    rounds(app, d, clusters, k, a.ranks)
                 rows += predict(name, d, out / "links")
         finally:
             for c in clusters.values():

@@ -1,6 +1,7 @@
 """Validate the whole method on third-party applications.
 
     python bench/apps/run.py [--apps fft-navier-stokes,heat-kmeans] [--repeats 9]
+                             [--recipes FILE] [--ranks N]
                              [--out bench/apps/results] [--markdown]
                              [--combine mean] [--resimulate]
 
@@ -164,7 +165,7 @@ def measure_network(out: Path, k: int) -> Path:
 
 
 def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
-                 combine="mean") -> Path:
+                 combine="mean", cores: int = 2) -> Path:
     """Fit ``calibrate measure`` files into ``path``: ``template``
     with the fitted call overhead, latency, byte times and curves, eager
     limit, local copy rate, packing rate and collective overheads, each
@@ -180,12 +181,14 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
     small-message latency switches between two levels (about 2.9 and
     4.5-5.5 us), where the median picks one and a run pays a mixture.  The
     template's per-message overheads are part of the fitted one-way time,
-    so they come off the latency."""
+    so they come off the latency.  ``cores``: the node's cores (the
+    template's 2 describe this development machine)."""
     from calibrate import fit, gbs, into_template
     fitted_plat = fit([str(m) for m in measured], cores_per_node=2, nodes=1, spans=None,
                       eager_limit=None, name="this-machine", combine=combine)
     fitted = fitted_plat["network"]["levels"][0]
     plat = into_template(fitted_plat, yaml.safe_load(template.read_text()))
+    plat["cores_per_node"] = cores
     net = plat["network"]
     lv = net["levels"][0]
     path.write_text(yaml.safe_dump(plat, sort_keys=False, default_flow_style=None))
@@ -285,7 +288,8 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
     # over all rounds (or the given platform), as a real run is one round's
     # sample of every rank at once
     if platform is None:
-        platform = fit_platform(networks, d / "platform.yaml", combine=combine)
+        platform = fit_platform(networks, d / "platform.yaml", combine=combine,
+                                cores=max(n, os.cpu_count() or 1))
     preds = []
     for k in range(1, rounds + 1):
         compute = d / "compute.csv"
@@ -395,6 +399,12 @@ def resimulate(name: str, recipe: dict, out: Path, platform: Path | None,
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", help="comma-separated recipe names (default: all)")
+    ap.add_argument("--recipes", default=str(HERE / "recipes.yaml"),
+                    help="the recipes file (default bench/apps/recipes.yaml; "
+                         "bench/apps/examples.yaml: the repository's examples)")
+    ap.add_argument("--ranks", type=int,
+                    help="N for every app instead of its recipe's (compared with real runs "
+                         "where N fits this machine's cores)")
     ap.add_argument("--repeats", type=int, default=9,
                     help="rounds per app, each a replay, a network measurement and a real "
                          "run (the median prediction and the median run are compared)")
@@ -414,7 +424,13 @@ def main(argv=None) -> int:
                          "(no tracing, replaying or real runs): after a change to the model, "
                          "or a run that stopped after its rounds")
     a = ap.parse_args(argv)
-    recipes = load_recipes()
+    recipes = load_recipes(a.recipes)
+    if a.ranks:
+        for r in recipes.values():
+            r["ranks"] = a.ranks
+            r["compare"] = a.ranks <= (os.cpu_count() or 1)
+            if r["compare"]:
+                r.pop("platform", None)     # this machine is the target
     names = a.apps.split(",") if a.apps else list(recipes)
     unknown = [x for x in names if x not in recipes]
     if unknown:

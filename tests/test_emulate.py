@@ -1,0 +1,170 @@
+"""The emulated cluster target (python -m emulate): placement of ranks,
+links that really are shaped, nothing left behind, and the workflow
+calibrating and validating on it.
+
+The cluster tests need root, unshare, ip and tc; each runs isolated in a
+private network and mount namespace (emulate.isolate), so the machine's
+own network and /run are untouched whatever happens; elsewhere they are
+skipped."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import ROOT, run
+
+from emulate import Cluster, EmulateError, command, placement
+from emulate.__main__ import parse_rate
+from emulate.isolate import available
+
+PY = sys.executable
+EMULATE = [PY, "-m", "emulate"]
+WHY = available()
+needs_isolation = pytest.mark.skipif(WHY is not None, reason=f"emulated cluster: {WHY}")
+
+
+def host_network() -> tuple[str, str]:
+    """The machine's interfaces and named namespaces, to compare before and after."""
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return links, spaces
+
+
+def test_ranks_fill_node_after_node():
+    c = Cluster("t", nodes=3, cores_per_node=2, rate=1e9)
+    assert placement(c, 5) == [2, 2, 1]
+    assert placement(c, 2) == [2]
+    with pytest.raises(EmulateError, match="3 nodes x 2 cores = 6 ranks"):
+        placement(c, 7)
+    cmd = command(c, 3, ["python", "app.py"], mpiexec="mpiexec")
+    # hydra's MPMD form, one part per node, MPICH forced onto the network
+    assert cmd[cmd.index("MPIR_CVAR_NOLOCAL") + 1] == "1"
+    parts = " ".join(cmd).split(" : ")
+    assert len(parts) == 2
+    assert parts[0].endswith("-n 2 ip netns exec rr-t-n0 python app.py")
+    assert parts[1] == "-n 1 ip netns exec rr-t-n1 python app.py"
+
+
+def test_rates_and_bad_requests_are_explained():
+    assert parse_rate("1gbit") == 1e9 and parse_rate("100mbit") == 1e8
+    assert parse_rate("2.5e9") == 2.5e9 and parse_rate("10g") == 1e10
+    p = run(EMULATE + ["up", "--nodes", "2", "--rate", "fast"], check=False)
+    assert p.returncode == 2 and "a rate such as 1gbit" in p.stderr
+    p = run(EMULATE + ["up", "--name", "Bad-Name", "--nodes", "2", "--rate", "1g"], check=False)
+    assert p.returncode == 2 and "1 to 8 lower-case letters or digits" in p.stderr
+    p = run(EMULATE + ["mpiexec", "--name", "nosuch", "-n", "2", "true"], check=False)
+    assert p.returncode == 2 and "no emulated cluster 'nosuch'" in p.stderr
+
+
+PINGPONG = textwrap.dedent("""
+    import json, subprocess, sys
+    import numpy as np
+    from mpi4py import MPI
+    w = MPI.COMM_WORLD
+    buf = np.zeros(1 << 20, np.uint8)
+    w.Barrier()
+    t0 = MPI.Wtime()
+    for _ in range(3):
+        if w.rank == 0:
+            w.Send(buf, 1); w.Recv(buf, 1)
+        else:
+            w.Recv(buf, 0); w.Send(buf, 0)
+    one_way = (MPI.Wtime() - t0) / 6
+    addr = subprocess.run(["ip", "-br", "addr", "show", "eth0"], capture_output=True,
+                          text=True).stdout.split()[2]
+    print(json.dumps({"rank": w.rank, "one_way": one_way, "addr": addr}), flush=True)
+""")
+
+
+@needs_isolation
+def test_ranks_talk_over_shaped_links_and_nothing_is_left(tmp_path):
+    app = tmp_path / "pingpong.py"
+    app.write_text(PINGPONG)
+    before = host_network()
+    p = run(EMULATE + ["run", "--nodes", "2", "--rate", "100mbit", "--",
+                       "sh", "-c", f'"$EMULATE_MPIEXEC" -n 2 {PY} {app}'], timeout=120)
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in rows) == [0, 1]
+    # one rank per node: two addresses of the emulated network
+    assert len({r["addr"] for r in rows}) == 2
+    assert all(r["addr"].startswith("10.200.0.") for r in rows)
+    # 1 MiB over a 100 Mbit/s link takes at least its 84 ms on the wire
+    # (shared memory: well under 1 ms); a busy machine only adds to it
+    assert min(r["one_way"] for r in rows) > 0.9 * (1 << 20) * 8 / 1e8
+    assert "removed 3 namespaces" in p.stdout + p.stderr
+    assert host_network() == before
+
+
+@needs_isolation
+def test_a_failed_bring_up_removes_what_it_made(tmp_path):
+    # a tc that fails, as on a kernel without tbf: up stops naming the
+    # command, and no namespace of the half-made cluster remains
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "tc").write_text("#!/bin/sh\necho 'Error: Specified qdisc kind is unknown.' >&2\n"
+                             "exit 2\n")
+    (fake / "tc").chmod(0o755)
+    script = tmp_path / "fail.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from emulate import Cluster, EmulateError, up
+        from emulate.cluster import existing
+        from emulate.isolate import enter
+        enter()
+        os.environ["PATH"] = {str(fake)!r} + os.pathsep + os.environ["PATH"]
+        try:
+            up(Cluster("half", 3, 1, 1e9))
+        except EmulateError as e:
+            print("refused:", e)
+        print("left:", existing("half"), os.path.exists("/run/repreplay-emulate/half"))
+    """))
+    before = host_network()
+    p = run(EMULATE[:1] + ["-c", "import sys; from emulate.isolate import isolated; "
+                                 f"sys.exit(isolated([sys.executable, {str(script)!r}]))"],
+            timeout=60)
+    assert "refused:" in p.stdout and "qdisc kind is unknown" in p.stdout
+    assert "left: [] False" in p.stdout
+    assert host_network() == before
+
+
+@needs_isolation
+def test_a_killed_run_leaves_nothing():
+    before = host_network()
+    proc = subprocess.Popen(EMULATE + ["run", "--nodes", "2", "--rate", "1gbit", "--",
+                                       "sleep", "60"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True, cwd=ROOT)
+    assert "launcher" in proc.stdout.readline()        # the cluster is up
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    time.sleep(0.5)
+    assert host_network() == before
+
+
+@needs_isolation
+def test_workflow_calibrates_and_validates_on_the_emulated_cluster(tmp_path):
+    res = tmp_path / "results"
+    config = ["results=" + str(res), "ranks=2",
+              "app={'script': 'examples/jacobi.py', 'args': ['--n', '256', '--iters', '40'], "
+              "'module': False}",
+              "platforms=['calibrated']",
+              "calibrate={'enabled': True, 'ranks': 2, 'cores_per_node': 1, 'nodes': 2, "
+              "'max_bytes': 262144}",
+              "validate={'enabled': True, 'platform': 'calibrated', 'repeats': 1}"]
+    snake = (f'{PY} -m snakemake -c2 --config "target={{mpiexec: $EMULATE_MPIEXEC}}" '
+             + " ".join(f'"{c}"' for c in config))
+    run(EMULATE + ["run", "--nodes", "2", "--rate", "100mbit", "--", "sh", "-c", snake],
+        timeout=900)
+    from netsim import load_platform
+    plat = load_platform(str(res / "calibrate" / "calibrated.yaml"))
+    fabric = plat.levels[-1]
+    # the calibration measured the emulated link, not this machine's
+    # shared memory: large messages move at (at most) its 100 Mbit/s
+    assert plat.nodes == 2 and fabric.name == "fabric"
+    assert (fabric.rendezvous_byte_time or fabric.byte_time) > 0.9 * 8 / 1e8
+    v = json.loads((res / "validate.json").read_text())
+    assert v["ranks"] == 2 and v["measured"] > 0 and v["platform"] == "calibrated"
