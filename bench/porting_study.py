@@ -68,10 +68,10 @@ TIMEOUT = 900                # a stage taking longer has hung
 # the examples and the third-party applications whose traffic a 0.1 Gbit/s
 # link carries in seconds (the OSU demos send gigabytes: hours there)
 APPS = {
-    "jacobi": ["examples/jacobi.py", "--n", "1024", "--iters", "300"],
-    "cg": ["examples/cg.py", "--n", "200000", "--iters", "100"],
-    "master-worker": ["examples/master_worker.py", "--tasks", "40", "--size", "200"],
-    "uneven": ["examples/uneven.py", "--iters", "40"],
+    "jacobi": ["examples/jacobi.py", "--n", "2048", "--iters", "100"],
+    "cg": ["examples/cg.py", "--n", "400000", "--iters", "60"],
+    "master-worker": ["examples/master_worker.py", "--tasks", "200", "--size", "200"],
+    "uneven": ["examples/uneven.py", "--iters", "300"],
     "futures-julia": ["bench/apps/src/mpi4py/demo/futures/run_julia.py"],
 }
 
