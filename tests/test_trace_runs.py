@@ -15,6 +15,7 @@ from instrument import TraceError, load_trace
 SMALL = {
     "jacobi.py": ["--n", "64", "--iters", "30", "--check", "5"],
     "cg.py": ["--n", "20000", "--iters", "30"],
+    "fft2d.py": ["--n", "64", "--steps", "3"],
     "master_worker.py": ["--tasks", "12", "--size", "60"],
     "uneven.py": ["--iters", "5", "--work", "5000"],
 }
