@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from launch import split_command
 
 VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
-          "--concurrent", "--repeats", "--load")
+          "--concurrent", "--repeats", "--load", "--watchdog")
 # (--force takes no value)
 
 
@@ -81,6 +82,11 @@ def main(argv=None) -> int:
                          "recorded one (its script's directory is never compared; use this "
                          "when input paths moved on the target): every call is still checked "
                          "against the log, and the first that differs stops the replay")
+    ap.add_argument("--watchdog", type=float,
+                    help="stop a replayed rank that makes no MPI call for this many seconds, "
+                         "saying where it is stuck (default 300; 0: never): a replay only "
+                         "blocks in what the tracer did not see, such as MPI called below "
+                         "Python")
     ap.add_argument("--repeats", type=int, default=1,
                     help="replay every rank K times (each in its own process, into "
                          "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and "
@@ -95,6 +101,11 @@ def main(argv=None) -> int:
         ap.error("--repeats must be >= 1")
     if a.load < 0:
         ap.error("--load must be >= 0")
+    if a.watchdog is not None:
+        if a.watchdog < 0:
+            ap.error("--watchdog must be >= 0")
+        from .watchdog import ENV
+        os.environ[ENV] = repr(a.watchdog)      # this process and the replays it starts
     from instrument.msglog import LogError
 
     from .fake import Divergence

@@ -81,6 +81,10 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
     # calls after finalize were not logged: answered with nothing
     report_late_calls(f"replay: rank {rank}", lambda: rp.late)
+    # a replay never hangs: stopped, with where it is stuck, when no call
+    # comes for a long time (MPI below Python blocks in a one-process world)
+    from .watchdog import watch
+    watch(rank, rp)
     # a divergence or a damaged record is reported as itself, not as the
     # application's failure with its traceback
     status, code = run_app(target, mode, ours=(fake.Divergence, LogError))

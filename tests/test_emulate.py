@@ -153,18 +153,19 @@ def test_workflow_calibrates_and_validates_on_the_emulated_cluster(tmp_path):
               "'module': False}",
               "platforms=['calibrated']",
               "calibrate={'enabled': True, 'ranks': 2, 'cores_per_node': 1, 'nodes': 2, "
-              "'max_bytes': 262144}",
+              "'max_bytes': 65536}",
               "validate={'enabled': True, 'platform': 'calibrated', 'repeats': 1}"]
     snake = (f'{PY} -m snakemake -c2 --config "target={{mpiexec: $EMULATE_MPIEXEC}}" '
              + " ".join(f'"{c}"' for c in config))
-    run(EMULATE + ["run", "--nodes", "2", "--rate", "100mbit", "--", "sh", "-c", snake],
+    run(EMULATE + ["run", "--nodes", "2", "--rate", "1gbit", "--", "sh", "-c", snake],
         timeout=900)
     from netsim import load_platform
     plat = load_platform(str(res / "calibrate" / "calibrated.yaml"))
     fabric = plat.levels[-1]
     # the calibration measured the emulated link, not this machine's
-    # shared memory: large messages move at (at most) its 100 Mbit/s
+    # shared memory: 64 KiB take at least their time on a 1 Gbit/s wire
     assert plat.nodes == 2 and fabric.name == "fabric"
-    assert (fabric.rendezvous_byte_time or fabric.byte_time) > 0.9 * 8 / 1e8
+    size, seconds = fabric.one_way[-1]
+    assert size == 65536 and seconds > 0.9 * 65536 * 8 / 1e9
     v = json.loads((res / "validate.json").read_text())
     assert v["ranks"] == 2 and v["measured"] > 0 and v["platform"] == "calibrated"

@@ -384,3 +384,20 @@ def test_a_busy_replay_node_is_said_and_bounds_the_prediction(tmp_path):
     low, high = pred["band"]
     assert low < 0.8 * pred["predicted_time"] <= high
     assert any("busy node" in w for w in pred["warnings"]), pred["warnings"]
+
+
+def test_a_replay_blocked_below_python_is_stopped_saying_where(tmp_path):
+    # rank 1 receives through ctypes on libmpi's own handle: invisible to
+    # the tracer, so its replay blocks in the real MPI_Recv (no rank 0 in
+    # its one-process world); the watchdog stops it, naming the rank, the
+    # last event and the application's line, through the driver too
+    app = [APPS / "ctypes_mpi.py"]
+    p = record(2, tmp_path / "log", [1], app)
+    assert "rank 1 value 42.0" in p.stdout
+    for sel in ({"rank": 1}, {"ranks": [1]}):
+        p = replay(tmp_path / "log", tmp_path / f"rep{len(sel)}{sorted(sel)[0]}", app,
+                   extra=["--watchdog", "2"], check=False, **sel)
+        assert p.returncode in (2, 3)
+        assert "rank 1: no MPI call replayed for 2 s after event 1" in p.stderr
+        assert "ctypes_mpi.py:" in p.stderr and "in <module>" in p.stderr
+        assert "Traceback" not in p.stderr

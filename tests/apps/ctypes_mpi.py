@@ -1,0 +1,37 @@
+"""MPI called below Python: ctypes on the MPI library's own handle.
+
+Rank 0 sends 8 bytes to rank 1 through ctypes (``MPI_Send`` looked up on
+a ``ctypes.CDLL`` of libmpi, as numba-jitted codes do), between two
+mpi4py barriers.  The Python-level tracer does not see that message, and
+a replay of rank 1 blocks in the real ``MPI_Recv``: its one-process world
+has no rank 0 to send.
+"""
+import ctypes
+
+import numpy as np
+from mpi4py import MPI
+
+
+def libmpi() -> ctypes.CDLL:
+    """The MPI library this process loaded (opened again by path)."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "/libmpi" in line}
+    return ctypes.CDLL(sorted(paths)[0])
+
+
+comm = MPI.COMM_WORLD
+comm.Barrier()
+lib = libmpi()
+buf = np.zeros(1, np.float64)
+status = ctypes.create_string_buffer(64)
+if comm.rank == 0:
+    buf[0] = 42.0
+    lib.MPI_Send(buf.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(8),
+                 ctypes.c_int(MPI.BYTE.handle), ctypes.c_int(1), ctypes.c_int(5),
+                 ctypes.c_int(comm.handle))
+elif comm.rank == 1:
+    lib.MPI_Recv(buf.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(8),
+                 ctypes.c_int(MPI.BYTE.handle), ctypes.c_int(0), ctypes.c_int(5),
+                 ctypes.c_int(comm.handle), status)
+comm.Barrier()
+print(f"rank {comm.rank} value {buf[0]}", flush=True)
