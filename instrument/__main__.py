@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from launch import split_command
@@ -69,8 +70,14 @@ def main(argv=None) -> int:
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
         if args.count_c_calls:
-            from .ccount import CcountError, load
+            from .ccount import CcountError, audited_command, load
             try:
+                again = audited_command(argv)
+                if again:                   # LD_AUDIT is read when a process starts
+                    cmd, env = again
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os.execve(cmd[0], cmd, env)
                 load()                      # before MPI is initialised
             except CcountError as e:
                 print(f"instrument trace: error: --count-c-calls: {e}", file=sys.stderr)

@@ -7,7 +7,11 @@ builds a PMPI shim (wrappers of every communication, completion, one-sided
 and file call of the MPI library at hand, generated from its own header and
 compiled with its ``mpicc``), loads it before MPI through mpi4py's profiling
 hook, and reads back per function how many calls came from mpi4py (the
-tracer saw them) and how many from anywhere else (it did not).
+tracer saw them) and how many from anywhere else (it did not).  Code that
+looks MPI functions up on the MPI library's own handle (ctypes, cffi)
+would bypass the shim; the traced process is therefore rerun under a
+dynamic-linker audit library (``ccount_audit.c``, LD_AUDIT) that hands it
+the shim's wrappers instead.
 
     mpiexec -n N python -m instrument trace --count-c-calls -o DIR app.py
 
@@ -31,6 +35,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB_NAME = "repreplay_ccount"
+AUDIT_NAME = "librepreplay_audit.so"      # ccount_audit.c: calls looked up on libmpi's handle
+AUDITED = "REPREPLAY_AUDITED"           # set once the process runs under the audit library
 _loaded: str | None = None      # path of the shim this process loaded
 
 # the calls that move data or complete its movement: point-to-point,
@@ -144,7 +150,7 @@ def build() -> str:
     """Build (once per MPI library) and return the directory holding the shim."""
     mpicc = _mpicc()
     source = b""
-    for part in ("ccount.c", "ccount.py"):       # the fixed part and the generator
+    for part in ("ccount.c", "ccount.py", "ccount_audit.c"):   # fixed parts, generator
         with open(os.path.join(HERE, part), "rb") as f:
             source += f.read()
     key = hashlib.sha1(source + os.path.realpath(mpicc).encode()
@@ -165,8 +171,29 @@ def build() -> str:
                                 "-ldl"], capture_output=True, text=True)
             if p.returncode:
                 raise CcountError(f"compiling the call counter failed:\n{p.stderr[-2000:]}")
-            os.replace(tmp, lib)
+            audit = os.path.join(d, AUDIT_NAME)
+            p = subprocess.run([mpicc, "-O2", "-shared", "-fPIC", "-o", f"{audit}.{os.getpid()}",
+                                os.path.join(HERE, "ccount_audit.c")],
+                               capture_output=True, text=True)
+            if p.returncode:
+                raise CcountError(f"compiling the audit library failed:\n{p.stderr[-2000:]}")
+            os.replace(f"{audit}.{os.getpid()}", audit)
+            os.replace(tmp, lib)                  # last: its presence means all is built
     return d
+
+
+def audited_command(argv: list[str]) -> tuple[list[str], dict] | None:
+    """The command line and environment that rerun this tool, ``python -m
+    instrument`` with ``argv``, under the audit library (the dynamic linker
+    reads LD_AUDIT only when a process starts), or None if this process
+    already runs under it.  Calls that code looks up on the MPI library's
+    own handle (ctypes, cffi) are then counted as well."""
+    if os.environ.get(AUDITED) == "1":
+        return None
+    audit = os.path.join(build(), AUDIT_NAME)
+    env = dict(os.environ, **{AUDITED: "1"})
+    env["LD_AUDIT"] = audit + (":" + env["LD_AUDIT"] if env.get("LD_AUDIT") else "")
+    return [sys.executable, "-m", "instrument"] + list(argv), env
 
 
 def load() -> None:

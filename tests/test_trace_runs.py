@@ -1,6 +1,7 @@
 """Tracing real example runs: identical output, summaries, crashes and kills."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,6 +178,22 @@ def test_calls_below_python_are_counted_and_warned_about(tmp_path):
                str(tmp_path / "p.json")])
     assert "cannot see" in sim.stderr
     assert any("cannot see" in w for w in json.loads((tmp_path / "p.json").read_text())["warnings"])
+
+
+def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_counted(tmp_path):
+    """ctypes on libmpi's handle (as numba-jitted codes call MPI) bypasses
+    the shim's place in the symbol scope; the audit library (LD_AUDIT)
+    hands out the shim's wrappers instead, so the calls are counted, and
+    the application's output is unchanged."""
+    plain = mpirun(2, [APPS / "ctypes_mpi.py"]).stdout
+    p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
+                   APPS / "ctypes_mpi.py"])
+    def values(out):                  # the two ranks' lines may interleave
+        return sorted(re.findall(r"rank (\d) value (\d+\.\d)", out))
+    assert values(p.stdout) == values(plain) == [("0", "42.0"), ("1", "42.0")]
+    assert "issues 2 MPI calls the tracer cannot see" in p.stderr
+    t = load_trace(str(tmp_path / "t"))
+    assert t.meta["invisible_calls"] == {"MPI_Send": 1, "MPI_Recv": 1}
 
 
 def test_an_all_python_application_has_no_invisible_calls(tmp_path):
