@@ -200,6 +200,7 @@ class _Lowering:
                          for c, m in self.members.items()}
         self.core = platform.core_of(trace.size)
         self.levels = platform.level_arrays()  # (span, latency, byte time) per level
+        self._widest_cache = {}                # (comm, message bytes) -> (L, G)
         self.neigh = {}
         topo = getattr(trace, "topology", None)
         if topo is not None and len(topo):
@@ -272,14 +273,35 @@ class _Lowering:
         for q in ids:
             self.after = self.after + self.pending.pop(int(q), [])
 
-    def _widest(self, comm: int):
-        """(L, G) of the outermost level a communicator's members span."""
+    def _widest(self, comm: int, nbytes: float):
+        """(L, G) of the outermost level a communicator's members span, G
+        per byte of one message of ``nbytes`` there as a point-to-point
+        message is charged (the level's measured curve, or its eager or
+        rendezvous byte time): over TCP a calibrated level's eager line,
+        fitted to small messages, is no rate for a 1 MB alltoall block."""
+        key = (comm, nbytes)
+        if key in self._widest_cache:
+            return self._widest_cache[key]
+        self._widest_cache[key] = self._level_cost(comm, nbytes)
+        return self._widest_cache[key]
+
+    def _level_cost(self, comm: int, nbytes: float):
         span, lat, bt = self.levels
-        m = self.core[self.members[comm]]
-        for lv in range(len(span) - 1):
-            if (m // span[lv]).min() == (m // span[lv]).max():
-                return lat[lv], bt[lv]
-        return lat[-1], bt[-1]
+        members = self.members[comm]
+        m = self.core[members]
+        lv = len(span) - 1
+        for i in range(len(span) - 1):
+            if (m // span[i]).min() == (m // span[i]).max():
+                lv = i
+                break
+        if nbytes <= 1:
+            return lat[lv], bt[lv]
+        # two of the members whose cores that level joins
+        a = m[0]
+        b = next((c for c in m[1:] if self.platform.level_of(np.array([a]), np.array([c]))[0]
+                  == lv), m[-1])
+        wire = self.platform.wire(np.array([a]), np.array([b]), np.array([float(nbytes)]))[0]
+        return lat[lv], wire / (nbytes - 1)
 
     def collective(self, i: int, r: int, op: str):
         cols, plat = self.cols, self.platform
@@ -314,7 +336,8 @@ class _Lowering:
             cid = self.coll_ids.get((comm, k))
             if cid is None:
                 cid = self.coll_ids[(comm, k)] = self.B.new_coll(p)
-            L, G = self._widest(comm)
+            message = {"allreduce": nb / p, "reduce_scatter": nb / p}.get(fam, nb)
+            L, G = self._widest(comm, message)
             cost = C.analytic_cost(fam, p, nb, L, G, plat.o_send + plat.o_recv,
                                    self.neigh.get((comm, r), 2))
             x = self.B.op(COLL, r, self.after, coll=cid, dur=cost, ctx=ctx, event=i)
