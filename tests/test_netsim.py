@@ -347,11 +347,13 @@ def test_yaml_exponents_without_a_dot_are_numbers(tmp_path):
     assert load_platform(str(tmp_path / "p.yaml")).levels[0].byte_time == 6e-9
 
 
-def _prediction(trace_dir, tmp_path, name, nodes=None, **net) -> dict:
+def _prediction(trace_dir, tmp_path, name, nodes=None, collectives=None, **net) -> dict:
     """The prediction JSON of a trace on this-machine.yaml with ``net`` keys
-    set (and ``nodes`` nodes)."""
+    set (and ``nodes`` nodes, ``collectives`` algorithms)."""
     base = yaml.safe_load((ROOT / "config" / "platforms" / "this-machine.yaml").read_text())
     base["network"].update(net)
+    if collectives is not None:
+        base["collectives"] = collectives
     if nodes is not None:
         base["nodes"] = nodes
     plat = tmp_path / f"{name}.yaml"
@@ -632,7 +634,8 @@ def test_analytic_collectives_move_their_blocks_as_point_to_point_messages(local
 
     def level(curve):
         return [{"name": "node", "latency": 1 * US, "byte_time": 1e-10, "one_way": curve}]
-    base = dict(copy_byte_time=0.0, copy_overhead=0.0, collective_overhead={})
+    base = dict(copy_byte_time=0.0, copy_overhead=0.0, collective_overhead={},
+                collectives={"default": "analytic"})
     quick = _predict(local_trace, tmp_path, "quick", levels=level(fast), **base)
     slowed = _predict(local_trace, tmp_path, "slowed", levels=level(slow), **base)
     # 40 alltoalls and 40 allgathers move one 64 KiB block each (the 40 in
