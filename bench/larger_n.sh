@@ -1,7 +1,8 @@
 #!/bin/bash
 # The validation tables at larger N, in one run, on a machine with more cores.
 #
-#   bash bench/larger_n.sh [--ranks "4 8 16"] [--rounds 5] [--out DIR] [--wheels DIR]
+#   bash bench/larger_n.sh [--ranks "4 8 16"] [--rounds 5] [--apps a,b] [--out DIR]
+#                          [--wheels DIR]
 #
 # From a fresh checkout: installs the project (.venv, pip install -e .;
 # with --wheels DIR from a folder of wheels, for a machine without the
@@ -14,20 +15,24 @@
 #     the porting study (bench/porting_study.py) at N emulated nodes.
 # Writes each table's results under DIR/N<N>/ and all the markdown tables
 # in DIR/TABLES.md (default DIR: bench/larger_n/results).  An N larger than
-# the cores is skipped: oversubscribed real runs measure nothing.
+# the cores is skipped: oversubscribed real runs measure nothing.  --apps
+# keeps only those examples (jacobi, cg, fft2d, master-worker, uneven) in
+# both tables, and no third-party applications.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RANKS="4 8 16"
 ROUNDS=5
 OUT=bench/larger_n/results
 WHEELS=
+APPS=
 while [ $# -gt 0 ]; do
     case "$1" in
         --ranks) RANKS="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --wheels) WHEELS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --apps) APPS="$2"; shift 2 ;;
+        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "larger_n.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -46,7 +51,9 @@ PY=.venv/bin/python
 CORES=$(nproc)
 EMULATE=$($PY -c "from emulate.isolate import available; print(available() or 'yes')")
 # the third-party recipes whose sources are here
-THIRD=$($PY - <<'EOF'
+ONLY=()
+[ -n "$APPS" ] && ONLY=(--apps "$APPS")
+THIRD=$([ -n "$APPS" ] || $PY - <<'EOF'
 import sys
 sys.path.insert(0, "bench/apps")
 from run import app_args, load_recipes
@@ -72,7 +79,7 @@ for N in $RANKS; do
     fi
     echo "== N=$N: the examples"
     { echo; echo "## N=$N: examples (bench/apps/run.py --recipes bench/apps/examples.yaml)"; echo; } >> "$OUT/TABLES.md"
-    $PY bench/apps/run.py --recipes bench/apps/examples.yaml --ranks "$N" --repeats "$ROUNDS" \
+    $PY bench/apps/run.py --recipes bench/apps/examples.yaml "${ONLY[@]}" --ranks "$N" --repeats "$ROUNDS" \
         --out "$OUT/N$N/examples" --markdown | tee "$OUT/N$N-examples.log" \
         | sed -n '/^| app/,$p' >> "$OUT/TABLES.md" || echo "(failed: $OUT/N$N-examples.log)" >> "$OUT/TABLES.md"
     if [ -n "$THIRD" ]; then
@@ -85,7 +92,7 @@ for N in $RANKS; do
     if [ "$EMULATE" = yes ]; then
         echo "== N=$N: porting study on emulated clusters"
         { echo; echo "## N=$N: porting study (bench/porting_study.py)"; echo; } >> "$OUT/TABLES.md"
-        $PY bench/porting_study.py --ranks "$N" --rounds "$ROUNDS" --out "$OUT/N$N/porting" \
+        $PY bench/porting_study.py "${ONLY[@]}" --ranks "$N" --rounds "$ROUNDS" --out "$OUT/N$N/porting" \
             --markdown | tee "$OUT/N$N-porting.log" \
             | sed -n '/^| app/,$p' >> "$OUT/TABLES.md" || echo "(failed: $OUT/N$N-porting.log)" >> "$OUT/TABLES.md"
     else

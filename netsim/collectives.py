@@ -27,8 +27,11 @@ Algorithms (p members, n bytes per member's contribution):
 =======================  ==================================================
 
 Analytic mode (``analytic``) charges one cost to every member once the
-last member arrived; with L, G the latency and per-byte time of the widest
-network level among the members, o the send+receive overhead, and
+last member arrived; with L the latency of the widest network level
+among the members, G the per-byte time of one block there (n bytes, n/p
+for allreduce and reduce_scatter) as a point-to-point message of that
+size is charged (the level's measured curve, else its eager or
+rendezvous byte time), o the send+receive overhead, and
 ``c = ceil(log2 p)``:
 
 =====================================  =====================================
