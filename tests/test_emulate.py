@@ -61,7 +61,7 @@ def test_rates_and_bad_requests_are_explained():
 
 
 PINGPONG = textwrap.dedent("""
-    import json, subprocess, sys
+    import json, subprocess, sys, time
     import numpy as np
     from mpi4py import MPI
     w = MPI.COMM_WORLD
@@ -74,9 +74,20 @@ PINGPONG = textwrap.dedent("""
         else:
             w.Recv(buf, 0); w.Send(buf, 0)
     one_way = (MPI.Wtime() - t0) / 6
+    # 8 KiB after the link was idle: a NIC still needs its wire time
+    small = buf[:8192]
+    w.Barrier()
+    time.sleep(0.05)
+    t0 = MPI.Wtime()
+    if w.rank == 0:
+        w.Send(small, 1); w.Recv(small[:1], 1)
+    else:
+        w.Recv(small, 0); w.Send(small[:1], 0)
+    after_idle = MPI.Wtime() - t0
     addr = subprocess.run(["ip", "-br", "addr", "show", "eth0"], capture_output=True,
                           text=True).stdout.split()[2]
-    print(json.dumps({"rank": w.rank, "one_way": one_way, "addr": addr}), flush=True)
+    print(json.dumps({"rank": w.rank, "one_way": one_way, "after_idle": after_idle,
+                      "addr": addr}), flush=True)
 """)
 
 
@@ -95,6 +106,9 @@ def test_ranks_talk_over_shaped_links_and_nothing_is_left(tmp_path):
     # 1 MiB over a 100 Mbit/s link takes at least its 84 ms on the wire
     # (shared memory: well under 1 ms); a busy machine only adds to it
     assert min(r["one_way"] for r in rows) > 0.9 * (1 << 20) * 8 / 1e8
+    # and 8 KiB after an idle spell at least half its 655 us: the token
+    # bucket holds two frames, not the 16 KiB that once let it through free
+    assert min(r["after_idle"] for r in rows) > 0.5 * 8192 * 8 / 1e8
     assert "removed 3 namespaces" in p.stdout + p.stderr
     assert host_network() == before
 
