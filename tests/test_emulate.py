@@ -164,17 +164,17 @@ def test_a_killed_run_leaves_nothing():
 @needs_isolation
 def test_workflow_calibrates_and_validates_on_the_emulated_cluster(tmp_path):
     res = tmp_path / "results"
-    config = ["results=" + str(res), "ranks=2",
-              "app={'script': 'examples/jacobi.py', 'args': ['--n', '256', '--iters', '40'], "
-              "'module': False}",
-              "platforms=['calibrated']",
-              "calibrate={'enabled': True, 'ranks': 2, 'cores_per_node': 1, 'nodes': 2, "
-              "'max_bytes': 65536}",
-              "validate={'enabled': True, 'platform': 'calibrated', 'repeats': 1}"]
-    snake = (f'{PY} -m snakemake -c2 --config "target={{mpiexec: $EMULATE_MPIEXEC}}" '
-             + " ".join(f'"{c}"' for c in config))
-    run(EMULATE + ["run", "--nodes", "2", "--rate", "1gbit", "--", "sh", "-c", snake],
-        timeout=900)
+    launcher = Cluster("emu", 2, 1, 1e9).mpiexec        # where `emulate run` puts it
+    config = {"results": str(res), "ranks": 2,
+              "app": {"script": "examples/jacobi.py", "args": ["--n", "256", "--iters", "40"]},
+              "platforms": ["calibrated"],
+              "calibrate": {"enabled": True, "ranks": 2, "cores_per_node": 1, "nodes": 2,
+                            "max_bytes": 65536},
+              "validate": {"enabled": True, "platform": "calibrated", "repeats": 1},
+              "target": {"mpiexec": launcher}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))     # JSON is YAML
+    run(EMULATE + ["run", "--nodes", "2", "--rate", "1gbit", "--", PY, "-m", "snakemake",
+                   "-c2", "--configfile", str(tmp_path / "config.yaml")], timeout=900)
     from netsim import load_platform
     plat = load_platform(str(res / "calibrate" / "calibrated.yaml"))
     fabric = plat.levels[-1]
