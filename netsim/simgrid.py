@@ -2,15 +2,18 @@
 
 One file per rank, ``DIR/rank<R>.txt``, and ``DIR/index.txt`` listing them
 (what ``smpirun -replay`` takes).  Actions, one per line, ``<rank> <action>
-<args>``: ``init``, ``compute <flops>`` (computation seconds x
-``flops_per_second``: SimGrid times computation by the host speed of its
-platform file), ``send|Isend <dst> <bytes>``, ``recv|Irecv <src> <bytes>``,
-``wait``, ``waitall``, ``barrier``, ``bcast <bytes> <root>``,
-``reduce <bytes> 0 <root>``, ``allreduce <bytes> 0``, ``alltoall <bytes>
-<bytes>``, ``gather``/``allgather <bytes> <bytes> [root]``,
-``reducescatter``, ``finalize``.  SMPI replays collectives on
-MPI_COMM_WORLD only: a collective on a communicator that is not all ranks
-in world order is reported and left out.
+<args>``, as SimGrid's replay (3.32) parses them: ``init``, ``compute
+<flops>`` (computation seconds x ``flops_per_second``: SimGrid times
+computation by the host speed of its platform file), ``send|isend <dst>
+<tag> <bytes>``, ``recv|irecv <src> <tag> <bytes>`` (the source and tag
+that matched, for wildcards), ``wait <src> <dst> <tag>`` for every request
+a completion call completed (SimGrid finds a request by that triple),
+``barrier``, ``bcast <bytes> <root>``, ``reduce <bytes> 0 <root>``,
+``allreduce <bytes> 0``, ``alltoall <bytes> <bytes>`` (per member),
+``gather``/``allgather <bytes> <bytes> [root]``, ``reducescatter``,
+``finalize``.  Sizes are bytes (``init`` without arguments selects
+MPI_BYTE).  SMPI replays collectives on MPI_COMM_WORLD only, and has no
+scan or exscan: such calls are reported and left out.
 """
 from __future__ import annotations
 
@@ -27,28 +30,50 @@ _COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "gather",
 # calls with nothing to replay: probes, polls, communicator management
 _NOTHING = ("probe", "iprobe", "mprobe", "improbe", "test", "testall", "testany", "testsome")
 _COMM_MANAGEMENT = ("comm_", "cart_", "graph_", "dist_graph", "intercomm")
+_COMPLETIONS = ("wait", "test", "waitall", "testall", "waitsome", "testsome", "waitany",
+                "testany")
 
 
-def _actions(op, on_world: bool, peer: int, sb, rb, rpeer: int, completes: bool,
-             size: int) -> list[str] | str:
-    """The SimGrid actions of one traced call, or the reason it is skipped."""
+class _Requests:
+    """One rank's open requests: id -> the (src, dst, tag) SimGrid keys them by."""
+
+    def __init__(self):
+        self.open: dict = {}
+
+    def started(self, req: int, key: tuple) -> None:
+        if req >= 0:
+            self.open[req] = key
+
+    def waits(self, reqs) -> list[str]:
+        return [f"wait {s} {d} {t}" for s, d, t in
+                (self.open.pop(int(q)) for q in (reqs if reqs is not None else ())
+                 if int(q) in self.open)]
+
+
+def _actions(r: int, op, on_world: bool, peer: int, tag: int, sb, rb, rpeer: int, rtag: int,
+             req: int, reqs, size: int, requests: _Requests) -> list[str] | str:
+    """The SimGrid actions of rank ``r``'s traced call, or the reason it is skipped."""
     if op in ("init", "finalize"):
         return [op]
     if peer < 0 and (op in _SEND or op in _ISEND or op in ("recv", "irecv")):
         return []                                 # MPI_PROC_NULL: nothing happens
+    tag = max(tag, 0)
     if op in _SEND:
-        return [f"send {peer} {sb}"]
+        return [f"send {peer} {tag} {sb}"]
     if op in _ISEND:
-        return [f"Isend {peer} {sb}"]
-    if op in ("recv", "irecv"):
-        return [f"{'recv' if op == 'recv' else 'Irecv'} {peer} {rb}"]
+        requests.started(req, (r, peer, tag))
+        return [f"isend {peer} {tag} {sb}"]
+    if op == "recv":
+        return [f"recv {peer} {tag} {rb}"]
+    if op == "irecv":
+        requests.started(req, (peer, r, tag))
+        return [f"irecv {peer} {tag} {rb}"]
     if op in ("sendrecv", "sendrecv_replace"):
-        return ([f"Isend {peer} {sb}"] if peer >= 0 else []) + \
-            ([f"recv {rpeer} {rb}"] if rpeer >= 0 else []) + (["wait"] if peer >= 0 else [])
-    if op in ("wait", "test") and completes:
-        return ["wait"]
-    if op in ("waitall", "testall", "waitsome", "testsome", "waitany", "testany") and completes:
-        return ["waitall"]
+        out = [f"isend {peer} {tag} {sb}"] if peer >= 0 else []
+        out += [f"recv {rpeer} {max(rtag, 0)} {rb}"] if rpeer >= 0 else []
+        return out + ([f"wait {r} {peer} {tag}"] if peer >= 0 else [])
+    if op in _COMPLETIONS:
+        return requests.waits(reqs)
     if op in _COLLECTIVES:
         if not on_world:
             return op + " (not on COMM_WORLD)"
@@ -57,7 +82,7 @@ def _actions(op, on_world: bool, peer: int, sb, rb, rpeer: int, completes: bool,
                  "reduce": f"reduce {sb} 0 {root}", "allreduce": f"allreduce {sb} 0",
                  "alltoall": f"alltoall {sb // max(size, 1)} {rb // max(size, 1)}",
                  "gather": f"gather {sb} {sb} {root}", "allgather": f"allgather {sb} {sb}",
-                 }.get(op, f"reducescatter {sb} 0")]
+                 }.get(op, "reducescatter " + " ".join([str(rb)] * size) + " 0")]
     if op in _NOTHING or op.startswith(_COMM_MANAGEMENT):
         return []
     return op
@@ -77,14 +102,16 @@ def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "
     files = {}
     for r in range(trace.size):
         files[r] = open(os.path.join(out_dir, f"rank{r}.txt"), "w")
-    cols = [ev[c].to_numpy() for c in ("rank", "op", "comm", "peer", "sbytes", "rbytes",
-                                       "rpeer", "reqs")]
-    for i, (r, op, comm, peer, sb, rb, rpeer, reqs) in enumerate(zip(*cols)):
+    cols = [ev[c].to_numpy() for c in ("rank", "op", "comm", "peer", "tag", "sbytes", "rbytes",
+                                       "rpeer", "rtag", "req", "reqs")]
+    requests = {r: _Requests() for r in range(trace.size)}
+    for i, (r, op, comm, peer, tag, sb, rb, rpeer, rtag, req, reqs) in enumerate(zip(*cols)):
         f = files[int(r)]
         if op != "init" and comp[i] > 0:
             f.write(f"{r} compute {comp[i] * flops_per_second:.6g}\n")
-        actions = _actions(op, int(comm) in world, int(peer), sb, rb, int(rpeer),
-                           reqs is not None and len(reqs) > 0, trace.size)
+        actions = _actions(int(r), op, int(comm) in world, int(peer), int(tag), sb, rb,
+                           int(rpeer), int(rtag), int(req), reqs, trace.size,
+                           requests[int(r)])
         if isinstance(actions, str):
             skipped[actions] = skipped.get(actions, 0) + 1
             continue

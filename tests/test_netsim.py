@@ -1,6 +1,9 @@
 """The simulator: hand-computed cases, collectives, contention, deadlock,
 GOAL round trips, and predictions on real traces of the examples."""
 import json
+import os
+import re
+import shutil
 import sys
 
 import numpy as np
@@ -302,13 +305,55 @@ def test_simgrid_time_independent_export(jacobi_trace, tmp_path):
         assert lines[0] == f"{r} init" and lines[-1] == f"{r} finalize"
         mine = ev[ev["rank"] == r]
         acts = [x.split()[1] for x in lines]
-        assert acts.count("Isend") == ((mine.op == "isend") & (mine.peer >= 0)).sum()
-        assert acts.count("Irecv") == ((mine.op == "irecv") & (mine.peer >= 0)).sum()
+        assert acts.count("isend") == ((mine.op == "isend") & (mine.peer >= 0)).sum()
+        assert acts.count("irecv") == ((mine.op == "irecv") & (mine.peer >= 0)).sum()
+        # SimGrid keys a request by (src, dst, tag): each completed one is
+        # waited for by name, and every one started is completed
+        started = {tuple(x.split()[2:4]) for x in lines if x.split()[1] == "isend"}
+        waited = [x.split()[2:5] for x in lines if x.split()[1] == "wait"]
+        assert len(waited) == acts.count("isend") + acts.count("irecv")
+        assert {(d, t) for s, d, t in waited if s == str(r)} == started
         # the Cartesian grid is all ranks in world order: its Allreduce stays
         assert acts.count("allreduce") == (mine.op == "allreduce").sum() > 0
         total = sum(float(x.split()[2]) for x in lines if x.split()[1] == "compute")
         assert total == pytest.approx(mine.loc[mine.op != "init", "cpu"].sum() * 1e9, rel=1e-4)
     assert "left out" not in p.stderr
+
+
+SMPIRUN = shutil.which("smpirun")
+REPLAYER = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
+
+
+@pytest.mark.skipif(SMPIRUN is None or not os.path.exists(REPLAYER),
+                    reason="SimGrid's smpirun and replayer (Debian: libsimgrid-dev) not here")
+def test_an_exported_trace_replays_in_simgrid_as_netsim_predicts(jacobi_trace, tmp_path):
+    """SimGrid's own replay (smpirun -replay) of the export, on a cluster
+    that the netsim platform describes alike (two 10 us, 1.25 GB/s links
+    per route, SMPI's bandwidth and latency factors set to 1, its eager
+    limit 64 KiB), ends within 1 % of netsim's prediction."""
+    (tmp_path / "plat.xml").write_text(
+        "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+        "<platform version=\"4.1\"><zone id=\"world\" routing=\"Full\">"
+        "<cluster id=\"c\" prefix=\"node-\" suffix=\"\" radical=\"0-3\" speed=\"1Gf\" "
+        "bw=\"1.25GBps\" lat=\"10us\" loopback_bw=\"100GBps\" loopback_lat=\"0\"/>"
+        "</zone></platform>\n")
+    (tmp_path / "hosts").write_text("".join(f"node-{r}\n" for r in range(4)))
+    (tmp_path / "matched.yaml").write_text(yaml.safe_dump({
+        "name": "simgrid-matched", "nodes": 4, "cores_per_node": 1,
+        "network": {"levels": [{"name": "link", "latency": 20e-6, "byte_time": 0.8e-9}],
+                    "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
+                    "eager_limit": 65536, "contention": False},
+        "collectives": {"default": "analytic"}}))
+    run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform",
+         str(tmp_path / "matched.yaml"), "-o", str(tmp_path / "p.json"),
+         "--simgrid-out", str(tmp_path / "sg")])
+    predicted = json.loads((tmp_path / "p.json").read_text())["predicted_time"]
+    p = run([SMPIRUN, "-np", "4", "-platform", "plat.xml", "-hostfile", "hosts", "-replay",
+             str(tmp_path / "sg" / "index.txt"), "--cfg=smpi/bw-factor:0:1",
+             "--cfg=smpi/lat-factor:0:1", "--cfg=smpi/send-is-detached-thresh:65536",
+             REPLAYER], cwd=tmp_path, timeout=300)
+    simulated = float(re.search(r"Simulation time ([0-9.eE+-]+)", p.stdout + p.stderr).group(1))
+    assert simulated == pytest.approx(predicted, rel=0.01)
 
 
 def test_loggopsim_semantics_hand_computed(tmp_path):
