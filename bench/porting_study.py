@@ -1,8 +1,8 @@
 """Porting-study validation: predict a target that is not the host.
 
     python bench/porting_study.py [--apps jacobi,cg] [--links 10gbit,1gbit,100mbit] [--ranks N]
-                                  [--rounds 5] [--out bench/porting/results] [--markdown]
-                                  [--resimulate]
+                                  [--rounds 5] [--network-every-round]
+                                  [--out bench/porting/results] [--markdown] [--resimulate]
 
 The target is an emulated cluster (python -m emulate): N nodes, one rank
 each, joined by links of a given rate, one cluster per link setting, all
@@ -23,6 +23,11 @@ Then the application runs for real on each emulated cluster.  Rounds
 interleave the two sides (a replay, then one real run per link), since
 this machine drifts; compared are the median prediction and the median
 real run, with the 95 % bootstrap interval of the error over the rounds.
+The emulated links drift too (a 1 MiB exchange cost 11.3 and 12.8 ms in
+two runs minutes apart): with ``--network-every-round`` every real run
+has a measurement of its link beside it, and the calibrated platform is
+their mean (OUT/<app>/calibrated-<link>.yaml) instead of the one
+measurement taken before the rounds (about 2 minutes more per round).
 Also reported, per application, whether the predictions rank the link
 settings as the real runs do, and the predicted against the measured
 speed-up between the slowest and fastest link.
@@ -95,16 +100,28 @@ def nominal_platform(rate: float, ranks: int) -> dict:
                                     "byte_time": 8.0 / rate}], "contention": True}}
 
 
-def calibrate_link(c: Cluster, d: Path, rate: float) -> None:
+def measure_link(c: Cluster, out: Path, rate: float, repeats: int = 10) -> Path:
     """``calibrate measure`` on cluster ``c`` (messages up to what the link
-    carries in about 20 ms, at most 4 MiB) and its fit: d/calibrated.yaml."""
+    carries in about 20 ms, at most 4 MiB) into ``out``."""
     largest = 1 << min(22, max(16, int(rate / 8 * 0.02).bit_length() - 1))
-    sh([c.mpiexec, "-n", "2", PY, "-m", "calibrate", "measure", "--repeats", "10",
-        "--max-bytes", str(largest), "-o", str(d / "pingpong.csv")], d / "measure.log",
+    sh([c.mpiexec, "-n", "2", PY, "-m", "calibrate", "measure", "--repeats", str(repeats),
+        "--max-bytes", str(largest), "-o", str(out)], out.with_suffix(".log"),
        timeout=TIMEOUT, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
-    sh([PY, "-m", "calibrate", "fit", str(d / "pingpong.csv"), "--cores-per-node", "1",
-        "--nodes", str(c.nodes), "--name", f"calibrated-{link_name(rate)}",
-        "-o", str(d / "calibrated.yaml")], d / "fit.log")
+    return out
+
+
+def fit_link(measured: list[Path], out: Path, nodes: int, rate: float) -> Path:
+    """The calibrated platform from ``calibrate measure`` files, each
+    point's mean over them (what the link's states cost on average)."""
+    sh([PY, "-m", "calibrate", "fit", *map(str, measured), "--combine", "mean",
+        "--cores-per-node", "1", "--nodes", str(nodes), "--name",
+        f"calibrated-{link_name(rate)}", "-o", str(out)], out.with_suffix(".log"))
+    return out
+
+
+def calibrate_link(c: Cluster, d: Path, rate: float) -> None:
+    """One measurement of cluster ``c`` before the rounds: d/calibrated.yaml."""
+    fit_link([measure_link(c, d / "pingpong.csv", rate)], d / "calibrated.yaml", c.nodes, rate)
 
 
 def host_stages(app: list[str], d: Path, ranks: int) -> None:
@@ -116,16 +133,21 @@ def host_stages(app: list[str], d: Path, ranks: int) -> None:
         str(d / "reps.csv"), "-o", str(d / "msglog")] + app, d / "record.log", timeout=TIMEOUT)
 
 
-def rounds(app: list[str], d: Path, clusters: dict, k: int, ranks: int) -> None:
+def rounds(app: list[str], d: Path, clusters: dict, k: int, ranks: int,
+           network: bool = False) -> None:
     """Round ``k``: the representatives replayed on the host's cores, as
     many at once as the emulated nodes share them, then one real run per
-    link."""
+    link (``network``: each beside a measurement of that link,
+    d/pingpong-<link>-<k>.csv: the emulated links drift with the machine's
+    state)."""
     load = str(min(ranks, os.cpu_count() or 1))
     sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
         "--concurrent", load, "--load", load,
         "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log", timeout=TIMEOUT)
     runs = json.loads((d / "runs.json").read_text()) if (d / "runs.json").exists() else {}
     for link, c in clusters.items():
+        if network:
+            measure_link(c, d / f"pingpong-{link}-{k}.csv", c.rate, repeats=5)
         t = measure(app, ranks, 1, c.mpiexec, env=env(), log=lambda s: None,
                     timeout=TIMEOUT)["measured"]
         runs.setdefault(link, []).append(t)
@@ -147,8 +169,14 @@ def predict(name: str, d: Path, links: Path) -> list[dict]:
     rows = []
     fid = fidelity(d / "trace", reps, d / "replay")
     for link, measured in runs.items():
+        beside = sorted(d.glob(f"pingpong-{link}-[0-9]*.csv"))
+        if beside:          # measured in the rounds: their mean, as the real runs saw it
+            rate = json.loads((links / link / "rate.json").read_text())["rate"]
+            fit_link(beside, d / f"calibrated-{link}.yaml", reps["rank"].nunique(), rate)
         for source in ("calibrated", "nominal"):
             platform = links / link / f"{source}.yaml"
+            if source == "calibrated" and beside:
+                platform = d / f"calibrated-{link}.yaml"
             preds = []
             for k in range(1, n_rounds + 1):
                 out = d / f"prediction-{link}-{source}-{k}.json"
@@ -250,6 +278,10 @@ def main(argv=None) -> int:
     ap.add_argument("--links", default="10gbit,1gbit,100mbit",
                     help="link rates, one emulated cluster each (default 10gbit,1gbit,100mbit)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds per app (default 5)")
+    ap.add_argument("--network-every-round", action="store_true",
+                    help="measure every link in every round too (5 repeats, about 2 minutes "
+                         "a round for the three default links) and predict on the mean of "
+                         "those measurements: the emulated links drift with the machine")
     ap.add_argument("--ranks", type=int, default=RANKS,
                     help=f"N: emulated nodes of one rank each (default {RANKS}; at most the "
                          "machine's cores for a fair real run)")
@@ -283,6 +315,7 @@ def main(argv=None) -> int:
                 clusters[link] = c
                 d = out / "links" / link
                 d.mkdir(parents=True, exist_ok=True)
+                (d / "rate.json").write_text(json.dumps({"rate": rate}))
                 (d / "nominal.yaml").write_text(yaml.safe_dump(
                     nominal_platform(rate, a.ranks), sort_keys=False))
                 print(f"calibrating {link}", flush=True)
@@ -298,7 +331,7 @@ def main(argv=None) -> int:
                 print(f"{name}: {' '.join(APPS[name])}", flush=True)
                 host_stages(app, d, a.ranks)
                 for k in range(1, a.rounds + 1):
-                    rounds(app, d, clusters, k, a.ranks)
+                    rounds(app, d, clusters, k, a.ranks, a.network_every_round)
                 rows += predict(name, d, out / "links")
         finally:
             for c in clusters.values():
