@@ -280,15 +280,13 @@ class _Lowering:
         rendezvous byte time): over TCP a calibrated level's eager line,
         fitted to small messages, is no rate for a 1 MB alltoall block."""
         key = (comm, nbytes)
-        if key in self._widest_cache:
-            return self._widest_cache[key]
-        self._widest_cache[key] = self._level_cost(comm, nbytes)
+        if key not in self._widest_cache:
+            self._widest_cache[key] = self._level_cost(comm, nbytes)
         return self._widest_cache[key]
 
     def _level_cost(self, comm: int, nbytes: float):
         span, lat, bt = self.levels
-        members = self.members[comm]
-        m = self.core[members]
+        m = self.core[self.members[comm]]
         lv = len(span) - 1
         for i in range(len(span) - 1):
             if (m // span[i]).min() == (m // span[i]).max():
@@ -296,11 +294,11 @@ class _Lowering:
                 break
         if nbytes <= 1:
             return lat[lv], bt[lv]
-        # two of the members whose cores that level joins
-        a = m[0]
-        b = next((c for c in m[1:] if self.platform.level_of(np.array([a]), np.array([c]))[0]
-                  == lv), m[-1])
-        wire = self.platform.wire(np.array([a]), np.array([b]), np.array([float(nbytes)]))[0]
+        # two of the members whose cores that level joins (one call for
+        # all members: a world communicator has every rank)
+        joined = m[1:][self.platform.level_of(np.full(len(m) - 1, m[0]), m[1:]) == lv]
+        b = joined[0] if len(joined) else m[-1]
+        wire = self.platform.wire(m[:1], np.array([b]), np.array([float(nbytes)]))[0]
         return lat[lv], wire / (nbytes - 1)
 
     def collective(self, i: int, r: int, op: str):
