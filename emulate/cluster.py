@@ -169,7 +169,8 @@ def load(name: str) -> Cluster:
                            "`python -m emulate up` first") from None
     except (ValueError, TypeError) as e:
         raise EmulateError(f"{path}: not a cluster description ({e})") from None
-    missing = [c.namespace(k) for k in range(c.nodes) if c.namespace(k) not in existing(name)]
+    present = set(existing(name))                 # one `ip netns list`, not one per node
+    missing = [c.namespace(k) for k in range(c.nodes) if c.namespace(k) not in present]
     if missing:
         raise EmulateError(f"cluster {name!r}: namespaces {', '.join(missing)} are gone; "
                            "`python -m emulate down` and up again")

@@ -11,6 +11,7 @@ porting-study benchmark.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 from .cluster import EmulateError
@@ -23,7 +24,7 @@ def available() -> str | None:
     if os.geteuid() != 0:
         return "needs root (network namespaces, tc)"
     for tool in ("unshare", "ip", "tc", "mount"):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
+        if shutil.which(tool) is None:
             return f"needs the {tool} command"
     p = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private", "true"],
                        capture_output=True, text=True)
