@@ -146,6 +146,17 @@ def cache_dir() -> str:
     return os.path.join(base, "repreplay")
 
 
+def _compile(mpicc: str, out: str, args: list[str], what: str) -> str:
+    """Compile a shared library for ``out`` under a name of this process's
+    (renamed into place by the caller); returns that name."""
+    tmp = f"{out}.{os.getpid()}"
+    p = subprocess.run([mpicc, "-O2", "-shared", "-fPIC", "-o", tmp, *args],
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise CcountError(f"compiling {what} failed:\n{p.stderr[-2000:]}")
+    return tmp
+
+
 def build() -> str:
     """Build (once per MPI library) and return the directory holding the shim."""
     mpicc = _mpicc()
@@ -166,19 +177,11 @@ def build() -> str:
             src = os.path.join(d, "shim.c")
             with open(src, "w") as f:
                 f.write(generate(mpicc))
-            tmp = f"{lib}.{os.getpid()}"
-            p = subprocess.run([mpicc, "-O2", "-shared", "-fPIC", "-I", HERE, "-o", tmp, src,
-                                "-ldl"], capture_output=True, text=True)
-            if p.returncode:
-                raise CcountError(f"compiling the call counter failed:\n{p.stderr[-2000:]}")
+            shim = _compile(mpicc, lib, ["-I", HERE, src, "-ldl"], "the call counter")
             audit = os.path.join(d, AUDIT_NAME)
-            p = subprocess.run([mpicc, "-O2", "-shared", "-fPIC", "-o", f"{audit}.{os.getpid()}",
-                                os.path.join(HERE, "ccount_audit.c")],
-                               capture_output=True, text=True)
-            if p.returncode:
-                raise CcountError(f"compiling the audit library failed:\n{p.stderr[-2000:]}")
-            os.replace(f"{audit}.{os.getpid()}", audit)
-            os.replace(tmp, lib)                  # last: its presence means all is built
+            os.replace(_compile(mpicc, audit, [os.path.join(HERE, "ccount_audit.c")],
+                                "the audit library"), audit)
+            os.replace(shim, lib)                 # last: its presence means all is built
     return d
 
 
