@@ -55,7 +55,18 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE / "apps")]
-from run import error_interval, fidelity, sh  # noqa: E402  (bench/apps/run.py)
+# bench/apps/run.py: the stages and statistics of the host's applications table
+from run import (  # noqa: E402
+    PY,
+    env,
+    error_interval,
+    expand_round,
+    fidelity,
+    host_stages,
+    measure_network,
+    replay_round,
+    sh,
+)
 
 from cluster.representatives import read_representatives  # noqa: E402
 from emulate import Cluster, down, up  # noqa: E402
@@ -64,8 +75,6 @@ from emulate.isolate import MARK, enter, isolated  # noqa: E402
 from replay.run import keep_least_disturbed  # noqa: E402
 from validate import measure  # noqa: E402
 
-PY = sys.executable
-MPIEXEC = str(Path(PY).parent / "mpiexec")
 RANKS = 2                    # default N: one rank per emulated node, a node per core here
 NOMINAL_LATENCY = 20e-6      # what a user would write for kernel TCP over Ethernet
 TIMEOUT = 900                # a stage taking longer has hung
@@ -80,13 +89,6 @@ APPS = {
     "uneven": ["examples/uneven.py", "--iters", "300"],
     "futures-julia": ["bench/apps/src/mpi4py/demo/futures/run_julia.py"],
 }
-
-
-def env() -> dict:
-    e = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1", MPLBACKEND="Agg",
-             OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    return e
 
 
 def link_name(rate: float) -> str:
@@ -104,10 +106,8 @@ def measure_link(c: Cluster, out: Path, rate: float, repeats: int = 10) -> Path:
     """``calibrate measure`` on cluster ``c`` (messages up to what the link
     carries in about 20 ms, at most 4 MiB) into ``out``."""
     largest = 1 << min(22, max(16, int(rate / 8 * 0.02).bit_length() - 1))
-    sh([c.mpiexec, "-n", "2", PY, "-m", "calibrate", "measure", "--repeats", str(repeats),
-        "--max-bytes", str(largest), "-o", str(out)], out.with_suffix(".log"),
-       timeout=TIMEOUT, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
-    return out
+    return measure_network(out, c.mpiexec, ("--repeats", str(repeats), "--max-bytes",
+                                            str(largest)), timeout=TIMEOUT)
 
 
 def fit_link(measured: list[Path], out: Path, nodes: int, rate: float) -> Path:
@@ -124,15 +124,6 @@ def calibrate_link(c: Cluster, d: Path, rate: float) -> None:
     fit_link([measure_link(c, d / "pingpong.csv", rate)], d / "calibrated.yaml", c.nodes, rate)
 
 
-def host_stages(app: list[str], d: Path, ranks: int) -> None:
-    """Trace, cluster and record on the host (its shared memory)."""
-    sh([MPIEXEC, "-n", str(ranks), PY, "-m", "instrument", "trace", "-o", str(d / "trace")]
-       + app, d / "trace.log", timeout=TIMEOUT)
-    sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
-    sh([MPIEXEC, "-n", str(ranks), PY, "-m", "instrument", "record", "--reps",
-        str(d / "reps.csv"), "-o", str(d / "msglog")] + app, d / "record.log", timeout=TIMEOUT)
-
-
 def rounds(app: list[str], d: Path, clusters: dict, k: int, ranks: int,
            network: bool = False) -> None:
     """Round ``k``: the representatives replayed on the host's cores, as
@@ -140,10 +131,7 @@ def rounds(app: list[str], d: Path, clusters: dict, k: int, ranks: int,
     link (``network``: each beside a measurement of that link,
     d/pingpong-<link>-<k>.csv: the emulated links drift with the machine's
     state)."""
-    load = str(min(ranks, os.cpu_count() or 1))
-    sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-        "--concurrent", load, "--load", load,
-        "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log", timeout=TIMEOUT)
+    replay_round(app, d, ranks, k, timeout=TIMEOUT)
     runs = json.loads((d / "runs.json").read_text()) if (d / "runs.json").exists() else {}
     for link, c in clusters.items():
         if network:
@@ -160,12 +148,10 @@ def predict(name: str, d: Path, links: Path) -> list[dict]:
     platforms; one row per link and source."""
     reps = read_representatives(str(d / "reps.csv"))
     runs = json.loads((d / "runs.json").read_text())
-    n_rounds = len(sorted((d / "replay").glob("repeat[0-9]*")))
+    n_rounds = len(list((d / "replay").glob("repeat[0-9]*")))
     keep_least_disturbed(sorted(set(reps["representative"])), str(d / "replay"), n_rounds)
     for k in range(1, n_rounds + 1):
-        sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
-            str(d / "replay" / f"repeat{k}"), "-o", str(d / f"compute{k}.csv")],
-           d / f"expand{k}.log")
+        expand_round(d, k)
     rows = []
     fid = fidelity(d / "trace", reps, d / "replay")
     for link, measured in runs.items():
@@ -329,7 +315,7 @@ def main(argv=None) -> int:
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir(parents=True)
                 print(f"{name}: {' '.join(APPS[name])}", flush=True)
-                host_stages(app, d, a.ranks)
+                host_stages(app, d, a.ranks, timeout=TIMEOUT)
                 for k in range(1, a.rounds + 1):
                     rounds(app, d, clusters, k, a.ranks, a.network_every_round)
                 rows += predict(name, d, out / "links")

@@ -153,15 +153,46 @@ def output_line(text: str, pattern: str | None) -> str | None:
     return m.group(0) if m else "<missing>"
 
 
-def measure_network(out: Path, k: int) -> Path:
-    """One ``calibrate measure`` of this machine (busy-polling waits,
-    as the real runs have): OUT/pingpong<k>.csv, its output in
-    OUT/pingpong<k>.log."""
-    out.mkdir(parents=True, exist_ok=True)
-    one = out / f"pingpong{k}.csv"
-    sh([MPIEXEC, "-n", "2", PY, "-m", "calibrate", "measure", "-o", str(one)],
-       out / f"pingpong{k}.log", MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
+def measure_network(one: Path, mpiexec: str = MPIEXEC, options: tuple = (),
+                    timeout: float = STAGE_TIMEOUT) -> Path:
+    """One ``calibrate measure`` (with ``options``) of the machine ``mpiexec``
+    starts on (busy-polling waits, as the real runs have) into ``one``, its
+    output beside it (.log)."""
+    one.parent.mkdir(parents=True, exist_ok=True)
+    sh([mpiexec, "-n", "2", PY, "-m", "calibrate", "measure", *options, "-o", str(one)],
+       one.with_suffix(".log"), timeout=timeout, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
     return one
+
+
+def host_stages(app: list[str], d: Path, n: int, count_c_calls: bool = False,
+                timeout: float = STAGE_TIMEOUT) -> None:
+    """Trace (with the C-level call counter if asked), cluster and record the
+    representatives on this machine: d/trace, d/reps.csv, d/msglog."""
+    sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "trace"]
+       + (["--count-c-calls"] if count_c_calls else []) + ["-o", str(d / "trace")] + app,
+       d / "trace.log", timeout=timeout)
+    sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
+    sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
+        "-o", str(d / "msglog")] + app, d / "record.log", timeout=timeout)
+
+
+def replay_round(app: list[str], d: Path, n: int, k: int,
+                 timeout: float = STAGE_TIMEOUT) -> None:
+    """Round ``k``'s replay of the representatives (d/replay/repeat<k>): N at
+    once where the cores allow, the contention of the real run, with load
+    copies beside a lone representative."""
+    load = str(min(n, os.cpu_count() or 1))
+    sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
+        "--concurrent", load, "--load", load, "-o", str(d / "replay" / f"repeat{k}")] + app,
+       d / f"replay{k}.log", timeout=timeout)
+
+
+def expand_round(d: Path, k: int) -> Path:
+    """Round ``k``'s replays expanded to every rank: d/compute<k>.csv."""
+    compute = d / f"compute{k}.csv"
+    sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
+        str(d / "replay" / f"repeat{k}"), "-o", str(compute)], d / f"expand{k}.log")
+    return compute
 
 
 def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
@@ -220,11 +251,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     print(f"{name} (N={n}): {' '.join(recipe['app'])}", flush=True)
-    sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "trace", "--count-c-calls",
-                     "-o", str(d / "trace")] + app, d / "trace.log")
-    sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
-    sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
-        "-o", str(d / "msglog")] + app, d / "record.log")
+    host_stages(app, d, n, count_c_calls=True)
     compare = recipe.get("compare", True)
     platform = target_platform(recipe, platform)
     # rounds, each a replay of every representative, a measurement of the
@@ -235,12 +262,9 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     runs = []
     for k in range(1, rounds + 1):
         if k <= replay_repeats:
-            sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-                "--concurrent", str(min(n, os.cpu_count() or 1)),
-                "--load", str(min(n, os.cpu_count() or 1)),
-                "-o", str(d / "replay" / f"repeat{k}")] + app, d / f"replay{k}.log")
+            replay_round(app, d, n, k)
         if platform is None and k <= repeats:
-            measure_network(d, k)
+            measure_network(d / f"pingpong{k}.csv")
         if compare and k <= repeats:
             runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None,
                                 timeout=STAGE_TIMEOUT)["measured"])
@@ -294,9 +318,7 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
     for k in range(1, rounds + 1):
         compute = d / "compute.csv"
         if k <= replay_repeats:
-            compute = d / f"compute{k}.csv"
-            sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
-                str(d / "replay" / f"repeat{k}"), "-o", str(compute)], d / f"expand{k}.log")
+            compute = expand_round(d, k)
         sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
             str(compute), "-o", str(d / f"prediction{k}.json")], d / f"simulate{k}.log")
         preds.append(json.loads((d / f"prediction{k}.json").read_text())["predicted_time"])
