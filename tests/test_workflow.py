@@ -92,6 +92,7 @@ def test_validate_compares_with_a_real_run(default_run, tmp_path):
     (["ranks=0"], "0 is less than the minimum of 1"),
     (["cluster={'linkage': 'median'}"], "'median' is not one of"),
     (["platforms=['config/platforms/nope.yaml']"], "nope.yaml does not exist"),
+    (["target={'mpiexec': '/nonexistent/mpiexec'}"], "/nonexistent/mpiexec is not an executable"),
 ])
 def test_bad_config_fails_with_a_clear_message(tmp_path, override, message):
     p = run(SNAKEMAKE + ["-n", "-c1", "--config", f"results={tmp_path}/r"] + override,
