@@ -8,51 +8,96 @@ import numpy as np
 import pandas as pd
 
 from . import data as D
-from .models import MODELS, make
+from .models import MODELS
 
 
 def _ints(s):
     return [int(x) for x in s.split(",") if x.strip()]
 
 
+def _unit(a, df) -> str:
+    """--unit, else a single value of a ``unit`` column, else seconds."""
+    if a.unit:
+        return a.unit
+    if "unit" in df and df["unit"].nunique() == 1:
+        return str(df["unit"].iloc[0])
+    return "s"
+
+
+def _held_out(name, m, test) -> dict:
+    """The model's formula and relative errors at the held-out runs."""
+    row = {"model": name, "formula": m.describe()}
+    if len(test):
+        with np.errstate(all="ignore"):
+            p = np.asarray(m.predict(test), float)
+        truth = test["time"].to_numpy(float)
+        err = np.where(np.isfinite(p) & (p > 0), np.abs(p - truth) / truth, np.inf)
+        row.update(median_error=float(np.median(err)), max_error=float(err.max()))
+    return row
+
+
+def _print_predictions(m, res, at, cut, level, spread, unit):
+    from .auto import interval
+    with np.errstate(all="ignore"):
+        mean = np.asarray(m.predict(at), float)
+    lo, hi = interval(mean, np.log2(at["procs"].to_numpy(float) / cut), res, level, spread)
+    for q, t, lo_, hi_ in zip(at["procs"], mean, lo, hi):
+        if not (np.isfinite(t) and t > 0):
+            print(f"    procs {q:>7}: no usable prediction (the model gives {t:.4g})")
+            continue
+        band = (f"  [{lo_:.5g}, {hi_:.5g}] {level:.0%} interval"
+                if np.isfinite(lo_) else "  (no interval: too few runs to cut)")
+        print(f"    procs {q:>7}: {t:.5g} {unit}{band}")
+
+
 def cmd_fit(a) -> int:
-    df = D.reduce(D.load(a.data), a.reduce)
-    if "program" in df and df["program"].nunique() > 1:
+    from .auto import fit_model, repeat_spread
+    raw = D.load(a.data)
+    if "program" in raw and raw["program"].nunique() > 1:
         if not a.program:
             raise D.DataError(f"{a.data}: several programs; choose one with --program")
-        df = df[df["program"] == a.program]
+        raw = raw[raw["program"] == a.program]
+    if a.components:
+        return _fit_components(a, raw)
+    unit = _unit(a, raw)
+    raw = raw.drop(columns=[c for c in ("unit",) if c in raw])
+    df = D.reduce(raw, a.reduce)
     train = D.select(df, a.train)
     test = D.select(df, a.test) if a.test else (df.drop(train.index) if a.train else df.iloc[:0])
-    if len(train) < 3:
-        raise D.DataError(f"{len(train)} training configuration(s): need at least 3")
-    names = MODELS if a.model == "all" else a.model.split(",")
-    unknown = [n for n in names if n not in MODELS]
+    if train["procs"].nunique() < 2:
+        raise D.DataError(f"{a.data}: the training runs have {train['procs'].nunique()} "
+                          f"process count(s); every model needs at least 2")
+    names = MODELS + ["auto"] if a.model == "all" else a.model.split(",")
+    unknown = [n for n in names if n not in MODELS + ["auto"]]
     if unknown:
-        raise D.DataError(f"unknown model(s) {unknown}: choose from {list(MODELS)} or all")
+        raise D.DataError(f"unknown model(s) {unknown}: choose from auto, {', '.join(MODELS)} "
+                          f"or all")
     params = D.parameters(df)
-    fitted, rows = {}, []
+    sizes = int(train["size"].nunique()) if "size" in train else 1
+    spread = repeat_spread(D.select(raw, a.train), ["procs"] + params)
     at = pd.DataFrame({"procs": _ints(a.predict)}) if a.predict else None
+    if at is not None:
+        for c in params:
+            at[c] = a.size if c == "size" and a.size else train[c].iloc[-1]
+    fitted, rows = {}, []
     for name in names:
         try:
-            m = make(name, params).fit(train)
+            m, res = fit_model(name, train, params, sizes, spread)
         except (ValueError, KeyError, np.linalg.LinAlgError) as e:
             print(f"{name}: cannot fit: {e}", file=sys.stderr)
             continue
         fitted[name] = m
-        row = {"model": name, "formula": m.describe()}
-        if len(test):
-            err = np.abs(m.predict(test) - test["time"].to_numpy()) / test["time"].to_numpy()
-            row.update(median_error=float(np.median(err)), max_error=float(err.max()))
-        rows.append(row)
+        rows.append(_held_out(name, m, test))
         print(f"{name:<11} {m.describe()}")
+        if name == "auto":
+            r = m.ranking_[["model", "last", "score"]]
+            print("    candidates by error per doubling at the last cut (all cuts):")
+            for _, x in r.iterrows():
+                print(f"      {x['model']:<11} {x['last']:7.3f} ({x['score']:.3f})")
         if at is not None:
-            for c in params:
-                at[c] = a.size if c == "size" and a.size else train[c].iloc[-1]
-            mean, std = m.predict(at), m.predict_std(at)
-            for q, t, s in zip(at["procs"], mean, std):
-                print(f"    procs {q:>7}: {t:.5g} s" + (f" +- {s:.2g}" if np.isfinite(s) else ""))
+            _print_predictions(m, res, at, train["procs"].max(), a.level, spread, unit)
     table = pd.DataFrame(rows)
-    if len(test):
+    if len(test) and len(table):
         print(f"\nrelative error on {len(test)} held-out configuration(s):")
         print(table[["model", "median_error", "max_error"]].sort_values("median_error")
               .to_string(index=False, float_format=lambda v: f"{v:.2%}"))
@@ -60,28 +105,53 @@ def cmd_fit(a) -> int:
         table.to_csv(a.output, index=False)
     if a.plot:
         from .plot import fits_png
-        fits_png(a.plot, train, test, fitted, _ints(a.predict) if a.predict else [])
+        fits_png(a.plot, train, test, fitted, _ints(a.predict) if a.predict else [], unit)
+    return 0 if fitted else 2
+
+
+def _fit_components(a, raw) -> int:
+    """Extrapolate each component (e.g. computation, communication) on its own
+    with the automatic choice, and their sum."""
+    from .auto import Auto
+    cols = a.components.split(",")
+    missing = [c for c in cols if c not in raw]
+    if missing:
+        raise D.DataError(f"{a.data}: no column(s) {missing} for --components")
+    unit = _unit(a, raw)
+    if not a.predict:
+        raise D.DataError("--components needs --predict")
+    at = pd.DataFrame({"procs": _ints(a.predict)})
+    total = lo_sum = hi_sum = 0.0
+    for c in cols:
+        part = raw[["procs", c]].rename(columns={c: "time"})
+        bad = part["time"] <= 0
+        if bad.any():
+            raise D.DataError(f"{a.data}: row {part.index[bad][0]}: {c} must be positive")
+        train = D.select(D.reduce(part, "min"), a.train)
+        m = Auto().fit(train)
+        p = m.predict(at)
+        lo, hi = m.interval(at, a.level)
+        print(f"{c:<14} {m.describe()}")
+        for q, t, l_, h_ in zip(at["procs"], p, lo, hi):
+            print(f"    procs {q:>7}: {t:.5g} {unit}  [{l_:.5g}, {h_:.5g}]")
+        total, lo_sum, hi_sum = total + p, lo_sum + lo, hi_sum + hi
+    print("sum (intervals added: at least the level's coverage)")
+    for q, t, l_, h_ in zip(at["procs"], total, lo_sum, hi_sum):
+        print(f"    procs {q:>7}: {t:.5g} {unit}  [{l_:.5g}, {h_:.5g}]")
     return 0
 
 
 def cmd_metric(a) -> int:
-    from .metric import TUPLE, metric, surface_png
+    from .metric import TUPLE, efficiency, metric, surface_png
     df = D.load(a.data)
     if "size" not in df:
         raise D.DataError(f"{a.data}: the metric needs a 'size' column (problem size per "
                           f"run)")
     if "efficiency" not in df:
-        # strong scaling per size: E = T(p0) p0 / (T(p) p) against the smallest p
-        df = D.reduce(df, "min")
-        base = df.loc[df.groupby([c for c in ["program", "size"] if c in df])["procs"]
-                      .idxmin()].set_index([c for c in ["program", "size"] if c in df])
-        key = [c for c in ["program", "size"] if c in df]
-        ref = df.join(base[["procs", "time"]].rename(columns={"procs": "p0", "time": "t0"}),
-                      on=key)
-        df["efficiency"] = ref["t0"] * ref["p0"] / (df["time"] * df["procs"])
+        df = efficiency(D.reduce(df, "min"), a.scaling)
+        print(f"efficiency from the times: {a.scaling} scaling, against the fewest processes "
+              f"of each size")
     df = D.reduce(df, "maxeff")
-    if "size" not in df:
-        raise D.DataError(f"{a.data}: the metric needs a 'size' column")
     progs = df["program"].unique() if "program" in df else ["program"]
     rows = []
     for p in progs:
@@ -153,7 +223,8 @@ def cmd_grids(a) -> int:
               f"{S.best_time:.5g} s")
         if a.exhaustive:
             print(f"  exhaustive optimum {'x'.join(map(str, S.exhaustive_best))}: "
-                  f"{S.exhaustive_time:.5g} s ({S.evaluated_exhaustive} predictions)")
+                  f"{S.exhaustive_time:.5g} s ({S.evaluated_exhaustive} predictions); "
+                  f"heuristic 2 loses {S.best_time / S.exhaustive_time - 1:.1%}")
     return 0
 
 
@@ -161,10 +232,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scaling",
                                  description="Empirical scalability models and searches.")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fit", help="fit a model to small runs and extrapolate "
-                                   "(3-term, log-linear, NP-T, PMNF)")
-    f.add_argument("data", help="CSV/Parquet: procs, time[, size, ...]")
-    f.add_argument("--model", default="abc", help=f"one of {MODELS}, a comma list, or all")
+    f = sub.add_parser(
+        "fit", help="fit a model to small runs and extrapolate, with an interval",
+        description="Fit execution-time models to measured runs and extrapolate.  The "
+        "default model, auto, judges every candidate by rolling origin (fit the "
+        "smaller runs, predict the larger ones) and answers with the best (with the "
+        "runner-up when it is as good); its interval is split-conformal from the "
+        "candidates' rolling-origin errors, widened with the distance from the "
+        "largest training run, never narrower than the repeats' spread.  Models "
+        "that do not model 'size' are fitted once per size.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    f.add_argument("data", help="CSV/Parquet: procs, time[, size, ..., unit]")
+    f.add_argument("--model", default="auto",
+                   help=f"auto, one of {MODELS}, a comma list, or all")
     f.add_argument("--train", help="pandas query of the training rows, e.g. 'procs<=128'")
     f.add_argument("--test", help="held-out rows (default: the rows not in --train)")
     f.add_argument("--predict", help="comma-separated process counts to predict")
@@ -172,10 +252,25 @@ def main(argv=None) -> int:
     f.add_argument("--reduce", choices=["min", "maxeff"], default="min",
                    help="repeats: minimum time (fit) or maximum efficiency (metric)")
     f.add_argument("--program", help="which program, when the table has several")
+    f.add_argument("--level", type=float, default=0.9, help="the intervals' coverage")
+    f.add_argument("--unit", help="the time column's unit (default: a 'unit' column, or s)")
+    f.add_argument("--components", help="comma list of columns (e.g. comp,comm) to "
+                   "extrapolate one by one and add up, instead of 'time'")
     f.add_argument("--plot", help="PNG: curves, training and held-out points")
     f.add_argument("-o", "--output", help="CSV: per-model formula and errors")
-    m = sub.add_parser("metric", help="the scalability metric per program")
+    m = sub.add_parser(
+        "metric", help="the scalability metric per program",
+        description="The scalability metric of each program over its (procs, size) "
+        "region.  Printed tuple: min_procs, min_size, max_procs, max_size (the "
+        "region); MarkProcs, MarkData, MarkAll (mean change of efficiency along the "
+        "processes, along the size, and both, each element weighted by its share "
+        "of the region: negative when efficiency falls); max_E, min_E.  Efficiency "
+        "is taken from an 'efficiency' column, else computed from the times: strong "
+        "scaling E = T(p0) p0 / (T(p) p), weak scaling E = T(p0) / T(p), p0 the "
+        "fewest processes measured for that size.")
     m.add_argument("data", help="procs, size, efficiency (or time), [program]")
+    m.add_argument("--scaling", choices=["strong", "weak"], default="strong",
+                   help="how to compute efficiency from times (default strong)")
     m.add_argument("--plots", help="directory for 3-D efficiency surfaces")
     m.add_argument("-o", "--output", help="CSV: the metric's tuple per program")
     h = sub.add_parser("hetero", help="optimal heterogeneous configuration (NP-T)")

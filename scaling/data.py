@@ -1,7 +1,10 @@
 """Measured runs as a tidy table, and their reduction over repeats.
 
-Columns: ``procs`` (processes), ``time`` (seconds), optional ``size`` and
-other launch parameters, optional ``efficiency``, optional ``program``.
+Columns: ``procs`` (processes), ``time`` (seconds unless a ``unit``
+column or ``--unit`` says otherwise), optional ``size`` and other launch
+parameters, optional ``efficiency``, optional ``program``, optional
+components of the time (``comp``, ``comm``: computation and communication,
+extrapolated one by one with ``fit --components``).
 One row per run; identical configurations may repeat.  Repeats scatter
 wildly on shared machines (up to 40x), so they are reduced
 to one row per configuration: the minimum time (extrapolation) or the maximum
@@ -25,7 +28,7 @@ def load(path: str) -> pd.DataFrame:
         raise DataError(f"{path}: no 'procs' column (columns: {list(df.columns)})")
     if "time" not in df and "efficiency" not in df:
         raise DataError(f"{path}: needs a 'time' or an 'efficiency' column")
-    for c in ["procs", "time", "efficiency", "size"]:
+    for c in ["procs", "time", "efficiency", "size", "comp", "comm"]:
         if c in df:
             v = pd.to_numeric(df[c], errors="coerce")
             bad = v.isna() | ~v.abs().lt(float("inf"))
@@ -42,9 +45,12 @@ def load(path: str) -> pd.DataFrame:
     return df
 
 
+MEASURED = ("procs", "time", "efficiency", "program", "unit", "comp", "comm")
+
+
 def parameters(df: pd.DataFrame) -> list[str]:
     """Launch parameters besides procs (everything but the measured columns)."""
-    return [c for c in df.columns if c not in ("procs", "time", "efficiency", "program")]
+    return [c for c in df.columns if c not in MEASURED]
 
 
 def reduce(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:

@@ -9,10 +9,15 @@ over grid dimension j in blocks of ceil(n_j / g_j) elements.
 * heuristic 1: drop grids where some processor gets no elements of some
   array (uniformity 0) before predicting anything;
 * grids are visited in order of decreasing uniformity;
-* heuristic 2: grids differing in one dimension only form a class (all
-  other dimensions fixed); inside a class walk the varying dimension
-  upward, stop at the first local minimum of the predicted time.  The best
-  local minimum over all classes is the answer.
+* heuristic 2: grids that differ in one dimension only form a class, and
+  inside a class the time changes regularly, so each class is walked (in
+  decreasing uniformity) only to its first local minimum.  The classes are
+  nested: for each value of the first grid dimension (walked the same way)
+  the class of the remaining dimensions is searched for its local minimum,
+  and the walk over the first dimension stops once these minima rise.  The
+  best local minimum is the answer; it may miss the exhaustive optimum (the
+  source reports 7x16 for an exhaustive 7x18), which ``--exhaustive``
+  measures.
 
 An *evaluator* gives the predicted time of a grid: the analytic Jacobi
 model of the source's example (``jacobi``), a fitted scaling model (time as
@@ -98,7 +103,6 @@ def search(shapes, dims: int, max_procs: int, evaluate, min_eff: float = 0.0,
     S.candidates = len(cands)
     kept = [g for g in cands if uniformity(shapes, g) > 0]       # heuristic 1
     S.after_h1 = len(kept)
-    kept.sort(key=lambda g: -uniformity(shapes, g))               # most uniform first
     cache = {}
 
     def T(g):
@@ -108,23 +112,35 @@ def search(shapes, dims: int, max_procs: int, evaluate, min_eff: float = 0.0,
     t1 = T((1,) * dims)
     ok = lambda g, t: t1 / (math.prod(g) * t) >= min_eff
 
-    kset = set(kept)
-    seen_classes = set()
-    for g in kept:                                                # heuristic 2
-        for d in range(dims):
-            key = (d, g[:d] + g[d + 1:])
-            if key in seen_classes:
+    kept = set(kept)
+
+    def order(values, d):
+        """Values of grid dimension d, most uniform distribution first."""
+        return sorted(values, key=lambda v: (-min(uniformity([(sh[d],)], (v,))
+                                                   for sh in shapes), v))
+
+    def walk(prefix):                                             # heuristic 2
+        """Local minimum over the class of grids starting with ``prefix``."""
+        d = len(prefix)
+        prev = None
+        for v in order(range(1, max_procs // math.prod(prefix) + 1), d):
+            g = prefix + (v,)
+            if d + 1 < dims:
+                found = walk(g)
+            elif g in kept:
+                t = T(g)
+                found = (g, t if ok(g, t) else math.inf)
+            else:
                 continue
-            seen_classes.add(key)
-            line = sorted(x for x in kset if x[:d] + x[d + 1:] == key[1])
-            prev = None
-            for x in line:
-                t = T(x)
-                if prev is not None and t > prev[1]:
-                    break
-                prev = (x, t)
-            if prev and ok(*prev) and prev[1] < S.best_time:
-                S.best, S.best_time = prev
+            if found is None:
+                continue
+            if prev is not None and found[1] > prev[1]:
+                break
+            prev = found
+        return prev
+    found = walk(())
+    if found and math.isfinite(found[1]):
+        S.best, S.best_time = found
     S.evaluated_h2 = len(cache)
     if exhaustive:
         for g in cands:

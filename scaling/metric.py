@@ -23,6 +23,26 @@ TUPLE = ["min_procs", "min_size", "max_procs", "max_size", "MarkProcs", "MarkDat
          "MarkAll", "max_E", "min_E"]
 
 
+def efficiency(df: pd.DataFrame, scaling: str = "strong") -> pd.DataFrame:
+    """``df`` with an ``efficiency`` column from its times, against the fewest
+    processes p0 of each (program, size): strong scaling (fixed total work)
+    T(p0) p0 / (T(p) p), weak scaling (fixed work per process) T(p0) / T(p)."""
+    if scaling not in ("strong", "weak"):
+        raise ValueError(f"unknown scaling {scaling!r}: strong or weak")
+    key = [c for c in ["program", "size"] if c in df]
+    first = df.loc[df.groupby(key)["procs"].idxmin()] if key else df.nsmallest(1, "procs")
+    base = first.set_index(key)[["procs", "time"]] if key else None
+    if key:
+        ref = df.join(base.rename(columns={"procs": "p0", "time": "t0"}), on=key)
+    else:
+        ref = df.assign(p0=first["procs"].iloc[0], t0=first["time"].iloc[0])
+    out = df.copy()
+    out["efficiency"] = ref["t0"] / df["time"]
+    if scaling == "strong":
+        out["efficiency"] *= ref["p0"] / df["procs"]
+    return out
+
+
 def efficiency_grid(df: pd.DataFrame):
     """(p values, d values, E[d index, p index]) with NaN where missing."""
     g = df.groupby(["size", "procs"])["efficiency"].max().unstack("procs")

@@ -17,6 +17,14 @@ where the model allows, else NaN), ``describe() -> str``.
   ``terms`` terms c p^i log2(p)^j (i from -1 to 3 in halves, j 0..2,
   negative exponents allowed), the hypothesis chosen by leave-one-out
   cross-validation of the relative error.
+* :class:`Explicit` ("explicit dependence"): T_n = a1 T_(n-1) + a2 T_(n-2)
+  + b q_n over the configurations in increasing q; predictions continue the
+  recursion with the last step's ratio of q (unstable with few data, as the
+  source found; offered for comparison).
+
+``min_configs`` is the fewest distinct process counts a model can be fitted
+to; ``uses_params`` says whether it models ``size`` (and other launch
+parameters): those that do not are fitted once per size by :class:`PerSize`.
 """
 from __future__ import annotations
 
@@ -39,6 +47,7 @@ def _cov_std(X, y, coef, rows):
 
 class ABC:
     name = "abc"
+    min_configs, uses_params = 3, False
 
     def __init__(self, weighting: str = "relative"):
         self.weighting = weighting
@@ -69,9 +78,12 @@ class ABC:
 
 
 class LogLinear:
+    uses_params = True
+
     def __init__(self, degree: int = 1, params=()):
         self.degree, self.params = degree, list(params)
         self.name = "loglinear" if degree == 1 else "loglinear2"
+        self.min_configs = degree + 1
 
     def _X(self, df):
         lq = np.log2(df["procs"].to_numpy(float))
@@ -100,6 +112,8 @@ class LogLinear:
 
 
 class NPT:
+    min_configs, uses_params = 3, True
+
     def __init__(self, nonneg: bool = True):
         self.nonneg = nonneg
         self.name = "npt" if nonneg else "npt-ls"
@@ -143,6 +157,7 @@ class NPT:
 
 class PMNF:
     name = "pmnf"
+    min_configs, uses_params = 3, False
     EXPONENTS = (-1, -0.5, 0, 0.5, 1, 1.5, 2, 3)
     LOGS = (0, 1, 2)
 
@@ -201,12 +216,80 @@ class PMNF:
             f"{c:.4g} {term(i, j)}" for c, (i, j) in zip(self.coef_[1:], self.hyp)])
 
 
-def make(name: str, params=()):
-    """A model by its command-line name."""
-    return {"abc": lambda: ABC(), "abc-abs": lambda: ABC("absolute"),
-            "loglinear": lambda: LogLinear(1, params), "loglinear2": lambda: LogLinear(2, params),
-            "npt": lambda: NPT(True), "npt-ls": lambda: NPT(False),
-            "pmnf": lambda: PMNF()}[name]()
+class Explicit:
+    name = "explicit"
+    min_configs, uses_params = 4, False
+
+    def fit(self, df):
+        d = df.sort_values("procs")
+        self.q_, self.t_ = d["procs"].to_numpy(float), d["time"].to_numpy(float)
+        if len(np.unique(self.q_)) != len(self.q_):
+            raise ValueError("the explicit-dependence model needs one row per process count")
+        X = np.stack([self.t_[1:-1], self.t_[:-2], self.q_[2:]], axis=1)
+        self.coef_, *_ = np.linalg.lstsq(X, self.t_[2:], rcond=None)
+        return self
+
+    def predict(self, df):
+        q, t = list(self.q_), list(self.t_)
+        ratio = q[-1] / q[-2]
+        target = float(np.max(df["procs"]))
+        while q[-1] < target:                   # continue the recursion
+            q.append(q[-1] * ratio)
+            t.append(self.coef_ @ [t[-1], t[-2], q[-1]])
+        # between the recursion's points: linear in log q
+        return np.interp(np.log(df["procs"].to_numpy(float)), np.log(q), t)
+
+    def predict_std(self, df):
+        return np.full(len(df), np.nan)
+
+    def describe(self):
+        a1, a2, b = self.coef_
+        return f"T_n = {a1:.4g} T_(n-1) + {a2:.4g} T_(n-2) + {b:.4g} q_n"
 
 
-MODELS = ["abc", "abc-abs", "loglinear", "loglinear2", "npt", "npt-ls", "pmnf"]
+class PerSize:
+    """One model per problem size, for models that do not model ``size``."""
+
+    def __init__(self, factory):
+        self.factory = factory
+        probe = factory()
+        self.name, self.min_configs, self.uses_params = probe.name, probe.min_configs, True
+
+    def fit(self, df):
+        self.models_ = {s: self.factory().fit(g.drop(columns="size"))
+                        for s, g in df.groupby("size")}
+        return self
+
+    def _each(self, df, how):
+        out = np.full(len(df), np.nan)
+        for s, idx in df.groupby("size").indices.items():
+            if s not in self.models_:
+                raise ValueError(f"{self.name}: no runs of size {s:g} to fit (sizes: "
+                                 f"{', '.join(f'{k:g}' for k in self.models_)})")
+            out[idx] = getattr(self.models_[s], how)(df.iloc[idx].drop(columns="size"))
+        return out
+
+    def predict(self, df):
+        return self._each(df, "predict")
+
+    def predict_std(self, df):
+        return self._each(df, "predict_std")
+
+    def describe(self):
+        return "; ".join(f"size {s:g}: {m.describe()}" for s, m in self.models_.items())
+
+
+_FACTORIES = {"abc": lambda p: ABC(), "abc-abs": lambda p: ABC("absolute"),
+              "loglinear": lambda p: LogLinear(1, p), "loglinear2": lambda p: LogLinear(2, p),
+              "npt": lambda p: NPT(True), "npt-ls": lambda p: NPT(False),
+              "pmnf": lambda p: PMNF(), "explicit": lambda p: Explicit()}
+MODELS = list(_FACTORIES)
+
+
+def make(name: str, params=(), sizes: int = 1):
+    """A model by its command-line name; per size where it cannot model ``size``
+    and the data has ``sizes`` > 1 of them."""
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown model {name!r}: choose from {MODELS}")
+    factory = lambda: _FACTORIES[name](params)
+    return PerSize(factory) if sizes > 1 and not factory().uses_params else factory()

@@ -1,0 +1,96 @@
+"""Rebuild the CSV files of this folder from their public sources.
+
+    python bench/scaling_data/convert.py EXTRAP_CHECKOUT WAVETRISK_SPEEDUP_M ARCHER_CHECKOUT
+
+EXTRAP_CHECKOUT is a checkout of github.com/extra-p/extrap,
+WAVETRISK_SPEEDUP_M the file post/scaling/speedup.m of
+github.com/kevlahan/wavetrisk_hydrostatic, and ARCHER_CHECKOUT a checkout of
+github.com/hpc-uk/archer-benchmarks (commits in SOURCES.md).  Every
+output has the columns ``series, procs, time`` (and ``size`` where the
+source varies a second parameter), one row per measured run.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).parent
+
+
+def mpi_collectives(extrap: Path) -> pd.DataFrame:
+    """Median latency (us) of 7 collectives in two MPI libraries, 32-512 ranks."""
+    d = pd.read_csv(extrap / "tests/data/mpi_data.csv")
+    return pd.DataFrame({"series": d["mpi"] + " " + d["variable"], "procs": d["Ranks"],
+                         "time": d["median"]})
+
+
+def relearn(extrap: Path) -> pd.DataFrame:
+    """Extra-P's text format: POINTS (p n), then per REGION one DATA line per point."""
+    text = (extrap / "tests/data/text/mpa/relearn_data.txt").read_text()
+    points = [tuple(map(float, m)) for m in re.findall(r"POINTS \( (\S+) (\S+) \)", text)]
+    rows = []
+    for block in re.split(r"\n(?=REGION)", text)[1:]:
+        region = block.splitlines()[0].removeprefix("REGION").strip()
+        data = re.findall(r"^DATA (.*)$", block, flags=re.M)
+        for (p, n), line in zip(points, data):
+            for v in line.split():
+                rows.append({"series": region, "procs": int(p), "size": int(n),
+                             "time": float(v)})
+    return pd.DataFrame(rows)
+
+
+def wavetrisk(speedup_m: Path) -> pd.DataFrame:
+    """Strong scaling of a climate dynamical core on three machines (cpu s per run)."""
+    text = speedup_m.read_text()
+    first, rest = re.split(r"^% 640 domains", text, maxsplit=1, flags=re.M)
+    blocks = {"2560 domains": first, "640 domains": rest.split("%% Results")[0]}
+    rows = []
+    for label, block in blocks.items():
+        for tag, machine in (("bb", "bbserv"), ("nia", "niagara"), ("orme", "orme"),
+                             ("nia_old", "niagara 2018"),
+                             ("nia_adapt_old", "niagara 2018 adaptive")):
+            cores = re.search(rf"^cores_{tag}\s*=\s*\[([^\]]*)\]", block, flags=re.M)
+            cpu = re.search(rf"^cpu_{tag}\s*=\s*\[([^\]]*)\]", block, flags=re.M)
+            if not (cores and cpu):
+                continue
+            nums = lambda s: [float(x) for x in s.replace("...", " ").split()]
+            for q, t in zip(nums(cores.group(1)), nums(cpu.group(1)), strict=True):
+                rows.append({"series": f"{machine}, {label}", "procs": int(q), "time": t})
+    return pd.DataFrame(rows)
+
+
+def archer(checkout: Path) -> pd.DataFrame:
+    """ARCHER's baseline runs of three applications: nodes, wall seconds, repeats."""
+    rows = []
+    base = "results/ARCHER_baseline"
+    for f in sorted((checkout / "apps/CASTEP/DNA" / base).iterdir()):
+        m = re.search(r"\.(\d+)nodes\.(\d+)threads", f.name)
+        t = re.findall(r"Total time\s*=\s*([\d.]+) s", f.read_text(errors="replace"))
+        if m and t:                          # runs that stopped early have none
+            rows.append({"series": f"CASTEP DNA, {m[2]} thread(s)", "procs": int(m[1]),
+                         "time": float(t[-1])})
+    for f in sorted((checkout / "apps/GROMACS/large" / base).iterdir()):
+        m = re.search(r"_(\d+)nodes(\d)smt", f.name)
+        t = re.findall(r"^\s+Time:\s+[\d.]+\s+([\d.]+)", f.read_text(errors="replace"),
+                       flags=re.M)
+        if m and t:
+            rows.append({"series": f"GROMACS large, {m[2]} SMT", "procs": int(m[1]),
+                         "time": float(t[-1])})
+    for f in sorted((checkout / "apps/CP2K/LiH_HFX" / base).iterdir()):
+        m = re.search(r"CP2K_(\d+)\.", f.name)
+        t = re.findall(r"^ CP2K\s+1\s.*\s([\d.]+)\s*$", f.read_text(errors="replace"),
+                       flags=re.M)
+        if m and t:
+            rows.append({"series": "CP2K LiH_HFX", "procs": int(m[1]), "time": float(t[-1])})
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":
+    extrap, speedup = Path(sys.argv[1]), Path(sys.argv[2])
+    archer(Path(sys.argv[3])).to_csv(HERE / "archer.csv", index=False)
+    mpi_collectives(extrap).to_csv(HERE / "mpi_collectives.csv", index=False)
+    relearn(extrap).to_csv(HERE / "relearn.csv", index=False)
+    wavetrisk(speedup).to_csv(HERE / "wavetrisk.csv", index=False)

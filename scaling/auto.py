@@ -1,0 +1,208 @@
+"""Choosing a model without held-out data, and prediction intervals.
+
+A user extrapolating from small runs has no held-out large runs to judge
+models by.  What the training runs do allow is *rolling origin*: cut them
+at each process count q_k, fit on the runs with procs <= q_k, and predict
+the larger training runs.  A model that extrapolated well inside the data
+is the best bet beyond it.
+
+* :func:`rolling_origin` gives those out-of-sample predictions as a table:
+  ``cut`` (largest procs fitted), ``procs`` (predicted), ``distance``
+  (log2(procs / cut), how far out), ``log_ratio`` (log(measured /
+  predicted); +inf where the model predicted a non-positive or non-finite
+  time, or could not be fitted).
+* :class:`Auto` scores every candidate model by the mean of
+  |log_ratio| / distance (relative error per doubling, so that far cuts do
+  not dominate) and predicts with the best one; where that model gives a
+  non-positive or non-finite time at a requested point, the next best
+  answers.
+* :func:`interval` turns a model's rolling-origin residuals into a
+  split-conformal interval: the error per doubling at the level's quantile
+  (with the finite-sample correction), times the distance of the predicted
+  point from the largest training run; never narrower than the spread of
+  the repeats themselves.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .models import MODELS, make
+
+COLUMNS = ["cut", "procs", "distance", "log_ratio"]
+# candidates of the automatic choice; the explicit-dependence recursion is
+# left out (it diverges on short series, as its source reports)
+CANDIDATES = [m for m in MODELS if m != "explicit"]
+
+
+def rolling_origin(factory, df: pd.DataFrame, min_configs: int) -> pd.DataFrame:
+    """Out-of-sample predictions of the model ``factory()`` at every cut of
+    ``df`` (reduced: one row per configuration) leaving at least
+    ``min_configs`` process counts to fit."""
+    qs = np.sort(df["procs"].unique())
+    rows = []
+    for k in range(min_configs, len(qs)):
+        cut = qs[k - 1]
+        train, test = df[df["procs"] <= cut], df[df["procs"] > cut]
+        try:
+            pred = factory().fit(train).predict(test)
+        except (ValueError, np.linalg.LinAlgError, ZeroDivisionError):
+            pred = np.full(len(test), np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lr = np.where(np.isfinite(pred) & (pred > 0),
+                          np.log(test["time"].to_numpy(float) / pred), np.inf)
+        rows.append(pd.DataFrame({"cut": cut, "procs": test["procs"].to_numpy(float),
+                                  "distance": np.log2(test["procs"].to_numpy(float) / cut),
+                                  "log_ratio": lr}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+
+
+def score(residuals: pd.DataFrame) -> float:
+    """Mean relative error per doubling (inf when any prediction failed)."""
+    if residuals.empty:
+        return math.inf
+    return float(np.mean(_per_doubling(residuals)))
+
+
+def _per_doubling(residuals: pd.DataFrame) -> np.ndarray:
+    return (np.abs(residuals["log_ratio"].to_numpy(float))
+            / residuals["distance"].to_numpy(float))
+
+
+def interval(pred, distance, residuals: pd.DataFrame, level: float = 0.9,
+             floor: float = 0.0):
+    """(low, high) around ``pred`` at log2-``distance`` beyond the training
+    runs; NaN where there are no finite residuals.  ``floor`` is the least
+    half-width in log space (the repeats' spread)."""
+    pred, distance = np.asarray(pred, float), np.asarray(distance, float)
+    r = _per_doubling(residuals)
+    r = np.sort(r[np.isfinite(r)])
+    if len(r) == 0:
+        return np.full_like(pred, np.nan), np.full_like(pred, np.nan)
+    # split-conformal quantile: the ceil((n+1) level)-th smallest; beyond the
+    # data (few residuals) the largest one seen
+    k = min(math.ceil((len(r) + 1) * level), len(r)) - 1
+    half = np.maximum(r[k] * np.maximum(distance, 0.0), floor)
+    return pred * np.exp(-half), pred * np.exp(half)
+
+
+def repeat_spread(raw: pd.DataFrame, keys: list[str]) -> float:
+    """Median log(max/min) of the time over repeats of one configuration
+    (0 without repeats)."""
+    g = raw.groupby(keys)["time"]
+    spread = np.log(g.max() / g.min())[g.size() > 1]
+    return float(spread.median()) if len(spread) else 0.0
+
+
+class Auto:
+    """The candidates that extrapolated best within the training runs.
+
+    Candidates are ranked by their error per doubling at the last cut (the
+    one fitted to the most runs, closest to the real extrapolation), ties
+    broken by the mean over all cuts.  The best answers; where the runner-up
+    scored within ``hedge`` times the best, the data cannot tell them apart
+    and both answer (geometric mean).  The interval pools the residuals of
+    every candidate whose score is finite: the choice itself is uncertain,
+    and the chosen model's own residuals are optimistic (it was chosen for
+    having small ones).
+
+    ``fit(df)`` on a reduced table; ``predict(df)``; ``interval(df, level)``;
+    ``ranking_`` is the table of candidates (model, last, score), best
+    first; ``name`` says which model(s) answer.
+    """
+
+    def __init__(self, candidates=None, params=(), sizes: int = 1, spread: float = 0.0,
+                 hedge: float = 1.5):
+        self.candidates = list(candidates or CANDIDATES)
+        self.params, self.sizes, self.spread, self.hedge = params, sizes, spread, hedge
+        self.name = "auto"
+        self.min_configs = 2
+
+    def _factory(self, name):
+        return lambda: make(name, self.params, self.sizes)
+
+    def fit(self, df):
+        n = df["procs"].nunique()
+        rows = []
+        for name in self.candidates:
+            need = make(name, self.params, self.sizes).min_configs
+            if n < need:
+                continue
+            # every candidate is judged on the same cuts: from 3 runs on
+            # (2 when there are only 3)
+            res = rolling_origin(self._factory(name), df, max(min(3, n - 1), need))
+            try:
+                model = self._factory(name)().fit(df)
+            except (ValueError, np.linalg.LinAlgError):
+                continue
+            last = res[res["cut"] == res["cut"].max()] if len(res) else res
+            rows.append({"model": name, "last": score(last), "score": score(res),
+                         "fitted": model, "residuals": res})
+        if not rows:
+            raise ValueError(f"no model can be fitted to {n} process count(s)")
+        t = pd.DataFrame(rows)
+        # without any cut to judge by (too few runs), the power law: it needs
+        # the fewest runs and extrapolates the most conservatively
+        t["prior"] = t["model"] != "loglinear"
+        t = t.sort_values(["last", "score", "prior"], kind="stable").reset_index(drop=True)
+        self.ranking_ = t.drop(columns="prior")
+        best = t.iloc[0]
+        self.chosen_ = [best]
+        close = len(t) > 1 and t.iloc[1]["last"] <= self.hedge * best["last"]
+        if np.isfinite(best["last"]) and close:
+            self.chosen_.append(t.iloc[1])
+        self.name = "+".join(r["model"] for r in self.chosen_)
+        finite = t[np.isfinite(t["score"])]
+        self.residuals_ = (pd.concat(list(finite["residuals"]), ignore_index=True)
+                           if len(finite) else best["residuals"])
+        self.cut_ = float(df["procs"].max())
+        return self
+
+    def predict(self, df):
+        logs = []
+        for r in self.chosen_:
+            with np.errstate(all="ignore"):
+                p = np.asarray(r["fitted"].predict(df), float)
+            logs.append(np.where(np.isfinite(p) & (p > 0), np.log(np.abs(p)), np.nan))
+        out = np.exp(np.nanmean(logs, axis=0)) if len(logs) > 1 else np.exp(logs[0])
+        # never a non-positive or non-finite time: the next candidate answers
+        for m in self.ranking_["fitted"]:
+            bad = ~np.isfinite(out)
+            if not bad.any():
+                break
+            with np.errstate(all="ignore"):
+                p = np.asarray(m.predict(df), float)
+            ok = bad & np.isfinite(p) & (p > 0)
+            out[ok] = p[ok]
+        return out
+
+    def interval(self, df, level: float = 0.9):
+        d = np.log2(df["procs"].to_numpy(float) / self.cut_)
+        return interval(self.predict(df), d, self.residuals_, level, self.spread)
+
+    def predict_std(self, df):
+        return np.full(len(df), np.nan)
+
+    def describe(self):
+        return " | ".join(f"{r['model']}: {r['fitted'].describe()}" for r in self.chosen_)
+
+
+def fit_model(name: str, train: pd.DataFrame, params=(), sizes: int = 1,
+              spread: float = 0.0):
+    """The model ``name`` (or ``auto``) fitted to ``train``, and the
+    rolling-origin residuals its interval comes from."""
+    if name == "auto":
+        m = Auto(params=params, sizes=sizes, spread=spread).fit(train)
+        return m, m.residuals_
+
+    def factory():
+        return make(name, params, sizes)
+    m = factory()
+    n = train["procs"].nunique()
+    if n < m.min_configs:
+        raise ValueError(f"needs at least {m.min_configs} process counts, the training "
+                         f"runs have {n}")
+    m.fit(train)
+    return m, rolling_origin(factory, train, max(m.min_configs, min(3, n - 1)))
