@@ -24,6 +24,15 @@ def _unit(a, df) -> str:
     return "s"
 
 
+def _model_names(arg: str) -> list[str]:
+    names = MODELS + ["auto"] if arg == "all" else arg.split(",")
+    unknown = [n for n in names if n not in MODELS + ["auto"]]
+    if unknown:
+        raise D.DataError(f"unknown model(s) {unknown}: choose from auto, {', '.join(MODELS)} "
+                          f"or all")
+    return names
+
+
 def _held_out(name, m, test) -> dict:
     """The model's formula and relative errors at the held-out runs."""
     row = {"model": name, "formula": m.describe()}
@@ -67,11 +76,7 @@ def cmd_fit(a) -> int:
     if train["procs"].nunique() < 2:
         raise D.DataError(f"{a.data}: the training runs have {train['procs'].nunique()} "
                           f"process count(s); every model needs at least 2")
-    names = MODELS + ["auto"] if a.model == "all" else a.model.split(",")
-    unknown = [n for n in names if n not in MODELS + ["auto"]]
-    if unknown:
-        raise D.DataError(f"unknown model(s) {unknown}: choose from auto, {', '.join(MODELS)} "
-                          f"or all")
+    names = _model_names(a.model)
     params = D.parameters(df)
     sizes = int(train["size"].nunique()) if "size" in train else 1
     spread = repeat_spread(D.select(raw, a.train), ["procs"] + params)
