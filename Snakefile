@@ -3,6 +3,8 @@
 #   trace -> cluster -> record -> replay (one job per representative)
 #         -> expand -> simulate (one per target platform) -> report
 #   optional: calibrate (measure the target's network), validate (run for real)
+#   a list of ranks: the above once per N (results/nN/), then scaling
+#         (extrapolate the predicted times, the scalability metric) -> report
 #
 # Logic lives in the packages; rules only wire files.  Config: config/config.yaml
 # (validated against config/config.schema.yaml).
@@ -19,14 +21,30 @@ validate(config, "config/config.schema.yaml")
 PY = sys.executable
 MPIEXEC = os.path.join(os.path.dirname(PY), "mpiexec")
 RES = config["results"]
-N = config["ranks"]
+# a scalability study when ranks is a list: every N's pipeline in RES/nN
+STUDY = isinstance(config["ranks"], list)
+RANKS = sorted(set(config["ranks"])) if STUDY else [config["ranks"]]
+N = RANKS[-1]
+RUN = f"{RES}/n{{n}}" if STUDY else RES      # one N's files
+LAST = RUN.format(n=N) if STUDY else RES     # the largest N's: the report's details
+
+
+def ranks_of(wildcards):
+    """N of the pipeline a job belongs to."""
+    return int(wildcards.n) if STUDY else N
+
+
+wildcard_constraints:
+    n=r"\d+",
+
 # Everything a rule's result depends on is an input or a param, so that a
 # changed config reruns what it changes (Snakemake compares params).
 APP = " ".join((["-m"] if config["app"]["module"] else []) + [config["app"]["script"]]
                + [str(a) for a in config["app"]["args"]])
 # the application's script (a module has none): a changed script reruns its runs
 APP_FILES = [] if config["app"]["module"] else [config["app"]["script"]]
-MPIRUN = f"{MPIEXEC} -n {N} {PY}"          # the full-scale run on the host
+# the full-scale run on the host
+MPIRUN = lambda w: f"{MPIEXEC} -n {ranks_of(w)} {PY}"  # noqa: E731
 # runs on the target (calibrate, validate): the site's mpiexec, or an
 # emulated cluster's launcher (python -m emulate up)
 TARGET_MPIEXEC = config["target"].get("mpiexec", MPIEXEC)
@@ -80,17 +98,17 @@ rule trace:
     input:
         APP_FILES,
     output:
-        directory(f"{RES}/trace"),
+        directory(f"{RUN}/trace"),
     log:
-        f"{RES}/logs/trace.log",
+        f"{RUN}/logs/trace.log",
     benchmark:
-        f"{RES}/benchmarks/trace.tsv"
+        f"{RUN}/benchmarks/trace.tsv"
     params:
         mpirun=MPIRUN,
         c_calls=COUNT,
         app=APP,
     resources:
-        tasks=N,
+        tasks=ranks_of,
     conda:
         ENV
     shell:
@@ -101,13 +119,13 @@ rule trace:
 rule trace_summary:
     """The trace in words: ranks, events per op, bytes, computation share."""
     input:
-        f"{RES}/trace",
+        f"{RUN}/trace",
     output:
-        f"{RES}/trace_summary.txt",
+        f"{RUN}/trace_summary.txt",
     log:
-        f"{RES}/logs/trace_summary.log",
+        f"{RUN}/logs/trace_summary.log",
     benchmark:
-        f"{RES}/benchmarks/trace_summary.tsv"
+        f"{RUN}/benchmarks/trace_summary.tsv"
     params:
         py=PY,
     conda:
@@ -120,15 +138,15 @@ checkpoint cluster:
     """Step 2: group ranks by communication sequence, cluster their computation
     vectors, pick the member closest to each cluster's centroid."""
     input:
-        f"{RES}/trace",
+        f"{RUN}/trace",
     output:
-        reps=f"{RES}/representatives.csv",
-        summary=f"{RES}/representatives_summary.csv",
-        plot=f"{RES}/dendrogram.png",
+        reps=f"{RUN}/representatives.csv",
+        summary=f"{RUN}/representatives_summary.csv",
+        plot=f"{RUN}/dendrogram.png",
     log:
-        f"{RES}/logs/cluster.log",
+        f"{RUN}/logs/cluster.log",
     benchmark:
-        f"{RES}/benchmarks/cluster.tsv"
+        f"{RUN}/benchmarks/cluster.tsv"
     params:
         py=PY,
         c=CL,
@@ -146,18 +164,18 @@ rule record:
     that flows into the representatives."""
     input:
         APP_FILES,
-        reps=f"{RES}/representatives.csv",
+        reps=f"{RUN}/representatives.csv",
     output:
-        directory(f"{RES}/msglog"),
+        directory(f"{RUN}/msglog"),
     log:
-        f"{RES}/logs/record.log",
+        f"{RUN}/logs/record.log",
     benchmark:
-        f"{RES}/benchmarks/record.tsv"
+        f"{RUN}/benchmarks/record.tsv"
     params:
         mpirun=MPIRUN,
         app=APP,
     resources:
-        tasks=N,
+        tasks=ranks_of,
     conda:
         ENV
     shell:
@@ -170,16 +188,16 @@ rule replay:
     its own one-node job in the target partition)."""
     input:
         APP_FILES,
-        log=f"{RES}/msglog",
+        log=f"{RUN}/msglog",
     output:
-        f"{RES}/replay/rank{{rank}}.csv",
+        f"{RUN}/replay/rank{{rank}}.csv",
     log:
-        f"{RES}/logs/replay_rank{{rank}}.log",
+        f"{RUN}/logs/replay_rank{{rank}}.log",
     benchmark:
-        f"{RES}/benchmarks/replay_rank{{rank}}.tsv"
+        f"{RUN}/benchmarks/replay_rank{{rank}}.tsv"
     params:
         py=PY,
-        n=N,
+        n=ranks_of,
         out=lambda w, output: os.path.dirname(output[0]),
         repeats=config["replay"]["repeats"],
         load=config["replay"]["load"],
@@ -197,22 +215,23 @@ rule replay:
 def replayed(wildcards):
     """The replay outputs of the representatives the clustering chose."""
     from cluster.representatives import representative_ranks
-    return [f"{RES}/replay/rank{r}.csv"
-            for r in representative_ranks(checkpoints.cluster.get().output.reps, N)]
+    run = RUN.format(**wildcards)
+    reps = checkpoints.cluster.get(**wildcards).output.reps
+    return [f"{run}/replay/rank{r}.csv" for r in representative_ranks(reps, ranks_of(wildcards))]
 
 
 rule expand:
     """Step 5: every rank takes its representative's target computation times."""
     input:
-        trace=f"{RES}/trace",
-        reps=f"{RES}/representatives.csv",
+        trace=f"{RUN}/trace",
+        reps=f"{RUN}/representatives.csv",
         replayed=replayed,
     output:
-        f"{RES}/compute.csv",
+        f"{RUN}/compute.csv",
     log:
-        f"{RES}/logs/expand.log",
+        f"{RUN}/logs/expand.log",
     benchmark:
-        f"{RES}/benchmarks/expand.tsv"
+        f"{RUN}/benchmarks/expand.tsv"
     params:
         py=PY,
         replayed=lambda w, input: os.path.dirname(input.replayed[0]),
@@ -228,16 +247,16 @@ rule expand:
 rule simulate:
     """Step 6: simulate the full-scale run on a target platform."""
     input:
-        trace=f"{RES}/trace",
-        compute=f"{RES}/compute.csv",
+        trace=f"{RUN}/trace",
+        compute=f"{RUN}/compute.csv",
         platform=lambda w: PLATFORMS[w.platform],
     output:
-        prediction=f"{RES}/prediction/{{platform}}.json",
-        timeline=f"{RES}/prediction/{{platform}}_timeline.json",
+        prediction=f"{RUN}/prediction/{{platform}}.json",
+        timeline=f"{RUN}/prediction/{{platform}}_timeline.json",
     log:
-        f"{RES}/logs/simulate_{{platform}}.log",
+        f"{RUN}/logs/simulate_{{platform}}.log",
     benchmark:
-        f"{RES}/benchmarks/simulate_{{platform}}.tsv"
+        f"{RUN}/benchmarks/simulate_{{platform}}.tsv"
     params:
         py=PY,
     conda:
@@ -283,21 +302,22 @@ rule validate:
     """Run the application for real at N on the target and compare."""
     input:
         APP_FILES,
-        prediction=lambda w: f"{RES}/prediction/{config['validate']['platform']}.json",
+        prediction=lambda w: os.path.join(RUN.format(**w), "prediction",
+                                          config["validate"]["platform"] + ".json"),
     output:
-        f"{RES}/validate.json",
+        f"{RUN}/validate.json",
     log:
-        f"{RES}/logs/validate.log",
+        f"{RUN}/logs/validate.log",
     benchmark:
-        f"{RES}/benchmarks/validate.tsv"
+        f"{RUN}/benchmarks/validate.tsv"
     params:
         py=PY,
         mpiexec=TARGET_MPIEXEC,
-        n=N,
+        n=ranks_of,
         repeats=config["validate"]["repeats"],
         app=APP,
     resources:
-        tasks=N,
+        tasks=ranks_of,
     threads: N   # a dedicated run: nothing else on these cores meanwhile
     conda:
         ENV
@@ -307,18 +327,50 @@ rule validate:
         "> {log} 2>&1"
 
 
+rule scaling:
+    """The scalability study (a list of ranks): the automatic model fitted to
+    the predicted times of every platform (and to the measured ones where
+    validate ran), extrapolated to scaling.predict with its interval, and
+    the scalability metric per platform."""
+    input:
+        predictions=expand(f"{RES}/n{{n}}/prediction/{{p}}.json", n=RANKS, p=PLATFORMS),
+        validate=expand(f"{RES}/n{{n}}/validate.json", n=RANKS) if VALIDATE else [],
+    output:
+        times=f"{RES}/scaling/times.csv",
+        extrapolation=f"{RES}/scaling/extrapolation.csv",
+        metric=f"{RES}/scaling/metric.csv",
+        plot=f"{RES}/scaling/scaling.png",
+    log:
+        f"{RES}/logs/scaling.log",
+    benchmark:
+        f"{RES}/benchmarks/scaling.tsv"
+    params:
+        py=PY,
+        out=lambda w, output: os.path.dirname(output.times),
+        s=config["scaling"],
+        predict=",".join(map(str, config["scaling"]["predict"])),
+        validate=lambda w, input: " ".join(input.validate),
+    conda:
+        ENV
+    shell:
+        "{params.py} -m scaling study --predictions {input.predictions} "
+        "--validate {params.validate} --predict '{params.predict}' --level {params.s[level]} "
+        "--scaling {params.s[kind]} -o {params.out} > {log} 2>&1"
+
+
 rule report:
     """The prediction, per rank and per platform, with representatives,
     dendrogram, timeline excerpt and (when run) the measured time."""
     input:
-        predictions=expand(f"{RES}/prediction/{{p}}.json", p=PLATFORMS),
-        timelines=expand(f"{RES}/prediction/{{p}}_timeline.json", p=PLATFORMS),
-        reps=f"{RES}/representatives.csv",
-        summary=f"{RES}/representatives_summary.csv",
-        dendrogram=f"{RES}/dendrogram.png",
-        trace_summary=f"{RES}/trace_summary.txt",
-        validate=[f"{RES}/validate.json"] if VALIDATE else [],
+        predictions=expand(f"{LAST}/prediction/{{p}}.json", p=PLATFORMS),
+        timelines=expand(f"{LAST}/prediction/{{p}}_timeline.json", p=PLATFORMS),
+        reps=f"{LAST}/representatives.csv",
+        summary=f"{LAST}/representatives_summary.csv",
+        dendrogram=f"{LAST}/dendrogram.png",
+        trace_summary=f"{LAST}/trace_summary.txt",
+        validate=[f"{LAST}/validate.json"] if VALIDATE else [],
         calibrated=[CALIBRATED] if CALIBRATE else [],
+        scaling=[f"{RES}/scaling/extrapolation.csv"] if STUDY else [],
     output:
         report(f"{RES}/report.html", caption="config/report.rst", category="Prediction"),
     log:
@@ -329,7 +381,8 @@ rule report:
         py=PY,
         optional=lambda w, input: " ".join(
             ([f"--validate {input.validate[0]}"] if input.validate else [])
-            + ([f"--calibrated {input.calibrated[0]}"] if input.calibrated else [])),
+            + ([f"--calibrated {input.calibrated[0]}"] if input.calibrated else [])
+            + ([f"--scaling {os.path.dirname(input.scaling[0])}"] if input.scaling else [])),
     conda:
         ENV
     shell:

@@ -1,6 +1,6 @@
 """2-D Jacobi iteration on a Cartesian process grid with nonblocking halo exchange.
 
-    mpiexec -n 4 python examples/jacobi.py [--n 256] [--iters 100] [--check 10]
+    mpiexec -n 4 python examples/jacobi.py [--n 256] [--iters 100] [--check 10] [--grid 2x2]
 
 Each rank owns an (n/px) x (n/py) block of the unit square (fixed boundary
 values), exchanges one-cell halos with its four neighbours (Irecv/Isend +
@@ -18,10 +18,15 @@ def main():
     ap.add_argument("--n", type=int, default=256, help="global grid points per side")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--check", type=int, default=10, help="residual every K iterations")
+    ap.add_argument("--grid", help="process grid ROWSxCOLS (default: MPI_Dims_create's)")
     a = ap.parse_args()
 
     world = MPI.COMM_WORLD
-    dims = MPI.Compute_dims(world.size, 2)
+    dims = [int(x) for x in a.grid.split("x")] if a.grid else MPI.Compute_dims(world.size, 2)
+    if len(dims) == 1:
+        dims.append(1)
+    if dims[0] * dims[1] != world.size:
+        raise SystemExit(f"--grid {a.grid}: {dims[0] * dims[1]} processes, not {world.size}")
     cart = world.Create_cart(dims, periods=[False, False], reorder=False)
     cy, cx = cart.Get_coords(cart.rank)
     ny, nx = a.n // dims[0], a.n // dims[1]

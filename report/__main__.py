@@ -3,10 +3,12 @@
     python -m report --predictions P1.json [P2.json ...] --reps reps.csv
         --summary reps_summary.csv --dendrogram dendro.png [--timelines T1.json ...]
         [--trace-summary trace_summary.txt] [--validate validate.json]
-        [--calibrated platform.yaml] -o report.html
+        [--calibrated platform.yaml] [--scaling STUDY_DIR] -o report.html
 
-Sections: the answer (the fastest platform, its band, platforms whose
-bands overlap and so cannot be told apart, warnings), predicted vs
+Sections: the scalability study when there is one (time against N per
+platform with the extrapolation's band, the scalability metric), the
+answer (the fastest platform, its band, platforms whose bands overlap and
+so cannot be told apart, warnings), predicted vs
 measured when validate ran, the prediction per platform (ranked, fastest
 first: the what-if sweep), where the time goes on the fastest platform
 (computation / communication / waiting per rank, ranges of ranks beyond
@@ -36,12 +38,14 @@ def main(argv=None) -> int:
     ap.add_argument("--trace-summary", help="text of python -m instrument show")
     ap.add_argument("--validate", help="comparison JSON (python -m validate)")
     ap.add_argument("--calibrated", help="the calibrated platform YAML (calibrate fit)")
+    ap.add_argument("--scaling", help="a scalability study's directory (python -m scaling "
+                    "study): its plot, extrapolation and metric come first")
     ap.add_argument("-o", "--output", required=True,
                     help="the HTML report (figures go beside it, into NAME_figures/)")
     a = ap.parse_args(argv)
     try:
         build(a.output, a.predictions, a.reps, a.summary, a.dendrogram, a.timelines,
-              a.trace_summary, a.validate, a.calibrated)
+              a.trace_summary, a.validate, a.calibrated, a.scaling)
     except (OSError, KeyError, ValueError) as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2

@@ -129,9 +129,36 @@ def _ranking(preds: list) -> pd.DataFrame:
         "mean waiting (s)": p["summary"]["waiting"]["mean"]} for p in preds])
 
 
+def _study(folder: str) -> list[str]:
+    """The scalability study's section (python -m scaling study)."""
+    extra = pd.read_csv(os.path.join(folder, "extrapolation.csv"))
+    marks = pd.read_csv(os.path.join(folder, "metric.csv"))
+    times = pd.read_csv(os.path.join(folder, "times.csv"))
+    studied = sorted(times["procs"].unique())
+    asked = extra[~extra["procs"].isin(studied)]
+    parts = ["<h2>Scalability study</h2>",
+             f"<p>Predicted at N = {', '.join(map(str, studied))} on every platform; the "
+             "curves are the automatic model fitted to those predictions (the best "
+             "extrapolator among the candidates inside the data), the band its interval.</p>",
+             _img(os.path.join(folder, "scaling.png"))]
+    if len(asked):
+        parts += ["<p>Extrapolated beyond the studied N:</p>",
+                  _table(asked[["platform", "source", "procs", "time", "low", "high",
+                                "model"]])]
+    if len(marks):
+        parts += ["<p>The scalability metric per platform (efficiency along N; marks "
+                  "negative where it falls; higher is better):</p>",
+                  _table(marks[["platform", "source", "min_procs", "max_procs", "MarkProcs",
+                                "max_E", "min_E"]].sort_values("MarkProcs",
+                                                               ascending=False))]
+    parts += ["<h3>Times per N</h3>", _table(times)]
+    return parts
+
+
 def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram: str,
           timelines: list[str] | None = None, trace_summary: str | None = None,
-          validate: str | None = None, calibrated: str | None = None) -> str:
+          validate: str | None = None, calibrated: str | None = None,
+          scaling: str | None = None) -> str:
     """Write the report (and its PNGs next to it); returns its path."""
     figdir = os.path.splitext(out)[0] + "_figures"
     os.makedirs(figdir, exist_ok=True)
@@ -151,7 +178,8 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
         timeline_png(figs["timeline"], tls[0])
     rep = read_representatives(reps)
     summ = pd.read_csv(summary)
-    parts = _headline(preds)
+    parts = _study(scaling) if scaling else []
+    parts += _headline(preds)
     if validate:
         with open(validate) as f:
             v = json.load(f)

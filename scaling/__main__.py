@@ -213,8 +213,15 @@ def cmd_grids(a) -> int:
         ev = G.jacobi_evaluator(shapes[0], **{k: float(v) for k, v in kw.items()})
     elif a.evaluator.startswith("cmd:"):
         ev = G.command_evaluator(a.evaluator[4:])
+    elif a.evaluator.startswith("workflow:"):
+        if not a.configfile:
+            raise D.DataError("the workflow evaluator needs --configfile (the workflow's "
+                              "config of the application)")
+        ev = G.workflow_evaluator(a.configfile, a.evaluator.partition(":")[2], a.workdir,
+                                  a.cores)
     else:
-        raise D.DataError(f"unknown evaluator {a.evaluator!r}: jacobi[:k=v,...] or cmd:TEMPLATE")
+        raise D.DataError(f"unknown evaluator {a.evaluator!r}: jacobi[:k=v,...], "
+                          f"workflow:PLATFORM or cmd:TEMPLATE")
     for dims in _ints(a.dims):
         if any(len(s) < dims for s in shapes):
             raise D.DataError(f"a {dims}-D grid needs arrays of at least {dims} dimensions")
@@ -230,6 +237,15 @@ def cmd_grids(a) -> int:
             print(f"  exhaustive optimum {'x'.join(map(str, S.exhaustive_best))}: "
                   f"{S.exhaustive_time:.5g} s ({S.evaluated_exhaustive} predictions); "
                   f"heuristic 2 loses {S.best_time / S.exhaustive_time - 1:.1%}")
+    return 0
+
+
+def cmd_study(a) -> int:
+    from .study import study
+    paths = study(a.predictions, a.validate, a.output, _ints(a.predict or ""), a.level,
+                  a.scaling)
+    for k, p in paths.items():
+        print(f"{k:<14} {p}")
     return 0
 
 
@@ -291,14 +307,32 @@ def main(argv=None) -> int:
     g.add_argument("--min-efficiency", type=float, default=0.0,
                    help="lower bound on parallel efficiency (default 0: none)")
     g.add_argument("--evaluator", default="jacobi",
-                   help="jacobi[:t_elem=..,latency=..,byte_time=..] or cmd:TEMPLATE "
-                        "({grid}, {procs}, {g0}.. replaced; prints seconds)")
+                   help="jacobi[:t_elem=..,latency=..,byte_time=..] (the source's model), "
+                        "workflow:PLATFORM (the whole method per grid; the application "
+                        "takes --grid AxB) or cmd:TEMPLATE ({grid}, {procs}, {g0}.. "
+                        "replaced; prints seconds)")
     g.add_argument("--exhaustive", action="store_true", help="also predict every grid")
+    g.add_argument("--configfile", help="workflow evaluator: the application's config")
+    g.add_argument("--workdir", default="grid_search",
+                   help="workflow evaluator: where each grid's results go")
+    g.add_argument("--cores", type=int, default=2, help="workflow evaluator: snakemake -c")
+    st = sub.add_parser("study", help="a scalability study from predictions at several N",
+                        description="Times per platform and N from the workflow's "
+                        "predictions (and validate's measurements), the automatic model "
+                        "extrapolated to --predict with its interval, the scalability "
+                        "metric per platform, and a plot (scaling/study.py).")
+    st.add_argument("--predictions", nargs="+", required=True, help="prediction JSON files")
+    st.add_argument("--validate", nargs="*", default=[], help="validate JSON files")
+    st.add_argument("--predict", help="comma-separated N to extrapolate to")
+    st.add_argument("--level", type=float, default=0.9, help="interval coverage (0.9)")
+    st.add_argument("--scaling", choices=["strong", "weak"], default="strong",
+                    help="efficiency for the metric (default strong)")
+    st.add_argument("-o", "--output", required=True, help="directory for the study's files")
     a = ap.parse_args(argv)
     try:
         return {"fit": cmd_fit, "metric": cmd_metric, "hetero": cmd_hetero,
-                "grids": cmd_grids}[a.cmd](a)
-    except (D.DataError, ValueError) as e:
+                "grids": cmd_grids, "study": cmd_study}[a.cmd](a)
+    except (D.DataError, ValueError, OSError) as e:
         print(f"scaling {a.cmd}: error: {e}", file=sys.stderr)
         return 2
 

@@ -20,10 +20,10 @@ over grid dimension j in blocks of ceil(n_j / g_j) elements.
   measures.
 
 An *evaluator* gives the predicted time of a grid: the analytic Jacobi
-model of the source's example (``jacobi``), a fitted scaling model (time as
-a function of the processor count), or a shell command template run per
-grid (``{grid}`` -> "4x8", ``{procs}`` -> 32) printing seconds, e.g. the
-simulator on a generated trace.  Efficiency = T(1 processor) / (p T(grid));
+model of the source's example (``jacobi``), the whole method (``workflow``: trace,
+replay and simulate the application at each grid, which it takes as
+``--grid AxB``), or a shell command template run per grid (``{grid}`` ->
+"4x8", ``{procs}`` -> 32) printing seconds.  Efficiency = T(1 processor) / (p T(grid));
 grids below the efficiency bound are not chosen.
 """
 from __future__ import annotations
@@ -71,6 +71,44 @@ def jacobi_evaluator(shape, t_elem=1e-8, latency=7e-6, byte_time=4e-9, iters=1):
         halo = sum(2 * (latency + 8 * math.prod(b for k, b in enumerate(blocks) if k != d)
                         * byte_time) for d, g in enumerate(g_all) if g > 1)
         return iters * (work + halo)
+    return f
+
+
+def workflow_evaluator(configfile: str, platform: str, out: str, cores: int = 2):
+    """The predicted time of each grid by the whole method: the workflow run
+    with ``ranks`` = the grid's processes and ``--grid AxB`` appended to the
+    application's arguments (the application must take it), on ``platform``
+    (a platform's name in the config).  Each grid's results stay in
+    ``out/grid_AxB``."""
+    import json
+    import os
+    import sys
+
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(configfile) as f:
+        base = yaml.safe_load(f)
+    snakemake = os.path.join(os.path.dirname(sys.executable), "snakemake")
+
+    def f(grid):
+        label = "x".join(map(str, grid))
+        res = os.path.abspath(os.path.join(out, f"grid_{label}"))
+        cfg = dict(base, ranks=math.prod(grid), results=res,
+                   validate=dict(base.get("validate", {}), enabled=False))
+        cfg["app"] = dict(base["app"], args=list(base["app"].get("args", []))
+                          + ["--grid", label])
+        os.makedirs(res, exist_ok=True)
+        with open(os.path.join(res, "config.yaml"), "w") as c:
+            yaml.safe_dump(cfg, c)
+        p = subprocess.run([snakemake, "-c", str(cores), "--snakefile",
+                            os.path.join(root, "Snakefile"), "--directory", root,
+                            "--configfile", os.path.join(res, "config.yaml")],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ValueError(f"grid {label}: the workflow failed (log: {res}/logs): "
+                             f"{p.stderr.strip().splitlines()[-1:]}")
+        with open(os.path.join(res, "prediction", f"{platform}.json")) as j:
+            return float(json.load(j)["predicted_time"])
     return f
 
 

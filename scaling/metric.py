@@ -64,11 +64,21 @@ def _fill(E):
 
 
 def metric(df: pd.DataFrame) -> dict:
-    """The metric's tuple of one program (``procs``, ``size``, ``efficiency``)."""
+    """The metric's tuple of one program (``procs``, ``size``, ``efficiency``).
+
+    With a single size the region is a line: MarkProcs is the mean of
+    dE (p2 - p1) / (max p - min p) over neighbouring process counts, and
+    MarkData and MarkAll are undefined (NaN)."""
     p, d, E = efficiency_grid(df)
-    if len(p) < 2 or len(d) < 2:
-        raise ValueError("the metric needs at least two procs values and two sizes")
+    if len(p) < 2:
+        raise ValueError("the metric needs at least two procs values")
     E = _fill(E)
+    if len(d) == 1:
+        e = E[0]
+        mp = [(e[j + 1] - e[j]) * (p[j + 1] - p[j]) / (p[-1] - p[0]) for j in range(len(p) - 1)]
+        vals = df["efficiency"]
+        return dict(zip(TUPLE, [p[0], d[0], p[-1], d[-1], float(np.mean(mp)), np.nan, np.nan,
+                                float(vals.max()), float(vals.min())]))
     rp, rd = p[-1] - p[0], d[-1] - d[0]
     mp, md, ma = [], [], []
     for i in range(len(d) - 1):

@@ -166,3 +166,50 @@ def test_a_changed_config_reruns_what_it_changes(default_run, tmp_path):
     # the replay's repeats: not the trace, the clustering or the record
     rep = _planned(res, tmp_path, "replay: {repeats: 2}\n")
     assert not rep & {"trace", "cluster", "record"} and "report" in rep
+
+
+def test_a_list_of_ranks_is_a_scalability_study(tmp_path):
+    """ranks: [2, 3, 4] predicts every N on every platform, then the scaling
+    rule extrapolates each platform to N=1024 with an interval and computes
+    the metric; the report opens with the study."""
+    res = tmp_path / "results"
+    (tmp_path / "study.yaml").write_text(
+        f"ranks: [2, 3, 4]\nresults: {res}\n"
+        "platforms: [config/platforms/ib-cluster.yaml, config/platforms/fat-node.yaml]\n"
+        "calibrate: {enabled: false}\nscaling: {predict: [1024], kind: weak}\n")
+    run(SNAKEMAKE + ["-c2", "--configfile", "config/config.yaml",
+                     str(tmp_path / "study.yaml")], timeout=900)
+    for n in (2, 3, 4):
+        assert (res / f"n{n}" / "prediction" / "ib-cluster.json").exists()
+    times = pd.read_csv(res / "scaling" / "times.csv")
+    assert sorted(times["procs"].unique()) == [2, 3, 4] and len(times) == 6
+    ex = pd.read_csv(res / "scaling" / "extrapolation.csv")
+    far = ex[ex["procs"] == 1024]
+    assert set(far["platform"]) == {"ib-cluster", "fat-node"}
+    assert ((far["low"] < far["time"]) & (far["time"] < far["high"]) & (far["low"] > 0)).all()
+    marks = pd.read_csv(res / "scaling" / "metric.csv")
+    assert len(marks) == 2 and marks["MarkProcs"].notna().all()
+    html = (res / "report.html").read_text()
+    assert html.index("Scalability study") < html.index("Platforms (what-if sweep)")
+    # the same study again plans nothing
+    p = run(SNAKEMAKE + ["-n", "-c2", "--configfile", "config/config.yaml",
+                         str(tmp_path / "study.yaml")])
+    assert "Nothing to be done" in p.stdout + p.stderr
+
+
+def test_the_grid_search_can_evaluate_grids_by_the_whole_method(tmp_path):
+    """scaling grids --evaluator workflow:PLATFORM traces, replays and
+    simulates the application once per candidate grid (--grid AxB)."""
+    (tmp_path / "jacobi.yaml").write_text(
+        'app: {script: examples/jacobi.py, args: ["--n", "64", "--iters", "20"]}\n'
+        "platforms: [config/platforms/ib-cluster.yaml]\ncalibrate: {enabled: false}\n"
+        "count_c_calls: false\n")
+    out = run([sys.executable, "-m", "scaling", "grids", "--shape", "64x64", "--dims", "2",
+               "--max-procs", "2", "--evaluator", "workflow:ib-cluster", "--configfile",
+               str(tmp_path / "jacobi.yaml"), "--workdir", str(tmp_path / "gs")],
+              timeout=900).stdout
+    assert "candidates                       3" in out and "chosen grid" in out
+    for grid in ("1x2", "2x1"):
+        assert (tmp_path / "gs" / f"grid_{grid}" / "prediction" / "ib-cluster.json").exists()
+        log = (tmp_path / "gs" / f"grid_{grid}" / "trace")
+        assert log.exists()
