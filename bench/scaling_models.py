@@ -123,7 +123,8 @@ def main(argv=None) -> int:
     t = pd.DataFrame(rows)
     t.to_csv(Path(a.out) / "per_series.csv", index=False)
     summary = []
-    for (fam, model), g in t.groupby(["family", "model"], sort=False):
+    pooled = t.assign(family="all")
+    for (fam, model), g in pd.concat([t, pooled]).groupby(["family", "model"], sort=False):
         summary.append({"family": fam, "model": model, "points": len(g),
                         "median error": g["error"].median(),
                         "mean error": g["error"].replace(np.inf, np.nan).mean(),
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
     s = pd.DataFrame(summary)
     s.to_csv(Path(a.out) / "summary.csv", index=False)
     for fam, g in s.groupby("family", sort=False):
-        print(f"\n## {fam}: {FAMILIES[fam]}")
+        print(f"\n## {fam}: {FAMILIES.get(fam, 'every family pooled')}")
         print(g.drop(columns="family").to_markdown(index=False, floatfmt=".3f"))
     chosen = t[t["model"] == "auto"].groupby(["family", "chose"]).size()
     print("\nmodels the automatic choice took (points):")
