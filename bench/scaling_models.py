@@ -1,7 +1,7 @@
 """Held-out accuracy and interval coverage of the scaling models on real,
 published measurements (bench/scaling_data/, sources in its SOURCES.md).
 
-    python bench/scaling_models.py [--extrap X/bin/python] [--level 0.9] [-o DIR]
+    python bench/scaling_models.py [--extrap-venv DIR | --extrap X/bin/python] [-o DIR]
 
 Every series is cut the same way for every method: fit on the runs with at
 most half the largest process count, predict the largest one (every size of
@@ -9,8 +9,10 @@ it, for two-parameter data).  Repeats are reduced to their minimum for our
 models; Extra-P gets them all (it models their mean).  Per family: the
 median and the mean relative error at the held-out points of every model,
 of the automatic choice and of Extra-P, and how often each model's
-conformal 90 % interval covered the measurement.  Without ``--extrap``
-Extra-P's column is left out.
+conformal 90 % interval covered the measurement.  ``--extrap-venv DIR``
+installs Extra-P 4.2.5 from the package index into its own environment
+DIR (once; it pins numpy < 2); without it or ``--extrap`` Extra-P's
+column is left out.
 """
 from __future__ import annotations
 
@@ -84,10 +86,19 @@ def extrap_entries(raw: pd.DataFrame):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--extrap", help="python of an environment with extrap installed")
+    ap.add_argument("--extrap-venv", help="create (once) an environment with Extra-P 4.2.5 "
+                    "here and use it")
     ap.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
     ap.add_argument("-o", "--out", default="bench/out/scaling_models",
                     help="directory for the per-series table")
     a = ap.parse_args(argv)
+    if a.extrap_venv:
+        a.extrap = str(Path(a.extrap_venv) / "bin" / "python")
+        if not Path(a.extrap).exists():
+            print(f"installing Extra-P into {a.extrap_venv} ...", file=sys.stderr)
+            subprocess.run([sys.executable, "-m", "venv", a.extrap_venv], check=True)
+            subprocess.run([a.extrap, "-m", "pip", "install", "-q", "extrap==4.2.5"],
+                           check=True)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     rows, entries, truths = [], [], []
     for fam in FAMILIES:

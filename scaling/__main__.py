@@ -11,8 +11,22 @@ from . import data as D
 from .models import MODELS
 
 
-def _ints(s):
-    return [int(x) for x in s.split(",") if x.strip()]
+def _ints(s, what="--predict"):
+    try:
+        return [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise D.DataError(f"{what} {s!r}: comma-separated whole numbers expected") from None
+
+
+def _level(s):
+    """An interval's coverage: a fraction strictly between 0 and 1."""
+    try:
+        v = float(s)
+    except ValueError:
+        v = -1.0
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"{s!r}: a coverage between 0 and 1, e.g. 0.9")
+    return v
 
 
 def _unit(a, df) -> str:
@@ -189,7 +203,7 @@ def cmd_hetero(a) -> int:
           f"{'measured s':>12}")
     for nonneg, name in ((True, "NNLS"), (False, "LS")):
         models = H.fit_models(df, nonneg)
-        for size in _ints(a.sizes):
+        for size in _ints(a.sizes, "--sizes"):
             cfg, t, n = H.optimum(models, allowed, size)
             meas = ""
             if measured is not None:
@@ -222,7 +236,7 @@ def cmd_grids(a) -> int:
     else:
         raise D.DataError(f"unknown evaluator {a.evaluator!r}: jacobi[:k=v,...], "
                           f"workflow:PLATFORM or cmd:TEMPLATE")
-    for dims in _ints(a.dims):
+    for dims in _ints(a.dims, "--dims"):
         if any(len(s) < dims for s in shapes):
             raise D.DataError(f"a {dims}-D grid needs arrays of at least {dims} dimensions")
         S = G.search(shapes, dims, a.max_procs, ev, a.min_efficiency, a.exhaustive)
@@ -273,7 +287,7 @@ def main(argv=None) -> int:
     f.add_argument("--reduce", choices=["min", "maxeff"], default="min",
                    help="repeats: minimum time (fit) or maximum efficiency (metric)")
     f.add_argument("--program", help="which program, when the table has several")
-    f.add_argument("--level", type=float, default=0.9, help="the intervals' coverage")
+    f.add_argument("--level", type=_level, default=0.9, help="the intervals' coverage")
     f.add_argument("--unit", help="the time column's unit (default: a 'unit' column, or s)")
     f.add_argument("--components", help="comma list of columns (e.g. comp,comm) to "
                    "extrapolate one by one and add up, instead of 'time'")
@@ -324,7 +338,7 @@ def main(argv=None) -> int:
     st.add_argument("--predictions", nargs="+", required=True, help="prediction JSON files")
     st.add_argument("--validate", nargs="*", default=[], help="validate JSON files")
     st.add_argument("--predict", help="comma-separated N to extrapolate to")
-    st.add_argument("--level", type=float, default=0.9, help="interval coverage (0.9)")
+    st.add_argument("--level", type=_level, default=0.9, help="interval coverage (0.9)")
     st.add_argument("--scaling", choices=["strong", "weak"], default="strong",
                     help="efficiency for the metric (default strong)")
     st.add_argument("-o", "--output", required=True, help="directory for the study's files")

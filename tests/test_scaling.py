@@ -171,6 +171,10 @@ def test_grids_cli_shows_counts_and_the_exhaustive_optimum():
     ("procs,time\n1,10\n2,x\n4,3\n8,2\n", [], "row 1: time is 'x', not a finite number"),
     ("procs,time\n1,10\n2,\n4,3\n8,2\n", [], "row 1: time is an empty cell"),
     ("procs,time\n1,10\n2,6\n4,3\n8,2\n", ["--model", "foo"], "unknown model(s) ['foo']"),
+    ("procs,time\n1,10\n2,6\n4,3\n8,2\n", ["--predict", "x12"],
+     "--predict 'x12': comma-separated whole numbers"),
+    ("procs,time\n1,10\n2,6\n4,3\n8,2\n", ["--level", "1.5"], "a coverage between 0 and 1"),
+    ("procs,time\n4,10\n", ["--predict", "8"], "have 1 process count(s); every model needs"),
 ])
 def test_bad_scaling_input_is_one_message(tmp_path, text, args, needle):
     """A non-numeric time was a TypeError traceback, --model foo a KeyError,
