@@ -16,7 +16,8 @@ How it works, and why this way:
 * Lower-case (pickle) methods get their byte counts from a counting
   ``MPI.pickle`` (same functions, same protocol: identical bytes on the wire).
 * One-sided windows and files are wrapped too; their calls are recorded under
-  ``win_*``/``file_*`` op names that later stages report as unmodelled.
+  ``win_*``/``file_*`` op names: windows with targets and bytes (modelled by
+  the simulator), files as calls later stages report as unmodelled.
 """
 from __future__ import annotations
 
@@ -887,14 +888,15 @@ class MessageMethods:
 
 
 # --------------------------------------------------------------------------
-# One-sided windows and files: counted, recorded, reported as unmodelled
+# One-sided windows (modelled) and files (counted, reported as unmodelled)
 # --------------------------------------------------------------------------
 _QUIET = ("Get_", "Set_", "tomemory", "toint", "py2f", "f2py", "fromhandle", "free",
           "fromint", "Create_keyval", "Free_keyval", "Delete_attr", "Call_errhandler")
 
 
 def _counted(cls_name, prefix):
-    """A subclass of Win/File whose calls are recorded as unmodelled events."""
+    """A subclass of File whose calls (all but queries) are recorded as
+    unmodelled events."""
     real = REAL[cls_name]
     ns = {}
     holder = {}
@@ -924,6 +926,75 @@ def _counted(cls_name, prefix):
         if callable(attr) or isinstance(attr, classmethod):
             ns[name] = counter(name, getattr(real, name))
     cls = Meta("Traced" + cls_name, (real,), dict(ns, _real=real))
+    holder["cls"] = cls
+    return cls
+
+
+def _traced_win():
+    """The traced Win: each call of instrument/ops.py's WIN_METHODS is an
+    event with the window's communicator as ``comm``, the window's number
+    (per rank, in creation order: windows are created collectively) as
+    ``tag``, the target as a world rank (transfers, Lock, Unlock, Flush*),
+    the bytes sent (``sbytes``: the origin buffer) and received
+    (``rbytes``: Get's origin, the result buffer of Get_accumulate,
+    Fetch_and_op, Compare_and_swap), and for creation the window's local
+    size in ``sbytes``.  The simulator models them (netsim/schedule.py)."""
+    real = REAL["Win"]
+    holder = {}
+    count = [0]
+
+    def target_of(self, a):
+        return self._p[a] if a is not None and a >= 0 else -1
+
+    def creation(name):
+        base, op = getattr(real, name), code("win_" + name.lower())
+        sig = inspect.signature(base)
+
+        def f(cls, *args, **kw):
+            ba = sig.bind(*args, **kw)
+            ba.apply_defaults()
+            a = ba.arguments
+            s = enter()
+            w = holder["cls"](base(*args, **kw))
+            comm = a.get("comm")
+            w._tcomm = getattr(comm, "_tidx", -1)
+            w._p = getattr(comm, "_p", None) or [MPI.COMM_WORLD.Get_rank()]
+            w._wid = count[0]
+            count[0] += 1
+            size = nbytes(a["memory"]) if name == "Create" else int(a.get("size", 0) or 0)
+            leave(s, op, w._tcomm, -1, w._wid, size, 0, -1)
+            return w
+        f.__name__ = name
+        return classmethod(f)
+
+    def call(name):
+        base, op = getattr(real, name), code("win_" + name.lower())
+        sig = inspect.signature(base)
+        out = ops.WIN_TRANSFERS.get(name)
+        rank_arg = ops.WIN_SYNCS.get(name) if name in ops.WIN_SYNCS else None
+
+        def f(self, *args, **kw):
+            ba = sig.bind(self, *args, **kw)
+            ba.apply_defaults()
+            a = ba.arguments
+            s = enter()
+            res = base(self, *args, **kw)
+            if name in ops.WIN_TRANSFERS:
+                peer = target_of(self, a.get("target_rank"))
+                sb = 0 if name == "Get" else nbytes(a.get("origin"))
+                rb = nbytes(a.get(out)) if out else 0
+            else:
+                peer = target_of(self, a.get(rank_arg)) if rank_arg else -1
+                sb = rb = 0
+            leave(s, op, getattr(self, "_tcomm", -1), peer, getattr(self, "_wid", -1), sb, rb,
+                  -1)
+            return res
+        f.__name__ = name
+        return f
+
+    ns = {n: creation(n) for n in ops.WIN_CREATION}
+    ns.update({n: call(n) for n in ops.WIN_METHODS if n not in ops.WIN_CREATION})
+    cls = Meta("TracedWin", (real,), dict(ns, _real=real))
     holder["cls"] = cls
     return cls
 
@@ -1033,8 +1104,8 @@ def _build_classes():
     _TRACED_BY_REAL[_R] = TracedRequest
     _TRACED_BY_REAL[_P] = TracedPrequest
     _TRACED_BY_REAL[_M] = TracedMessage
-    for name in ("Win", "File"):
-        _TRACED_BY_REAL[REAL[name]] = _counted(name, name.lower() + "_")
+    _TRACED_BY_REAL[REAL["Win"]] = _traced_win()
+    _TRACED_BY_REAL[REAL["File"]] = _counted("File", "file_")
 
 
 def install(trace_dir: str) -> Recorder:

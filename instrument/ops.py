@@ -67,9 +67,10 @@ KINDS = {
     "partitioned": "partitioned communication (Psend_init, Pready, ...)",
     "dynamic": "processes that come and go (Spawn, Accept, Connect, Shrink)",
     "onesided": "one-sided communication (MPI.Win)",
+    "onesided_request": "request-based one-sided transfer (MPI.Win.Rput, Rget, ...)",
     "io": "MPI-IO (MPI.File)",
 }
-REFUSED_KINDS = ("partitioned", "dynamic", "onesided", "io")
+REFUSED_KINDS = ("partitioned", "dynamic", "onesided_request", "io")
 
 # Where a buffer collective's bytes go (the tracer's sbytes/rbytes).
 SHAPES = {
@@ -103,6 +104,24 @@ _OBJECT_COLLECTIVES = [
     ("scan", "Intracomm"), ("exscan", "Intracomm"),
     ("neighbor_allgather", "Topocomm"), ("neighbor_alltoall", "Topocomm"),
 ]
+
+
+# The methods of MPI.Win the tracer counts, the recorder logs and replay
+# answers (instrument/windows.py, replay/windows.py), by what they do:
+# create a window; move data (the argument that receives data, if any);
+# synchronise (a target rank argument, if any); the rest.
+WIN_CREATION = ("Create", "Allocate", "Allocate_shared", "Create_dynamic")
+WIN_TRANSFERS = {"Put": None, "Get": "origin", "Accumulate": None,
+                 "Get_accumulate": "result", "Fetch_and_op": "result",
+                 "Compare_and_swap": "result"}
+WIN_SYNCS = {"Fence": None, "Lock": "rank", "Unlock": "rank", "Lock_all": None,
+             "Unlock_all": None, "Flush": "rank", "Flush_all": None, "Flush_local": "rank",
+             "Flush_local_all": None, "Sync": None, "Post": None, "Start": None,
+             "Complete": None, "Wait": None, "Test": None}
+WIN_OTHERS = ("Attach", "Detach", "Shared_query", "Free")
+# request-based transfers: traced, refused by record and replay
+WIN_REQUESTS = ("Rput", "Rget", "Raccumulate", "Rget_accumulate")
+WIN_METHODS = WIN_CREATION + tuple(WIN_TRANSFERS) + tuple(WIN_SYNCS) + WIN_OTHERS + WIN_REQUESTS
 
 
 def _rows() -> list[Op]:
@@ -173,13 +192,10 @@ def _rows() -> list[Op]:
         ("Shrink", "Comm", "comm_shrink"), ("Spawn", "Intracomm", "spawn"),
         ("Spawn_multiple", "Intracomm", "spawn"), ("Accept", "Intracomm", "comm_accept"),
         ("Connect", "Intracomm", "comm_connect"))]
-    # one-sided communication and MPI-IO: the tracer counts every method of
-    # Win and File as win_<method> / file_<method>; these are the main ones
-    rows += [Op(m, "Win", "win_" + m.lower(), "onesided") for m in (
-        "Create", "Allocate", "Allocate_shared", "Create_dynamic", "Put", "Get", "Accumulate",
-        "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Fence", "Lock", "Unlock",
-        "Lock_all", "Unlock_all", "Flush", "Flush_all", "Post", "Start", "Complete", "Wait",
-        "Sync", "Free")]
+    # one-sided communication (the WIN_* groups below) and MPI-IO: the
+    # tracer counts these methods of Win and File as win_<method> / file_<method>
+    rows += [Op(m, "Win", "win_" + m.lower(),
+                "onesided_request" if m in WIN_REQUESTS else "onesided") for m in WIN_METHODS]
     rows += [Op(m, "File", "file_" + m.lower(), "io") for m in (
         "Open", "Read", "Read_at", "Read_all", "Write", "Write_at", "Write_all", "Close")]
     return rows

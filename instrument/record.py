@@ -6,7 +6,9 @@ runs the application at full scale; only the chosen ranks are intercepted
 in call order (instrument/msglog.py): the op and its arguments, and what
 MPI answered: received bytes (raw, from the receive buffers), returned
 objects (pickled), statuses, probe and test outcomes, completion order of
-Waitany/Waitsome/Testsome, and the shape of every communicator created.
+Waitany/Waitsome/Testsome, the shape of every communicator created, and
+what one-sided communication put into the rank's memory
+(instrument/windows.py).
 ``python -m replay`` later answers the same calls from this log.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .calls import (
 from .kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
 from .msglog import LogError, LogWriter
 from .ops import COMM_METHODS
+from .windows import build as build_windows
 
 W: LogWriter | None = None
 REAL: dict = {}
@@ -194,6 +197,8 @@ def _build():
     _BY_REAL[REAL["Request"]] = RecRequest
     _BY_REAL[REAL["Prequest"]] = RecPrequest
     _BY_REAL[REAL["Message"]] = RecMessage
+    REAL["Win"] = MPI.Win
+    _BY_REAL[REAL["Win"]] = build_windows(lambda: W, REAL["Win"])
 
 
 def install(log_path: str, header: dict) -> LogWriter:

@@ -29,7 +29,8 @@ have started, and the wait/test that completed its request (the trace
 records which) makes the following op require their completion.
 Wildcard receives use the source and tag that matched in the traced run,
 so the simulation follows the same matching.  Probes, unsuccessful tests,
-communicator management and finalize cost nothing.
+communicator management and finalize cost nothing.  One-sided calls lower
+as :class:`_OneSided` says.
 
 A collective first does its local work as a CALC (the platform's
 ``collective_overhead`` of its family, and for alltoall and allgather the
@@ -180,10 +181,107 @@ def _local_work(fam, own, flags, platform) -> float:
     return t
 
 
-class _Lowering:
+# One-sided communication (instrument/ops.py's WIN_* groups).  A transfer is
+# lowered to messages that the target's side receives and answers without
+# a call of its own (its CPU still pays the receive overhead: MPI's
+# progress engine applies the data), matched by a context of their own.
+_RMA_PUT = ("win_put", "win_accumulate")
+_RMA_GET = ("win_get", "win_get_accumulate", "win_fetch_and_op", "win_compare_and_swap")
+_RMA_COLLECTIVE = ("win_fence", "win_create", "win_allocate", "win_allocate_shared",
+                   "win_create_dynamic", "win_free")
+_RMA_COMPLETE_ONE = ("win_unlock", "win_flush", "win_flush_local")
+_RMA_COMPLETE_ALL = ("win_unlock_all", "win_flush_all", "win_flush_local_all", "win_complete",
+                     "win_fence")
+
+
+def _rma_ctx(comm: int) -> int:
+    return -1 - comm
+
+
+class _OneSided:
+    """Lowering of a rank's window calls (a mixin of _Lowering).
+
+    * Put, Accumulate: a message to the target, received there as soon as
+      it is sent; it is complete once it landed.
+    * Get (and Get_accumulate, Fetch_and_op, Compare_and_swap): a request
+      to the target (carrying the origin data, if any), answered by the
+      target with the data once the request arrived.
+    * Fence, and the window's creation and Free (collective, synchronising
+      in MPI): every transfer of this rank on the window completes, then a
+      barrier over the window's communicator.
+    * Unlock, Flush (one target; the _all forms and Complete: every
+      target): the transfers to that target complete, and for puts an
+      acknowledgement comes back from it (a round trip, as MPI must know the
+      data landed).
+    * Lock, Lock_all, Post, Start, Wait, Test, Sync, Attach, Detach,
+      Shared_query: no cost (lock acquisition is lazy in MPICH; the
+      Post/Start handshake of general active target is not modelled).
+    """
+
+    def one_sided(self, i: int, r: int, op: str):
+        cols, B = self.cols, self.B
+        comm, t = int(cols["comm"][i]), int(cols["peer"][i])
+        win = (comm, int(cols["tag"][i]))
+        ctx = _rma_ctx(comm)
+        open_ = self.rma.setdefault(win, [])
+        if op in _RMA_PUT or op in _RMA_GET:
+            if t < 0 or t == r:
+                return                      # PROC_NULL or itself: local
+            self.rma_tag += 1
+            k = self.rma_tag
+            sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
+            x = B.op(SEND, r, self.after, peer=t, size=sb, tag=k, ctx=ctx, event=i)
+            y = B.op(RECV, t, [(x, True)], peer=r, size=sb, tag=k, ctx=ctx, event=i)
+            if op in _RMA_PUT:
+                open_.append((t, y, True))
+            else:
+                z = B.op(SEND, t, [(y, False)], peer=r, size=rb, tag=k, ctx=ctx, event=i)
+                w = B.op(RECV, r, [(x, True)], peer=t, size=rb, tag=k, ctx=ctx, event=i)
+                open_.append((t, w, False))
+                del z
+            self.after = [(x, True)]
+        elif op in _RMA_COMPLETE_ONE or op in _RMA_COMPLETE_ALL:
+            done = [e for e in open_ if op in _RMA_COMPLETE_ALL or e[0] == t]
+            self.rma[win] = [e for e in open_ if e not in done]
+            need = [(o, False) for _, o, _ in done]
+            for target in sorted({e[0] for e in done if e[2]}):
+                # the target acknowledges once its puts landed
+                self.rma_tag += 1
+                puts = [(o, False) for tt, o, put in done if put and tt == target]
+                B.op(SEND, target, puts, peer=r, size=0, tag=self.rma_tag, ctx=ctx, event=i)
+                need.append((B.op(RECV, r, self.after, peer=target, size=0, tag=self.rma_tag,
+                                  ctx=ctx, event=i), False))
+            self.after = self.after + need
+        if op in _RMA_COLLECTIVE:
+            self.after = self.after + [(o, False) for _, o, _ in self.rma.pop(win, [])]
+            self.barrier(i, r, comm)
+
+    def barrier(self, i: int, r: int, comm: int):
+        """A barrier over ``comm`` for event i (the platform's algorithm)."""
+        m = self.members[comm]
+        k = self.ncoll.get((r, comm), 0)
+        self.ncoll[(r, comm)] = k + 1
+        alg = C.choose("barrier", self.platform.algorithm("barrier"))
+        if alg == "analytic":
+            cid = self.coll_ids.get((comm, k))
+            if cid is None:
+                cid = self.coll_ids[(comm, k)] = self.B.new_coll(len(m))
+            L, G = self._widest(comm, 0)
+            cost = C.analytic_cost("barrier", len(m), 0, L, G,
+                                   self.platform.o_send + self.platform.o_recv, 2)
+            x = self.B.op(COLL, r, self.after, coll=cid, dur=cost, ctx=2 * comm + 1, event=i)
+            self.after = [(x, False)]
+        else:
+            _, last = self._steps(i, r, "barrier", alg, m, self.index_of[comm][r], 0, 0, None,
+                                  k, 2 * comm + 1)
+            self.after = [(x, False) for x in last] or self.after
+
+
+class _Lowering(_OneSided):
     """The state of lowering one trace: the schedule being built and, for
-    the rank being lowered, what its next operation depends on (``after``)
-    and what its pending requests will complete (``pending``)."""
+    the rank being lowered, what its next operation depends on (``after``),
+    what its pending requests will complete (``pending``) and its open
+    one-sided transfers per window (``rma``)."""
 
     def __init__(self, trace, platform, comp: np.ndarray):
         ev = trace.events
@@ -220,6 +318,8 @@ class _Lowering:
         self.comp = self._charged(comp)
         self.after: list = []
         self.pending: dict = {}             # request id -> [(op, started?)] to complete
+        self.rma: dict = {}                 # (comm, window) -> [(target, op, put?)] open
+        self.rma_tag = 0                    # one tag per one-sided message exchange
 
     def _charged(self, comp: np.ndarray) -> np.ndarray:
         """Computation per event, with what the platform charges the CPU per call."""
@@ -381,7 +481,7 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
         if r != last_rank:
             if progress and r % 1000 == 0:
                 progress(r)
-            last_rank, low.after, low.pending = r, [], {}
+            last_rank, low.after, low.pending, low.rma = r, [], {}, {}
         op = cols["op"][i]
         if op == "init":
             continue
@@ -399,6 +499,8 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
             low.completion(i)
         elif _base(op) in C.FAMILY:
             low.collective(i, r, op)
+        elif op.startswith("win_"):
+            low.one_sided(i, r, op)
     s = B.done()
     s.seq_of = ev["seq"].to_numpy()
     return s

@@ -548,10 +548,11 @@ def build():
     for cname in COMM_PARENTS:
         _CLS[cname] = Meta("Replay" + cname, (mixins[cname], REAL[cname]),
                             {"_real": REAL[cname]})
+    from .windows import build as build_windows
+    REAL["Win"] = MPI.Win
+    _CLS["Win"] = build_windows(REAL["Win"])
     for cname, what, names in (
-            ("Win", "one-sided communication (MPI.Win)",
-             ("Create", "Allocate", "Allocate_shared", "Create_dynamic")),
-            ("File", "MPI-IO (MPI.File)", ("Open",))):
+            ("File", "MPI-IO (MPI.File)", ("Open",)),):
         REAL[cname] = getattr(MPI, cname)
         _CLS[cname] = Meta("Replay" + cname, (REAL[cname],),
                             dict({n: classmethod(_refused(what)) for n in names},

@@ -11,11 +11,12 @@ is the best bet beyond it.
   (log2(procs / cut), how far out), ``log_ratio`` (log(measured /
   predicted); +inf where the model predicted a non-positive or non-finite
   time, or could not be fitted).
-* :class:`Auto` scores every candidate model by the mean of
-  |log_ratio| / distance (relative error per doubling, so that far cuts do
-  not dominate) and predicts with the best one; where that model gives a
-  non-positive or non-finite time at a requested point, the next best
-  answers.
+* :class:`Auto` ranks every candidate model by its relative error per
+  doubling, |log_ratio| / distance, at the last cut (fitted to the most
+  runs), ties broken by the mean over all cuts, and predicts with the
+  best one, joined by the runner-up when that scored within 1.5x (the runs
+  cannot tell them apart); where a model gives a non-positive or
+  non-finite time at a requested point, the next candidate answers.
 * :func:`interval` turns a model's rolling-origin residuals into a
   split-conformal interval: the error per doubling at the level's quantile
   (with the finite-sample correction), times the distance of the predicted

@@ -27,8 +27,9 @@ def test_every_entry_is_a_method_of_its_mpi4py_class():
 
 # coverage.py polls (how often depends on timing, so its traced and
 # recorded runs make different calls); table_ops.py does not
-PROGRAMS = {"coverage": ([APPS / "coverage.py", "--no-rma"], False),
-            "table_ops": ([APPS / "table_ops.py"], True)}
+PROGRAMS = {"coverage": ([APPS / "coverage.py"], False),
+            "table_ops": ([APPS / "table_ops.py"], True),
+            "rma_fence": ([APPS / "rma_fence.py"], False)}     # rank 0 polls with Test
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def test_traced_recorded_and_replayed_alike(runs, name):
             assert replayed == list(ev.loc[ev["rank"] == r, "op"]), f"rank {r}"
 
 
-def test_the_two_programs_call_every_entry(runs):
+def test_the_programs_call_every_entry(runs):
     """Together they call every entry that is traced, so the test above
     covers the whole table (the rest: the tool's own init and finalize,
     untraced queries, and what replay refuses, tested below)."""
@@ -71,15 +72,15 @@ def test_the_two_programs_call_every_entry(runs):
 
 
 @pytest.mark.parametrize("select", [["--rank", "1"], ["--ranks", "1"]])
-def test_replay_refuses_one_sided_communication(tmp_path, select):
+def test_replay_refuses_file_io(tmp_path, select):
     """Alone (--rank) or from the driver (--ranks, --reps), the error names
     the rank and the application's actual reason, once."""
-    app = [APPS / "coverage.py"]
-    record(4, tmp_path / "log", [1], app)
+    app = [APPS / "file_io.py", tmp_path / "f"]
+    record(2, tmp_path / "log", [1], app)
     p = run([sys.executable, "-m", "replay"] + select + ["--log", str(tmp_path / "log"),
              "-o", str(tmp_path / "rep")] + [str(a) for a in app], check=False)
     assert p.returncode == 2
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("replay: error: rank 1: the application failed: NotImplementedError")
-    assert "one-sided communication (MPI.Win) cannot be replayed" in last
+    assert "MPI-IO (MPI.File) cannot be replayed" in last
     assert last.count("rank 1:") == 1 and last.count("replay: error") == 1

@@ -184,6 +184,9 @@ def test_topology_tables(tr):
     assert (e.sbytes, e.rbytes) == (16, 64)
 
 
-def test_unmodelled_calls_are_counted(tr):
-    assert tr.meta["unmodelled"] == {"win_create": 4, "win_fence": 8, "win_put": 4,
-                                     "win_free": 4}
+def test_one_sided_calls_are_traced_with_targets_and_bytes(tr):
+    """Windows are modelled now: nothing unmodelled, the Put's target (the
+    next rank) and bytes in the trace, the window's communicator as comm."""
+    assert tr.meta["unmodelled"] == {}
+    e = one(tr, 1, "win_put")
+    assert (e.peer, e.sbytes, e.rbytes, e.comm) == (2, 8, 0, 0)

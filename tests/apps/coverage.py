@@ -3,7 +3,6 @@
 The test (tests/test_trace_coverage.py) checks the resulting trace; comments
 say what each block must produce.  Deterministic: no wildcard races.
 """
-import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -253,12 +252,11 @@ merged.Barrier()
 for cm in (merged, inter, dg, gr, ring, row, cart, node, d, c, idc, sub):
     cm.Free()
 
-# one-sided: recorded, reported as unmodelled (--no-rma: skipped, for replay)
-if "--no-rma" not in sys.argv:
-    win = MPI.Win.Create(b, comm=w)
-    win.Fence()
-    win.Put(a[:1], nxt)
-    win.Fence()
-    win.Free()
+# one-sided: traced with its target and bytes, recorded and replayed
+win = MPI.Win.Create(b, comm=w)
+win.Fence()
+win.Put(a[:1], nxt)
+win.Fence()
+win.Free()
 MPI.Detach_buffer()
 print(f"rank {r} coverage done, last buffer {b.tolist()}", flush=True)
