@@ -48,7 +48,11 @@ def test_uneven_example_yields_its_work_classes(uneven_trace):
     for _c, g in reps.groupby("cluster"):
         rep = g["representative"].iloc[0]
         assert rep in set(g["rank"])             # a representative from each class
-    assert reps["error"].max() < 0.2
+    # what the cut guarantees (complete linkage, Manhattan distance): no
+    # member's total is further from its representative's than the cut;
+    # how close they come depends on the host's noise, so no tighter bound
+    cut = float(HOST_THRESHOLD) * reps["total"].mean()
+    assert (reps["total"] - reps["rep_total"]).abs().max() <= cut * (1 + 1e-9)
 
 
 def test_cli_writes_tables_summary_and_dendrogram(uneven_trace, tmp_path):
