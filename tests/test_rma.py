@@ -5,7 +5,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import APPS, ROOT, host_lines, record, run, trace
+from conftest import APPS, EXAMPLES, ROOT, host_lines, record, run, trace
 
 PLATFORM = ROOT / "config" / "platforms" / "ib-cluster.yaml"
 
@@ -19,6 +19,7 @@ def replay(log, out, app, ranks):
     ([APPS / "rma_fence.py"], 3, [0, 1, 2]),        # every window call
     ([APPS / "rma_counter.py"], 3, [0, 1, 2]),      # a counter and a spin lock
     ([APPS / "rma_stream.py", "--mode", "get", "--mib", "1"], 2, [1]),
+    ([EXAMPLES / "rma_halo.py", "--n", "6000", "--iters", "5", "--halo", "4"], 3, [0, 1]),
 ])
 def test_one_sided_programs_replay_with_the_same_output(tmp_path, app, n, ranks):
     """Replay answers Get and the atomics from the log and restores what
