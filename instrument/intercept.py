@@ -970,7 +970,8 @@ def _traced_win():
     def call(name):
         base, op = getattr(real, name), code("win_" + name.lower())
         sig = inspect.signature(base)
-        out = ops.WIN_TRANSFERS.get(name)
+        plain = ops.WIN_REQUESTS.get(name, name)        # Rget moves what Get moves
+        out = ops.WIN_TRANSFERS.get(plain)
         rank_arg = ops.WIN_SYNCS.get(name) if name in ops.WIN_SYNCS else None
 
         def f(self, *args, **kw):
@@ -979,13 +980,19 @@ def _traced_win():
             a = ba.arguments
             s = enter()
             res = base(self, *args, **kw)
-            if name in ops.WIN_TRANSFERS:
+            if plain in ops.WIN_TRANSFERS:
                 peer = target_of(self, a.get("target_rank"))
-                sb = 0 if name == "Get" else nbytes(a.get("origin"))
+                sb = 0 if plain == "Get" else nbytes(a.get("origin"))
                 rb = nbytes(a.get(out)) if out else 0
             else:
                 peer = target_of(self, a.get(rank_arg)) if rank_arg else -1
                 sb = rb = 0
+            if name in ops.WIN_REQUESTS:                # numbered like an isend's
+                res = TracedRequest(res)
+                res._rx = res._pinfo = None
+                res._tid = leave(s, op, getattr(self, "_tcomm", -1), peer,
+                                 getattr(self, "_wid", -1), sb, rb, -2)
+                return res
             leave(s, op, getattr(self, "_tcomm", -1), peer, getattr(self, "_wid", -1), sb, rb,
                   -1)
             return res

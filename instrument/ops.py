@@ -67,10 +67,9 @@ KINDS = {
     "partitioned": "partitioned communication (Psend_init, Pready, ...)",
     "dynamic": "processes that come and go (Spawn, Accept, Connect, Shrink)",
     "onesided": "one-sided communication (MPI.Win)",
-    "onesided_request": "request-based one-sided transfer (MPI.Win.Rput, Rget, ...)",
     "io": "MPI-IO (MPI.File)",
 }
-REFUSED_KINDS = ("partitioned", "dynamic", "onesided_request", "io")
+REFUSED_KINDS = ("partitioned", "dynamic", "io")
 
 # Where a buffer collective's bytes go (the tracer's sbytes/rbytes).
 SHAPES = {
@@ -119,9 +118,12 @@ WIN_SYNCS = {"Fence": None, "Lock": "rank", "Unlock": "rank", "Lock_all": None,
              "Flush_local_all": None, "Sync": None, "Post": None, "Start": None,
              "Complete": None, "Wait": None, "Test": None}
 WIN_OTHERS = ("Attach", "Detach", "Shared_query", "Free")
-# request-based transfers: traced, refused by record and replay
-WIN_REQUESTS = ("Rput", "Rget", "Raccumulate", "Rget_accumulate")
-WIN_METHODS = WIN_CREATION + tuple(WIN_TRANSFERS) + tuple(WIN_SYNCS) + WIN_OTHERS + WIN_REQUESTS
+# request-based transfers: the transfer of that name (without the R), whose
+# request completes it
+WIN_REQUESTS = {"Rput": "Put", "Rget": "Get", "Raccumulate": "Accumulate",
+                "Rget_accumulate": "Get_accumulate"}
+WIN_METHODS = (WIN_CREATION + tuple(WIN_TRANSFERS) + tuple(WIN_SYNCS) + WIN_OTHERS
+               + tuple(WIN_REQUESTS))
 
 
 def _rows() -> list[Op]:
@@ -194,8 +196,7 @@ def _rows() -> list[Op]:
         ("Connect", "Intracomm", "comm_connect"))]
     # one-sided communication (the WIN_* groups below) and MPI-IO: the
     # tracer counts these methods of Win and File as win_<method> / file_<method>
-    rows += [Op(m, "Win", "win_" + m.lower(),
-                "onesided_request" if m in WIN_REQUESTS else "onesided") for m in WIN_METHODS]
+    rows += [Op(m, "Win", "win_" + m.lower(), "onesided") for m in WIN_METHODS]
     rows += [Op(m, "File", "file_" + m.lower(), "io") for m in (
         "Open", "Read", "Read_at", "Read_all", "Write", "Write_at", "Write_all", "Close")]
     return rows

@@ -198,7 +198,7 @@ def _build():
     _BY_REAL[REAL["Prequest"]] = RecPrequest
     _BY_REAL[REAL["Message"]] = RecMessage
     REAL["Win"] = MPI.Win
-    _BY_REAL[REAL["Win"]] = build_windows(lambda: W, REAL["Win"])
+    _BY_REAL[REAL["Win"]] = build_windows(lambda: W, _wrap, REAL["Win"])
 
 
 def install(log_path: str, header: dict) -> LogWriter:

@@ -22,7 +22,9 @@ costs little: the log stores a repeated payload once (instrument/msglog.py).
 Each record: op ``win_<method>``, the target rank as peer (transfers,
 Lock, Unlock, Flush), the bytes the call passed, and as communicator the
 record that created the window (its creation record: the window's
-communicator).  Request-based transfers (Rput, Rget, ...) are refused.
+communicator).  A request-based transfer (Rput, Rget, ...) is logged as its
+plain form; its request, a recording one, logs at its completion what the
+result buffer received (as for Irecv, instrument/kinds.py).
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ def completed(pending: list, name: str, target) -> list:
 
 _REAL = MPI.Win
 _WRITER = None                    # () -> the log writer
+_WRAP = None                      # a request MPI returned -> the recording one
 _CLS: dict = {}
 
 
@@ -89,8 +92,10 @@ def _creation(name):
 
 
 def _transfer(name):
-    base, s, op, out = getattr(_REAL, name), _sig(name), "win_" + name.lower(), \
-        WIN_TRANSFERS[name]
+    """Put, Get, ... and their request-based forms (Rput, Rget, ...), whose
+    request delivers the result buffer at its completion as an Irecv's."""
+    base, s, op = getattr(_REAL, name), _sig(name), "win_" + name.lower()
+    out = WIN_TRANSFERS[WIN_REQUESTS.get(name, name)]
 
     def f(self, *args, **kw):
         ba = s.bind(self, *args, **kw)
@@ -98,11 +103,13 @@ def _transfer(name):
         a = ba.arguments
         res = base(self, *args, **kw)
         target = a.get("target_rank", -1)
-        if out is not None:
-            v = bytes_view(a[out])
-            if v is not None:
-                self._pending.append((target, v))
+        v = bytes_view(a[out]) if out is not None else None
+        if v is not None:
+            self._pending.append((target, v))
         _WRITER().write(op, target, -1, None, (), nbytes(a.get("origin")), self._rid)
+        if name in WIN_REQUESTS:
+            res = _WRAP(res)
+            res._out = v
         return res
     f.__name__ = name
     return f
@@ -159,24 +166,15 @@ def _free(self):
     _WRITER().write("win_free", -1, -1, None, (), 0, self._rid)
 
 
-def _refused(name):
-    def f(self, *args, **kw):
-        raise NotImplementedError(f"record: MPI.Win.{name} (request-based one-sided "
-                                  f"transfers) cannot be recorded yet; use {name[1:]} "
-                                  f"and a synchronisation call")
-    f.__name__ = name
-    return f
-
-
-def build(writer_of, real=MPI.Win):
+def build(writer_of, wrap, real=MPI.Win):
     """The recording subclass of ``real`` (MPI.Win); ``writer_of()`` gives
-    the log writer (instrument/msglog.py's LogWriter)."""
-    global _REAL, _WRITER
-    _REAL, _WRITER = real, writer_of
+    the log writer (instrument/msglog.py's LogWriter), ``wrap(request)``
+    the recording request (instrument/record.py)."""
+    global _REAL, _WRITER, _WRAP
+    _REAL, _WRITER, _WRAP = real, writer_of, wrap
     ns = {n: _creation(n) for n in WIN_CREATION}
-    ns.update({n: _transfer(n) for n in WIN_TRANSFERS})
+    ns.update({n: _transfer(n) for n in (*WIN_TRANSFERS, *WIN_REQUESTS)})
     ns.update({n: _sync(n) for n in WIN_SYNCS})
-    ns.update({n: _refused(n) for n in WIN_REQUESTS})
     ns.update(Attach=_attach, Detach=_detach, Shared_query=_shared_query, Free=_free)
     _CLS["Win"] = Meta("RecWin", (real,), dict(ns, _real=real))
     return _CLS["Win"]

@@ -185,8 +185,9 @@ def _local_work(fam, own, flags, platform) -> float:
 # lowered to messages that the target's side receives and answers without
 # a call of its own (its CPU still pays the receive overhead: MPI's
 # progress engine applies the data), matched by a context of their own.
-_RMA_PUT = ("win_put", "win_accumulate")
-_RMA_GET = ("win_get", "win_get_accumulate", "win_fetch_and_op", "win_compare_and_swap")
+_RMA_PUT = ("win_put", "win_accumulate", "win_rput", "win_raccumulate")
+_RMA_GET = ("win_get", "win_get_accumulate", "win_fetch_and_op", "win_compare_and_swap",
+            "win_rget", "win_rget_accumulate")
 _RMA_COLLECTIVE = ("win_fence", "win_create", "win_allocate", "win_allocate_shared",
                    "win_create_dynamic", "win_free")
 _RMA_COMPLETE_ONE = ("win_unlock", "win_flush", "win_flush_local")
@@ -202,10 +203,12 @@ class _OneSided:
     """Lowering of a rank's window calls (a mixin of _Lowering).
 
     * Put, Accumulate: a message to the target, received there as soon as
-      it is sent; it is complete once it landed.
+      it is sent; it is complete once it landed (Rput, Raccumulate: their
+      request completes once it is sent).
     * Get (and Get_accumulate, Fetch_and_op, Compare_and_swap): a request
       to the target (carrying the origin data, if any), answered by the
-      target with the data once the request arrived.
+      target with the data once the request arrived (the R forms: their
+      request completes once the data is in).
     * Fence, and the window's creation and Free (collective, synchronising
       in MPI): every transfer of this rank on the window completes, then a
       barrier over the window's communicator.
@@ -234,12 +237,15 @@ class _OneSided:
             y = B.op(RECV, t, [(x, True)], peer=r, size=sb, tag=k, ctx=ctx, event=i)
             if op in _RMA_PUT:
                 open_.append((t, y, True))
+                done = x                    # a request: complete once sent
             else:
-                z = B.op(SEND, t, [(y, False)], peer=r, size=rb, tag=k, ctx=ctx, event=i)
+                B.op(SEND, t, [(y, False)], peer=r, size=rb, tag=k, ctx=ctx, event=i)
                 w = B.op(RECV, r, [(x, True)], peer=t, size=rb, tag=k, ctx=ctx, event=i)
                 open_.append((t, w, False))
-                del z
+                done = w                    # a request: complete once the data is in
             self.after = [(x, True)]
+            if op.startswith("win_r"):     # Rput, Rget, ...: its wait completes it
+                self.pending[int(cols["req"][i])] = [(done, False)]
         elif op in _RMA_COMPLETE_ONE or op in _RMA_COMPLETE_ALL:
             done = [e for e in open_ if op in _RMA_COMPLETE_ALL or e[0] == t]
             self.rma[win] = [e for e in open_ if e not in done]

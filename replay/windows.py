@@ -94,7 +94,10 @@ def _creation(name):
 
 
 def _transfer(name):
-    s, op, out = _sig(name), "win_" + name.lower(), WIN_TRANSFERS[name]
+    """Put, Get, ... and Rput, Rget, ... (a request whose completion fills
+    the result buffer from the log, as an Irecv's)."""
+    s, op = _sig(name), "win_" + name.lower()
+    out = WIN_TRANSFERS[WIN_REQUESTS.get(name, name)]
 
     def f(self, *args, **kw):
         if not _begin():
@@ -104,11 +107,11 @@ def _transfer(name):
         a = ba.arguments
         target = a.get("target_rank", -1)
         F.RP.next(op, _WinCall(op, target, nbytes(a.get("origin")), self._rid))
-        if out is not None:
-            v = bytes_view(a[out])
-            if v is not None:
-                self._pending.append((target, v))
+        v = bytes_view(a[out]) if out is not None else None
+        if v is not None:
+            self._pending.append((target, v))
         F.RP.leave(op)
+        return F._Fake.request(v) if name in WIN_REQUESTS else None
     f.__name__ = name
     return f
 
@@ -197,22 +200,13 @@ def _get_group(self):
     return self._comm.Get_group()
 
 
-def _refused(name):
-    def f(self, *args, **kw):
-        raise NotImplementedError(f"replay: MPI.Win.{name} (request-based one-sided "
-                                  f"transfers) cannot be replayed yet")
-    f.__name__ = name
-    return f
-
-
 def build(real=MPI.Win):
     """The replay stand-in of ``real`` (MPI.Win)."""
     global _REAL
     _REAL = real
     ns = {n: _creation(n) for n in WIN_CREATION}
-    ns.update({n: _transfer(n) for n in WIN_TRANSFERS})
+    ns.update({n: _transfer(n) for n in (*WIN_TRANSFERS, *WIN_REQUESTS)})
     ns.update({n: _sync(n) for n in WIN_SYNCS})
-    ns.update({n: _refused(n) for n in WIN_REQUESTS})
     ns.update(Attach=_attach, Detach=_detach, Shared_query=_shared_query, Free=_free,
               tomemory=_tomemory, Get_attr=_get_attr, Get_group=_get_group,
               group=property(_get_group), __bool__=lambda self: True,

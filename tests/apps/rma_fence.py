@@ -23,6 +23,18 @@ for it in range(3):
     win.Fence()
     total += buf[0] * 10 + got[0] + buf[1]
     sum(i * i for i in range(20000 * (r + 1)))
+# request-based forms, each completed by its request
+win.Fence()
+req = [win.Rput(np.array([10.0 + r]), right, target=2),
+       win.Raccumulate(np.array([1.0]), right, target=3, op=MPI.SUM)]
+MPI.Request.Waitall(req)
+win.Fence()
+rgot, racc = np.zeros(1), np.zeros(1)
+req = [win.Rget(rgot, left, target=2),
+       win.Rget_accumulate(np.array([0.5]), racc, left, target=3, op=MPI.SUM)]
+MPI.Request.Waitall(req)
+win.Fence()
+total += rgot[0] + racc[0] + buf[2] + buf[3]
 win.Free()
 
 # atomics, each on the right neighbour's window (one origin per target)
