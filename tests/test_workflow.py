@@ -169,26 +169,30 @@ def test_a_changed_config_reruns_what_it_changes(default_run, tmp_path):
 
 
 def test_a_list_of_ranks_is_a_scalability_study(tmp_path):
-    """ranks: [2, 3, 4] predicts every N on every platform, then the scaling
-    rule extrapolates each platform to N=1024 with an interval and computes
-    the metric; the report opens with the study."""
+    """ranks: [2, 3, 4] predicts every N on every platform (and runs it for
+    real: validate), then the scaling rule extrapolates each platform, and
+    the measured times, to N=1024 with an interval and computes the metric;
+    the report opens with the study."""
     res = tmp_path / "results"
     (tmp_path / "study.yaml").write_text(
         f"ranks: [2, 3, 4]\nresults: {res}\n"
         "platforms: [config/platforms/ib-cluster.yaml, config/platforms/fat-node.yaml]\n"
-        "calibrate: {enabled: false}\nscaling: {predict: [1024], kind: weak}\n")
+        "calibrate: {enabled: false}\nscaling: {predict: [1024], kind: weak}\n"
+        "validate: {enabled: true, platform: fat-node, repeats: 1}\n")
     run(SNAKEMAKE + ["-c2", "--configfile", "config/config.yaml",
                      str(tmp_path / "study.yaml")], timeout=900)
     for n in (2, 3, 4):
         assert (res / f"n{n}" / "prediction" / "ib-cluster.json").exists()
     times = pd.read_csv(res / "scaling" / "times.csv")
-    assert sorted(times["procs"].unique()) == [2, 3, 4] and len(times) == 6
+    assert sorted(times["procs"].unique()) == [2, 3, 4] and len(times) == 9
+    assert (times["source"] == "measured").sum() == 3      # validate's runs, one per N
     ex = pd.read_csv(res / "scaling" / "extrapolation.csv")
     far = ex[ex["procs"] == 1024]
     assert set(far["platform"]) == {"ib-cluster", "fat-node"}
+    assert set(far["source"]) == {"predicted", "measured"}
     assert ((far["low"] < far["time"]) & (far["time"] < far["high"]) & (far["low"] > 0)).all()
     marks = pd.read_csv(res / "scaling" / "metric.csv")
-    assert len(marks) == 2 and marks["MarkProcs"].notna().all()
+    assert len(marks) == 3 and marks["MarkProcs"].notna().all()
     html = (res / "report.html").read_text()
     assert html.index("Scalability study") < html.index("Platforms (what-if sweep)")
     # the same study again plans nothing
