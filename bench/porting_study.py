@@ -87,6 +87,7 @@ APPS = {
     "fft2d": ["examples/fft2d.py", "--n", "512", "--steps", "6"],
     "master-worker": ["examples/master_worker.py", "--tasks", "200", "--size", "200"],
     "uneven": ["examples/uneven.py", "--iters", "300"],
+    "rma-halo": ["examples/rma_halo.py", "--n", "1000000", "--iters", "60", "--halo", "8"],
     "futures-julia": ["bench/apps/src/mpi4py/demo/futures/run_julia.py"],
 }
 
