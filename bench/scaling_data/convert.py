@@ -62,29 +62,28 @@ def wavetrisk(speedup_m: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# per application: its folder, what the file name says (nodes, variant), the
+# line with the run's wall seconds, and the series the variant makes
+_ARCHER = (
+    ("apps/CASTEP/DNA", r"\.(\d+)nodes\.(\d+)threads", r"Total time\s*=\s*([\d.]+) s",
+     "CASTEP DNA, {} thread(s)"),
+    ("apps/GROMACS/large", r"_(\d+)nodes(\d)smt", r"^\s+Time:\s+[\d.]+\s+([\d.]+)",
+     "GROMACS large, {} SMT"),
+    ("apps/CP2K/LiH_HFX", r"CP2K_(\d+)\.()", r"^ CP2K\s+1\s.*\s([\d.]+)\s*$",
+     "CP2K LiH_HFX"),
+)
+
+
 def archer(checkout: Path) -> pd.DataFrame:
     """ARCHER's baseline runs of three applications: nodes, wall seconds, repeats."""
     rows = []
-    base = "results/ARCHER_baseline"
-    for f in sorted((checkout / "apps/CASTEP/DNA" / base).iterdir()):
-        m = re.search(r"\.(\d+)nodes\.(\d+)threads", f.name)
-        t = re.findall(r"Total time\s*=\s*([\d.]+) s", f.read_text(errors="replace"))
-        if m and t:                          # runs that stopped early have none
-            rows.append({"series": f"CASTEP DNA, {m[2]} thread(s)", "procs": int(m[1]),
-                         "time": float(t[-1])})
-    for f in sorted((checkout / "apps/GROMACS/large" / base).iterdir()):
-        m = re.search(r"_(\d+)nodes(\d)smt", f.name)
-        t = re.findall(r"^\s+Time:\s+[\d.]+\s+([\d.]+)", f.read_text(errors="replace"),
-                       flags=re.M)
-        if m and t:
-            rows.append({"series": f"GROMACS large, {m[2]} SMT", "procs": int(m[1]),
-                         "time": float(t[-1])})
-    for f in sorted((checkout / "apps/CP2K/LiH_HFX" / base).iterdir()):
-        m = re.search(r"CP2K_(\d+)\.", f.name)
-        t = re.findall(r"^ CP2K\s+1\s.*\s([\d.]+)\s*$", f.read_text(errors="replace"),
-                       flags=re.M)
-        if m and t:
-            rows.append({"series": "CP2K LiH_HFX", "procs": int(m[1]), "time": float(t[-1])})
+    for folder, name_re, time_re, series in _ARCHER:
+        for f in sorted((checkout / folder / "results/ARCHER_baseline").iterdir()):
+            m = re.search(name_re, f.name)
+            t = re.findall(time_re, f.read_text(errors="replace"), flags=re.M)
+            if m and t:                      # runs that stopped early have none
+                rows.append({"series": series.format(m[2]), "procs": int(m[1]),
+                             "time": float(t[-1])})
     return pd.DataFrame(rows)
 
 
