@@ -83,7 +83,7 @@ def cmd_fit(a) -> int:
     if a.components:
         return _fit_components(a, raw)
     unit = _unit(a, raw)
-    raw = raw.drop(columns=[c for c in ("unit",) if c in raw])
+    raw = raw.drop(columns="unit", errors="ignore")
     df = D.reduce(raw, a.reduce)
     train = D.select(df, a.train)
     test = D.select(df, a.test) if a.test else (df.drop(train.index) if a.train else df.iloc[:0])
@@ -148,12 +148,10 @@ def _fit_components(a, raw) -> int:
             raise D.DataError(f"{a.data}: row {part.index[bad][0]}: {c} must be positive")
         train = D.select(D.reduce(part, "min"), a.train)
         m = Auto().fit(train)
-        p = m.predict(at)
-        lo, hi = m.interval(at, a.level)
         print(f"{c:<14} {m.describe()}")
-        for q, t, l_, h_ in zip(at["procs"], p, lo, hi):
-            print(f"    procs {q:>7}: {t:.5g} {unit}  [{l_:.5g}, {h_:.5g}]")
-        total, lo_sum, hi_sum = total + p, lo_sum + lo, hi_sum + hi
+        _print_predictions(m, m.residuals_, at, m.cut_, a.level, m.spread, unit)
+        lo, hi = m.interval(at, a.level)
+        total, lo_sum, hi_sum = total + m.predict(at), lo_sum + lo, hi_sum + hi
     print("sum (intervals added: at least the level's coverage)")
     for q, t, l_, h_ in zip(at["procs"], total, lo_sum, hi_sum):
         print(f"    procs {q:>7}: {t:.5g} {unit}  [{l_:.5g}, {h_:.5g}]")

@@ -119,23 +119,13 @@ class Auto:
         self.candidates = list(candidates or CANDIDATES)
         self.params, self.sizes, self.spread, self.hedge = params, sizes, spread, hedge
         self.name = "auto"
-        self.min_configs = 2
-
-    def _factory(self, name):
-        return lambda: make(name, self.params, self.sizes)
 
     def fit(self, df):
         n = df["procs"].nunique()
         rows = []
         for name in self.candidates:
-            need = make(name, self.params, self.sizes).min_configs
-            if n < need:
-                continue
-            # every candidate is judged on the same cuts: from 3 runs on
-            # (2 when there are only 3)
-            res = rolling_origin(self._factory(name), df, max(min(3, n - 1), need))
-            try:
-                model = self._factory(name)().fit(df)
+            try:                    # too few runs for it, or a singular fit: left out
+                model, res = fit_model(name, df, self.params, self.sizes)
             except (ValueError, np.linalg.LinAlgError):
                 continue
             last = res[res["cut"] == res["cut"].max()] if len(res) else res
@@ -183,9 +173,6 @@ class Auto:
         d = np.log2(df["procs"].to_numpy(float) / self.cut_)
         return interval(self.predict(df), d, self.residuals_, level, self.spread)
 
-    def predict_std(self, df):
-        return np.full(len(df), np.nan)
-
     def describe(self):
         return " | ".join(f"{r['model']}: {r['fitted'].describe()}" for r in self.chosen_)
 
@@ -206,4 +193,6 @@ def fit_model(name: str, train: pd.DataFrame, params=(), sizes: int = 1,
         raise ValueError(f"needs at least {m.min_configs} process counts, the training "
                          f"runs have {n}")
     m.fit(train)
+    # every model is judged on the same cuts: from 3 runs on (2 when there
+    # are only 3), unless it needs more
     return m, rolling_origin(factory, train, max(m.min_configs, min(3, n - 1)))
