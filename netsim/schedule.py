@@ -264,23 +264,8 @@ class _OneSided:
 
     def barrier(self, i: int, r: int, comm: int):
         """A barrier over ``comm`` for event i (the platform's algorithm)."""
-        m = self.members[comm]
-        k = self.ncoll.get((r, comm), 0)
-        self.ncoll[(r, comm)] = k + 1
-        alg = C.choose("barrier", self.platform.algorithm("barrier"))
-        if alg == "analytic":
-            cid = self.coll_ids.get((comm, k))
-            if cid is None:
-                cid = self.coll_ids[(comm, k)] = self.B.new_coll(len(m))
-            L, G = self._widest(comm, 0)
-            cost = C.analytic_cost("barrier", len(m), 0, L, G,
-                                   self.platform.o_send + self.platform.o_recv, 2)
-            x = self.B.op(COLL, r, self.after, coll=cid, dur=cost, ctx=2 * comm + 1, event=i)
-            self.after = [(x, False)]
-        else:
-            _, last = self._steps(i, r, "barrier", alg, m, self.index_of[comm][r], 0, 0, None,
-                                  k, 2 * comm + 1)
-            self.after = [(x, False) for x in last] or self.after
+        _, last = self.messages(i, r, "barrier", comm, 0, 0, None)
+        self.after = [(x, False) for x in last] or self.after
 
 
 class _Lowering(_OneSided):
@@ -420,8 +405,6 @@ class _Lowering(_OneSided):
         sb, rb = int(cols["sbytes"][i]), int(cols["rbytes"][i])
         if sb + rb == 0 and fam not in ("barrier", "neighbor") and _fixed_counts(op):
             return                          # no data anywhere: returns at once
-        k = self.ncoll.get((r, comm), 0)
-        self.ncoll[(r, comm)] = k + 1
         me = self.index_of[comm][r]
         per_peer = None
         if self.scounts is not None and self.scounts[i] is not None \
@@ -434,6 +417,20 @@ class _Lowering(_OneSided):
             work = _local_work(fam, own, int(cols["flags"][i]), plat)
             if work > 0:
                 self.after = [(self.B.op(CALC, r, self.after, dur=work, event=i), False)]
+        root = self.index_of[comm].get(int(cols["peer"][i]), 0) if cols["peer"][i] >= 0 \
+            else 0
+        first, last = self.messages(i, r, fam, comm, nb, root, per_peer)
+        self.issued(first, last, op.startswith("i") or op.endswith("_init"),
+                    int(cols["req"][i]))
+
+    def messages(self, i, r, fam, comm, nb, root, per_peer):
+        """Rank r's part in the next collective of family ``fam`` over
+        ``comm`` (event i, ``nb`` bytes as the family counts them): one
+        analytic op, or its algorithm's messages.  Returns (first ops, last)."""
+        plat, m = self.platform, self.members[comm]
+        p = len(m)
+        k = self.ncoll.get((r, comm), 0)
+        self.ncoll[(r, comm)] = k + 1
         ctx = 2 * comm + 1
         alg = C.choose(fam, plat.algorithm(fam))
         if alg == "analytic" or fam == "neighbor":
@@ -445,13 +442,9 @@ class _Lowering(_OneSided):
             cost = C.analytic_cost(fam, p, nb, L, G, plat.o_send + plat.o_recv,
                                    self.neigh.get((comm, r), 2))
             x = self.B.op(COLL, r, self.after, coll=cid, dur=cost, ctx=ctx, event=i)
-            first = last = [x]
-        else:
-            root = self.index_of[comm].get(int(cols["peer"][i]), 0) if cols["peer"][i] >= 0 \
-                else 0
-            first, last = self._steps(i, r, fam, alg, m, me, root, nb, per_peer, k, ctx)
-        self.issued(first, last, op.startswith("i") or op.endswith("_init"),
-                    int(cols["req"][i]))
+            return [x], [x]
+        return self._steps(i, r, fam, alg, m, self.index_of[comm][r], root, nb, per_peer, k,
+                           ctx)
 
     def _steps(self, i, r, fam, alg, m, me, root, nb, per_peer, k, ctx):
         """The messages of one member of a decomposed collective, step after
