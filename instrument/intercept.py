@@ -972,7 +972,7 @@ def _traced_win():
         sig = inspect.signature(base)
         plain = ops.WIN_REQUESTS.get(name, name)        # Rget moves what Get moves
         out = ops.WIN_TRANSFERS.get(plain)
-        rank_arg = ops.WIN_SYNCS.get(name) if name in ops.WIN_SYNCS else None
+        rank_arg = ops.WIN_SYNCS.get(name)
 
         def f(self, *args, **kw):
             ba = sig.bind(self, *args, **kw)

@@ -209,13 +209,13 @@ class _OneSided:
       to the target (carrying the origin data, if any), answered by the
       target with the data once the request arrived (the R forms: their
       request completes once the data is in).
-    * Fence, and the window's creation and Free (collective, synchronising
-      in MPI): every transfer of this rank on the window completes, then a
-      barrier over the window's communicator.
-    * Unlock, Flush (one target; the _all forms and Complete: every
+    * Unlock, Flush (one target; the _all forms, Complete and Fence: every
       target): the transfers to that target complete, and for puts an
       acknowledgement comes back from it (a round trip, as MPI must know the
       data landed).
+    * Fence, and the window's creation and Free (collective, synchronising
+      in MPI): then a barrier over the window's communicator (for creation
+      and Free, after every transfer of the rank on the window completed).
     * Lock, Lock_all, Post, Start, Wait, Test, Sync, Attach, Detach,
       Shared_query: no cost (lock acquisition is lazy in MPICH; the
       Post/Start handshake of general active target is not modelled).

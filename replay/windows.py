@@ -156,7 +156,8 @@ def _detach(self, memory):
 
 
 def _shared_query(self, rank):
-    F.RP.enter()
+    if not _begin():
+        return None
     result, payloads = F.RP.next("win_shared_query",
                                  _WinCall("win_shared_query", rank, 0, self._rid))
     me = self._comm.Get_rank() if self._comm is not None else 0
