@@ -80,3 +80,19 @@ def test_a_put_or_get_costs_what_the_same_message_costs(tmp_path):
     for mode in ("put", "get"):
         t = _predicted(tmp_path, mode, plat)["predicted_time"]
         assert data <= t < 1.1 * data, (mode, t, data)
+
+
+def test_a_changed_window_stops_the_replay_naming_it(tmp_path):
+    """Replayed with other arguments, the first window call that differs
+    (its creation, of another size) stops the replay with one message:
+    the rank, the event, what was recorded and what was called."""
+    app = [APPS / "rma_stream.py", "--mode", "get", "--mib", "1", "--reps", "2"]
+    record(2, tmp_path / "log", [1], app)
+    p = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
+             "-o", str(tmp_path / "rep"), "--any-command"]
+            + [str(a) for a in app[:-3]] + ["2", "--reps", "2"], check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("replay: error: rank 1: event 1 "), last
+    assert "recorded win_create(peer=-1, tag=-1, 1048576 bytes" in last
+    assert "called win_create(peer=-1, tag=-1, 2097152 bytes" in last

@@ -277,3 +277,14 @@ def test_weak_scaling_efficiency_is_time_ratio(tmp_path):
     out = run([sys.executable, "-m", "scaling", "metric", str(tmp_path / "w.csv"),
                "--scaling", "weak"]).stdout
     assert "weak scaling" in out
+
+
+def test_study_and_components_inputs_fail_with_one_message(tmp_path):
+    p = run([sys.executable, "-m", "scaling", "study", "--predictions",
+             str(tmp_path / "none.json"), "-o", str(tmp_path / "s")], check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "none.json: cannot read prediction" in p.stderr, p.stderr
+    (tmp_path / "c.csv").write_text("procs,time,comp\n2,3,2\n4,2,1\n8,1.5,0.5\n")
+    p = run([sys.executable, "-m", "scaling", "fit", str(tmp_path / "c.csv"), "--components",
+             "comp,comm", "--predict", "16"], check=False)
+    assert p.returncode == 2 and "no column(s) ['comm'] for --components" in p.stderr
