@@ -115,13 +115,14 @@ def check_events(events: pd.DataFrame, meta: dict, path: str) -> None:
             v = events[col].to_numpy()
             where.bad((v < PEER_MIN) | (v >= size),
                       f"{col} {{}} is not a world rank of 0..{size - 1}", v)
-    for col in ("comp", "cpu", "t_start", "t_end"):
+    for col in ("comp", "cpu", "t_start", "t_end", "poll_cpu"):
         if col in events:
             v = events[col].to_numpy(dtype=float)
-            wrong = ~np.isfinite(v) | ((v < 0) if col in ("comp", "cpu") else False)
+            positive = col in ("comp", "cpu", "poll_cpu")
+            wrong = ~np.isfinite(v) | ((v < 0) if positive else False)
             where.bad(wrong, f"{col} {{!r}} is not a finite "
-                      + ("non-negative " if col in ("comp", "cpu") else "") + "time", v)
-    for col in ("sbytes", "rbytes"):
+                      + ("non-negative " if positive else "") + "time", v)
+    for col in ("sbytes", "rbytes", "polls"):
         if col in events:
             v = events[col].to_numpy()
             where.bad(v < 0, f"{col} {{}} is negative", v)

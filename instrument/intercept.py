@@ -760,13 +760,17 @@ def _multi(opname, base, result):
                     sts = _POOL[:len(requests)]
                     break
         res = base(requests, sts)
+        nothing = False                # a poll that found nothing (folded, _hotpath.c)
         if result == "all":
             done = live
         elif result == "flag" or result == "flag0":
             done = live if (res if result == "flag" else res[0]) else ()
+            nothing = not done and not (res if result == "flag" else res[0])
         else:
-            idx = (res if result == "indices" else res[0]) or ()
-            done = [i for i in idx if getattr(requests[i], "_tid", -1) >= 0]
+            idx = res if result == "indices" else res[0]
+            done = [i for i in idx or () if getattr(requests[i], "_tid", -1) >= 0]
+            # Testsome's [] found nothing; None (every request inactive) is an answer
+            nothing = idx is not None and len(idx) == 0 and opname == "testsome"
         tids = []
         for i in done:
             r = requests[i]
@@ -777,7 +781,7 @@ def _multi(opname, base, result):
                 st = sts[i]
                 src = st.source
                 _side(("f", tids[-1], rx[src] if src >= 0 else -1, st.tag, st.count))
-        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, -1, 0 if tids else FLAG_NONE,
+        leave_ex(s, op, -1, -1, -1, 0, 0, -1, -1, -1, -1, FLAG_NONE if nothing else 0,
                  ("r", tids) if tids else None, 1)
         return res
     f.__name__ = opname
@@ -811,7 +815,7 @@ def _one_of(op, opname, base, requests, status, result):
     tid = -1
     if flag and idx is not None and idx >= 0:
         tid = _completed(requests[idx], st)
-    leave_ex(s, op, -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if tid >= 0 else FLAG_NONE, None, 2)
+    leave_ex(s, op, -1, -1, -1, 0, 0, tid, -1, -1, -1, 0 if flag else FLAG_NONE, None, 2)
     return res
 
 

@@ -11,6 +11,13 @@ methods that return and fill the same things.  For each kind:
   the call: from that record it gives the application the same answer
   without communicating, and says whether the call was an empty poll.
 
+Polls (``POLLS``: Iprobe, Improbe, Test*) that find or complete nothing
+are not logged: replay answers a poll from the log when the log's next
+record is that same poll (same op, same arguments or requests: the poll
+that succeeded in the recorded run), and with ``EMPTY_ANSWERS`` otherwise.
+A waiting loop thus ends at its first poll on replay, and its log holds
+one record however long the recorded run polled.
+
 Communicator methods pass a :class:`Call`; request completions and
 matched messages (the ``wait``, ``waitmany``, ``mrecv`` and ``imrecv``
 kinds) pass the request(s) and status(es) they work on.  A ``start`` is
@@ -27,6 +34,7 @@ in one class keeps what one writes and the other reads in step.
 from __future__ import annotations
 
 import pickle
+import zlib
 
 from mpi4py import MPI
 
@@ -58,6 +66,45 @@ class Call:
     def signature(self) -> tuple:
         """What the divergence check compares: (op, peer, tag, nbytes, comm)."""
         return self.op, self.peer, self.tag, self.nbytes, self.comm
+
+
+# ops that poll: a call that finds or completes nothing is not logged
+POLLS = frozenset({"iprobe", "improbe", "test", "testall", "testany", "testsome"})
+# what MPI returns for a poll that found or completed nothing, per method
+EMPTY_ANSWERS = {
+    "Iprobe": False, "iprobe": False, "Improbe": None, "improbe": None,
+    "Test": False, "test": (False, None), "Testall": False, "testall": (False, None),
+    "Testany": (MPI.UNDEFINED, False), "testany": (MPI.UNDEFINED, False, None),
+    "Testsome": [], "testsome": ([], []),
+}
+
+
+def empty_answer(name: str):
+    """A fresh empty answer of poll method ``name`` (lists the caller may keep)."""
+    if name == "Testsome":
+        return []
+    if name == "testsome":
+        return [], []
+    return EMPTY_ANSWERS[name]
+
+
+def found_nothing(name: str, res) -> bool:
+    """Whether a poll's answer ``res`` is its empty answer (a Testall of
+    inactive requests answers True and Testsome None: those are logged)."""
+    if name == "Testsome":
+        return res is not None and len(res) == 0
+    if name == "testsome":
+        return res[0] is not None and len(res[0]) == 0
+    return res == EMPTY_ANSWERS[name]
+
+
+def requests_key(requests) -> int:
+    """Which requests a completion call works on, as recorder and replay
+    both know them: the log records that made them (``_rid``).  Logged as
+    the tag of test records, so that a replayed poll of one request is
+    never answered with another's completion."""
+    ids = [getattr(r, "_rid", -1) for r in requests]
+    return zlib.crc32(repr(ids).encode()) & 0x7fffffff
 
 
 def _size(spec) -> int:
@@ -188,6 +235,8 @@ class Probe:
 
     @staticmethod
     def record(c, res, log):
+        if not res:                       # an Iprobe that found nothing
+            return res
         log.write(c, result=(bool(res), status_tuple(c.status) if res else None))
         return res
 
@@ -205,6 +254,8 @@ class Mprobe:
     @staticmethod
     def record(c, res, log):
         got = res is not None and res != MPI.MESSAGE_NULL
+        if not got and c.name in ("Improbe", "improbe"):
+            return res                    # found nothing
         log.write(c, result=(got, status_tuple(c.status) if got else None))
         return log.wrap(res) if got else res
 
@@ -318,10 +369,12 @@ class Wait:
     def record(name, req, res, st, log):
         lower, is_test = name[0].islower(), name.lower() == "test"
         flag = (res[0] if lower else res) if is_test else True
+        if not flag:
+            return res                    # a Test that completed nothing
         obj = (res[1] if is_test else res) if lower else None
-        p = _delivered(req, obj) if flag else None
-        log.event(name.lower(), (bool(flag), status_tuple(st) if flag else None,
-                                 res if not lower else None), [p] if p is not None else [])
+        p = _delivered(req, obj)
+        log.event(name.lower(), (True, status_tuple(st), res if not lower else None),
+                  [p] if p is not None else [], tag=requests_key([req]))
         return res
 
     @staticmethod
@@ -369,6 +422,8 @@ class WaitMany:
     @staticmethod
     def record(name, requests, res, statuses, log):
         """``statuses``: one Status for Waitany/Testany, else one per request."""
+        if name.lower().startswith("test") and found_nothing(name, res):
+            return res
         done, sts = WaitMany._completed(name, requests, res, statuses)
         lower = name[0].islower()
         if lower:
@@ -377,7 +432,7 @@ class WaitMany:
             payloads = [p for p in (_delivered(requests[i], None) for i in done)
                         if p is not None]
         log.event(name.lower(), ([(i, sts[i]) for i in done], None if lower else res),
-                  payloads)
+                  payloads, tag=requests_key(requests))
         return res
 
     @staticmethod
@@ -399,7 +454,7 @@ class WaitMany:
                 fill_status(statuses[i], st)
             elif isinstance(statuses, MPI.Status):
                 fill_status(statuses, st)
-        return ret, lname.startswith("test") and not done
+        return ret, False                 # a logged test is never an empty poll
 
 
 class MatchedRecv:

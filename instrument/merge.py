@@ -22,9 +22,10 @@ from . import ops
 from .checks import check_events, read_meta
 from .errors import TraceError
 from .output import write_json
-from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, RECORD, rank_path
+from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, N_INT_FIELDS, RECORD, rank_path
 
-RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:12]] + [(f, "<f8") for f in FIELDS[12:]])
+RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:N_INT_FIELDS]]
+                     + [(f, "<f8") for f in FIELDS[N_INT_FIELDS:]])
 assert RAW_DTYPE.itemsize == RECORD.size
 
 _I64_LIST = pa.list_(pa.int64())
@@ -38,6 +39,7 @@ EVENT_SCHEMA = pa.schema([
     ("rpeer", pa.int32()), ("rtag", pa.int32()), ("newcomm", pa.int32()),
     ("flags", pa.int16()), ("started", pa.string()),
     ("scounts", _I64_LIST), ("rcounts", _I64_LIST),
+    ("polls", pa.int64()), ("poll_cpu", pa.float64()),
 ])
 
 COMMS_COLUMNS = ["comm", "key", "kind", "how", "members", "remote", "size", "parent_local",
@@ -315,6 +317,8 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
         "rpeer": ev["rpeer"], "rtag": ev["rtag"],
         "newcomm": _remap(ev["newcomm"], comm_map),
         "flags": ev["flags"].astype(np.int16),
+        "polls": ev["polls"],
+        "poll_cpu": np.maximum(ev["poll_cpu"], 0.0),
     })
     _extras(df, ev, op, extras, names)
     _fix_receives(df, ev, op, fixups)

@@ -41,7 +41,7 @@ import zlib
 from .output import OutputError, json_default, write_json
 
 MAGIC = b"RRMSGLOG"
-VERSION = 3
+VERSION = 4
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 REPEAT = 1 << 63
@@ -216,8 +216,21 @@ class LogReader:
         self.f.seek(here)
         return data
 
+    _peeked = None
+
+    def peek(self):
+        """The next record, as next() gives it, left to be read again by
+        next(); None at the end of the file."""
+        if self._peeked is None and self.f.tell() < self.end:
+            self._peeked = self._next()
+        return self._peeked
+
     def next(self):
         """``(op, peer, tag, nbytes, comm, result, payloads)`` of the next record."""
+        rec, self._peeked = self._peeked, None
+        return rec if rec is not None else self._next()
+
+    def _next(self):
         raw = self._read(4)
         n = _U32.unpack(raw)[0]
         meta_b = self._read(n)

@@ -47,15 +47,15 @@ def _wrap(obj):
     """The recording subclass of a communicator/request/message MPI returned.
 
     Called right after the record of the call that made it: a communicator
-    is known by that record's index (``_rid``), as replay knows its stand-in."""
+    or request is known by that record's index (``_rid``), as replay knows
+    its stand-in."""
     cls = _BY_REAL.get(type(obj))
     if cls is None:
         return obj
     new = cls(obj)
     if isinstance(new, REAL["Request"]):
         new._out = None
-    elif isinstance(new, REAL["Comm"]):
-        new._rid = W.index - 1
+    new._rid = W.index - 1
     return new
 
 
@@ -68,9 +68,11 @@ class _Log:
         W.write(c.op, c.peer, c.tag, result, payloads, c.nbytes, c.comm)
 
     @staticmethod
-    def event(op: str, result=None, payloads=()) -> None:
-        """A record of a call with no peer or tag to check (requests, messages)."""
-        W.write(op, -1, -1, result, payloads)
+    def event(op: str, result=None, payloads=(), tag: int = -1) -> None:
+        """A record of a call with no peer or tag to check (requests,
+        messages); a test's ``tag`` says which requests it polled
+        (kinds.requests_key)."""
+        W.write(op, -1, tag, result, payloads)
 
     wrap = staticmethod(_wrap)
 
@@ -185,12 +187,12 @@ def _build():
         req_ns[n] = _multi(n)
     mixin = type("RecRequestMethods", (), req_ns)
     # _out: what completion delivers: a byte view of the receive buffer,
-    # "obj" for lower-case receives, or None
+    # "obj" for lower-case receives, or None; _rid: the record that made it
     RecRequest = Meta("RecRequest", (mixin, REAL["Request"]),
-                       {"_real": REAL["Request"], "__slots__": ("_out",)})
+                       {"_real": REAL["Request"], "__slots__": ("_out", "_rid")})
     RecPrequest = Meta("RecPrequest", (mixin, REAL["Prequest"]),
                         {"_real": REAL["Prequest"], "Start": _start,
-                         "Startall": classmethod(_startall), "__slots__": ("_out",)})
+                         "Startall": classmethod(_startall), "__slots__": ("_out", "_rid")})
     RecMessage = Meta("RecMessage", (REAL["Message"],),
                        dict({n: _message_method(n) for n in ("Recv", "recv", "Irecv", "irecv")},
                             _real=REAL["Message"]))

@@ -23,14 +23,17 @@ import struct
 
 from .output import json_default, write_json
 
-RECORD = struct.Struct("<12q4d")
-# Field order of RECORD; merge.py reads the file with the same layout.
+RECORD = struct.Struct("<13q5d")
+# Field order of RECORD (13 integers, then 5 doubles); merge.py reads the
+# file with the same layout.  ``polls``/``poll_cpu``: the empty polls folded
+# into the event (_hotpath.c) and the CPU seconds they took.
 FIELDS = ["op", "comm", "peer", "tag", "sbytes", "rbytes", "req", "site",
-          "rpeer", "rtag", "newcomm", "flags",
-          "t_start", "t_end", "cpu_start", "cpu_end"]
+          "rpeer", "rtag", "newcomm", "flags", "polls",
+          "t_start", "t_end", "cpu_start", "cpu_end", "poll_cpu"]
+N_INT_FIELDS = 13
 FLAG_ANY_SOURCE = 1
 FLAG_ANY_TAG = 2
-FLAG_NONE = 8            # a test/probe that found nothing
+FLAG_NONE = 8            # a test/probe that found nothing (folded, never written)
 FLAG_NONCONTIG = 16      # a v/w collective with a non-contiguous derived datatype
 FLAG_INPLACE = 32        # a collective called with MPI.IN_PLACE (no local copy)
 

@@ -5,9 +5,9 @@ from anyone, so wall time above CPU time is the node taking the core away
 (another process, an oversubscribed host), or the application sleeping or
 reading files.  A span is *disturbed* when its wall time exceeds its CPU
 time by more than ``TOLERANCE`` of it and by more than ``FLOOR`` seconds
-(timers and the scheduler's tick blur shorter differences).  Spans after a
-poll that found nothing are waits, counted by their CPU time already
-(``replay.expand.target_seconds``), never as disturbance.
+(timers and the scheduler's tick blur shorter differences).  Polling that
+found nothing is folded into the next call's row (``polls``, ``poll_cpu``:
+CPU time only), so it is never taken for disturbance.
 
 What the replay, expand, netsim and the report make of it:
 
@@ -27,35 +27,27 @@ FLOOR = 50e-6
 WARN_SHARE = 0.05
 
 
-def after_empty_polls(empty) -> np.ndarray:
-    """Mask of the spans that follow a poll which found nothing (the
-    replay's ``empty`` column, in call order): waits, not computation."""
-    empty = np.asarray(empty)
-    return np.r_[False, empty[:-1] != 0] if len(empty) else np.zeros(0, bool)
-
-
-def disturbed(comp: np.ndarray, cpu: np.ndarray, waits: np.ndarray | None = None) -> np.ndarray:
+def disturbed(comp: np.ndarray, cpu: np.ndarray) -> np.ndarray:
     """Mask of the spans whose wall time ``comp`` exceeds their CPU time
-    ``cpu`` by more than the tolerance; ``waits`` masks spans to ignore."""
+    ``cpu`` by more than the tolerance."""
     comp, cpu = np.asarray(comp, float), np.asarray(cpu, float)
-    mask = (comp - cpu) > np.maximum(FLOOR, TOLERANCE * cpu)
-    return mask & ~waits if waits is not None else mask
+    return (comp - cpu) > np.maximum(FLOOR, TOLERANCE * cpu)
 
 
-def disturbed_share(comp: np.ndarray, cpu: np.ndarray, waits: np.ndarray | None = None) -> float:
+def disturbed_share(comp: np.ndarray, cpu: np.ndarray) -> float:
     """Wall time above CPU time in disturbed spans, over the total wall time."""
     comp, cpu = np.asarray(comp, float), np.asarray(cpu, float)
-    m = disturbed(comp, cpu, waits)
+    m = disturbed(comp, cpu)
     total = comp.sum()
     return float((comp[m] - cpu[m]).sum() / total) if total > 0 else 0.0
 
 
-def describe(rank: int, comp, cpu, waits=None) -> str | None:
+def describe(rank: int, comp, cpu) -> str | None:
     """A warning for a replay whose node was busy, or None."""
-    share = disturbed_share(comp, cpu, waits)
+    share = disturbed_share(comp, cpu)
     if share <= WARN_SHARE:
         return None
-    n = int(disturbed(comp, cpu, waits).sum())
+    n = int(disturbed(comp, cpu).sum())
     return (f"rank {rank}: the node was busy during its replay: {n} of {len(comp)} spans "
             f"took longer than their CPU time, {100 * share:.0f} % of the replayed "
             f"computation; replay on an idle node, or with --repeats")

@@ -16,14 +16,14 @@ Test/Iprobe a different number of times in the recording run), the traced
 vector of that representative is scaled so its total equals the replayed
 total, and a warning says so.
 
-Waiting by polling is not computation.  A span that follows a poll which
-found nothing (Iprobe, Test*: the replay's ``empty`` column) is the
-application waiting for a message: sleeping, yielding or working while it
-waits.  Its replayed wall time reflects how long the *recorded* run waited,
-which the simulator must work out for the target instead, so such a span
-counts with its CPU time only (the work done between polls stays, sleeps
-and yields go).  A loop that spins on Iprobe without sleeping still counts
-its spins as computation.
+Waiting by polling is not computation.  The replay answers a waiting
+loop's first poll with what the recorded run's last poll found, so the
+loop ends at once and only real computation is measured; the simulator
+works out the wait on the target.  Polls the recorded run found empty
+before moving on to another call are answered empty and folded into that
+call (the replay's ``polls``), with the CPU time between them
+(``poll_cpu``: work the application did between polls; sleeps and yields
+go), which counts as computation.
 
 A replay whose node was busy (replay/busy.py: spans whose wall time
 exceeds their CPU time) is said in a warning with its disturbed share, and
@@ -53,7 +53,7 @@ import pandas as pd
 
 from cluster.representatives import RepresentativesError, read_representatives
 
-from .busy import after_empty_polls, describe, disturbed
+from .busy import describe, disturbed
 from .compute import write_compute
 from .replayed import ReplayedError, read_replayed
 
@@ -63,13 +63,9 @@ class ExpandError(Exception):
 
 
 def target_seconds(rp: pd.DataFrame) -> np.ndarray:
-    """The computation seconds of a replay CSV: wall time, but only the CPU
-    time of the spans after a poll that found nothing (waiting)."""
-    comp = rp["comp"].to_numpy(dtype=float)
-    if "empty" not in rp.columns:
-        return comp
-    return np.where(after_empty_polls(rp["empty"]), np.minimum(comp, rp["cpu"].to_numpy(float)),
-                    comp)
+    """The computation seconds of a replay CSV: each span's wall time, plus
+    the CPU time between the empty polls folded into its call."""
+    return rp["comp"].to_numpy(dtype=float) + rp["poll_cpu"].to_numpy(dtype=float)
 
 
 def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "none",
@@ -91,15 +87,15 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
         rp = read_replayed(path, rep)
         h = host[rep]
         secs = target_seconds(rp)
-        busy = describe(rep, rp["comp"].to_numpy(), rp["cpu"].to_numpy(),
-                        after_empty_polls(rp["empty"]))
+        busy = describe(rep, rp["comp"].to_numpy(), rp["cpu"].to_numpy())
         if busy:
             n = sum(1 for v in rep_of.values() if v == rep)
             warn(f"replay.expand: warning: {busy} (it stands for {n} rank(s))")
-        waited = rp["comp"].sum() - secs.sum()
-        if waited > 0:
-            warn(f"replay.expand: rank {rep}: {waited:.4g} s between polls that found nothing "
-                 f"counted as waiting, not computation ({int(rp['empty'].sum())} such polls)")
+        polls = int(rp["polls"].sum())
+        if polls:
+            warn(f"replay.expand: rank {rep}: {polls} polls found nothing in the recorded run "
+                 f"and were answered empty; {rp['poll_cpu'].sum():.4g} s of CPU time between "
+                 f"them counted as computation")
         if len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
             target[rep] = (secs, *_band(rp, secs, replay_dir, rep))
         else:
@@ -129,9 +125,9 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
 def _band(rp: pd.DataFrame, secs: np.ndarray, replay_dir: str, rep: int):
     """(low, high) per span of a representative's kept replay ``rp``
     (replay/busy.py), widened by its other repeats where there are any."""
-    low = np.where(disturbed(rp["comp"].to_numpy(), rp["cpu"].to_numpy(),
-                             after_empty_polls(rp["empty"])),
-                   np.minimum(secs, rp["cpu"].to_numpy(dtype=float)), secs)
+    low = np.where(disturbed(rp["comp"].to_numpy(), rp["cpu"].to_numpy()),
+                   np.minimum(secs, rp["cpu"].to_numpy(dtype=float)
+                              + rp["poll_cpu"].to_numpy(dtype=float)), secs)
     high = secs.copy()
     for path in sorted(glob.glob(os.path.join(replay_dir, "repeat*", f"rank{rep}.csv"))):
         other = read_replayed(path, rep)

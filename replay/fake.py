@@ -21,7 +21,17 @@ import time
 from mpi4py import MPI
 
 from instrument.calls import COMM_PARENTS, Meta, mixin_hierarchy, peer_tag
-from instrument.kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
+from instrument.kinds import (
+    KIND_CLASS,
+    POLLS,
+    Call,
+    MatchedIrecv,
+    MatchedRecv,
+    Wait,
+    WaitMany,
+    empty_answer,
+    requests_key,
+)
 from instrument.msglog import LogError, LogReader
 from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS
 
@@ -62,7 +72,12 @@ class Replayer:
         self.log = log
         self.rank = rank
         self.seq = 0
-        self.rows = []             # (seq, op, comp, cpu, empty)
+        self.rows = []             # (seq, op, comp, cpu, polls, poll_cpu)
+        # empty polls answered since the last call, folded into the next
+        # call's row as the tracer folds them (instrument/_hotpath.c)
+        self.polls = 0
+        self._poll_span = (0.0, 0.0)
+        self._poll_cpu0 = 0.0
         # (seq, wall s, cpu s): the replay's own cost per call, measured
         # every ``probe_every`` seconds along the run (see overhead())
         self.probes = []
@@ -70,6 +85,7 @@ class Replayer:
         self._next_probe = time.perf_counter()
         self.last_exit = time.perf_counter()
         self.last_cpu = time.process_time()
+        self.last_event = self.last_exit   # the end of the last call that was no empty poll
         # after finalize (the application's exit handlers): calls the
         # recorder let through unlogged; answered with nothing, counted
         self.finished = False
@@ -81,11 +97,26 @@ class Replayer:
         t = time.perf_counter()
         c = time.process_time()
         self._span = (t - self.last_exit, c - self.last_cpu)
+        self._entry_cpu = c
 
     def leave(self, op, empty=False):
-        """``empty``: a poll (Iprobe, Test...) that found or completed nothing."""
-        self.rows.append((self.seq, op, self._span[0], self._span[1], empty))
+        """End a call; ``empty``: a poll (Iprobe, Test...) that found or
+        completed nothing, folded into the next call (see :meth:`polled`)."""
+        if empty:
+            if self.polls == 0:
+                self._poll_span, self._poll_cpu0 = self._span, self._entry_cpu
+            self.polls += 1
+            self.last_cpu = time.process_time()
+            self.last_exit = time.perf_counter()
+            return
+        if self.polls:
+            span, poll_cpu = self._poll_span, max(self._entry_cpu - self._poll_cpu0, 0.0)
+            self.rows.append((self.seq, op, span[0], span[1], self.polls, poll_cpu))
+            self.polls = 0
+        else:
+            self.rows.append((self.seq, op, self._span[0], self._span[1], 0, 0.0))
         self.seq += 1
+        self.last_event = time.perf_counter()
         # inside the call, so that the probe's time is no computation span
         if self._probe_every is not None and time.perf_counter() >= self._next_probe:
             self.probes.append((self.seq, *overhead(PROBE_CALLS)))
@@ -113,6 +144,22 @@ class Replayer:
                               f"the application called {_said(op, *call.signature()[1:])}",
                               cause)
         return result, payloads
+
+    def polled(self, op, call=None, key=-1) -> bool:
+        """Whether the log answers this poll: its next record is the same
+        poll (op, and the communicator call's peer, tag, sizes and
+        communicator, or the requests' ``key``: kinds.requests_key), the
+        one that found or completed something in the recorded run.  If
+        not, the recorded run found nothing here (such polls are not
+        logged) and the poll is answered empty without reading the log."""
+        rec = self.log.peek()
+        if rec is None or rec[0] != op:
+            return False
+        if call is None:
+            return rec[2] == key
+        rpeer, rtag, rbytes, rcomm = rec[1:5]
+        same_comm = rcomm < 0 or call.comm < 0 or rcomm == call.comm
+        return (rpeer, rtag, rbytes) == (call.peer, call.tag, call.nbytes) and same_comm
 
     def answer(self, replay, *args):
         """``replay(*args)``: a kind's answer from the record just read.  A
@@ -168,6 +215,7 @@ def _new_comm(desc):
 def _request(out=None):
     r = _CLS["Request"]()
     r._out = out
+    r._rid = RP.log.index - 1 if RP is not None and RP.log is not None else -1
     return r
 
 
@@ -186,6 +234,7 @@ class _Fake:
     def prequest(out=None):
         r = _CLS["Prequest"]()
         r._out = out
+        r._rid = RP.log.index - 1 if RP is not None and RP.log is not None else -1
         return r
 
     @staticmethod
@@ -215,6 +264,7 @@ def _comm_method(cls_name, name):
     row = COMM_METHODS[name]
     kind = KIND_CLASS[row.kind]
     sig = inspect.signature(getattr(real, name))
+    poll = row.op in POLLS
 
     def f(self, *args, **kw):
         if RP.finished:
@@ -224,6 +274,9 @@ def _comm_method(cls_name, name):
         ba = sig.bind(self, *args, **kw)
         ba.apply_defaults()
         c = Call(name, row.op, ba.arguments, *peer_tag(row.kind, ba.arguments))
+        if poll and not RP.polled(c.op, c):
+            RP.leave(c.op, True)
+            return empty_answer(name)
         result, payloads = RP.next(c.op, c)
         res, empty = RP.answer(kind.replay, c, result, payloads, _Fake)
         # free the logged data inside the call: freeing a large payload
@@ -442,12 +495,16 @@ class Group(_RealGroup):
 def _single(name):
     """Wait/Test (either case) on one request."""
     op = name.lower()
+    poll = op in POLLS
 
     def f(self, status=None):
         if RP.finished:
             RP.late += 1
             return None
         RP.enter()
+        if poll and not RP.polled(op, key=requests_key([self])):
+            RP.leave(op, True)
+            return empty_answer(name)
         result, payloads = RP.next(op)
         res, empty = RP.answer(Wait.replay, name, self, status, result, payloads, _Fake)
         payloads = result = None
@@ -460,6 +517,7 @@ def _single(name):
 def _multi(name):
     """Waitall/Testall/Waitany/Testany/Waitsome/Testsome, either case."""
     op = name.lower()
+    poll = op in POLLS
 
     def f(cls, requests, statuses=None):
         if RP.finished:
@@ -467,6 +525,9 @@ def _multi(name):
             return None
         RP.enter()
         requests = list(requests)
+        if poll and not RP.polled(op, key=requests_key(requests)):
+            RP.leave(op, True)
+            return empty_answer(name)
         result, payloads = RP.next(op)
         res, empty = RP.answer(WaitMany.replay, name, requests, statuses, result, payloads,
                                _Fake)

@@ -12,7 +12,12 @@ op     -      the call's canonical op name (instrument/ops.py)
 comp   s      wall seconds of computation before the call, on this node,
               less the replay's own per-call cost
 cpu    s      CPU seconds of the same span
-empty  0/1    1: the call was a poll (Iprobe, Test*) that found nothing
+polls  -      empty polls folded into the call: Iprobe, Improbe, Test*
+              answered "nothing" just before it (the recorded run found
+              nothing there either); ``comp`` and ``cpu`` are then the
+              span before the first of them
+poll_cpu s    CPU seconds from the first folded poll to the call: the
+              work the application did between them (sleeps excluded)
 =====  =====  ===========================================================
 """
 from __future__ import annotations
@@ -22,7 +27,7 @@ import pandas as pd
 
 from instrument.tables import read_table
 
-COLUMNS = ("rank", "seq", "op", "comp", "cpu", "empty")
+COLUMNS = ("rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu")
 
 
 class ReplayedError(ValueError):
@@ -35,9 +40,9 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
     Checks: every column, one rank (``rank`` when given), seq 0..n-1 in
     order, known op names, the last call finalize (a replay that did not
     finish never writes its file; a file without it was cut), comp and cpu
-    finite and >= 0, empty 0 or 1."""
+    finite and >= 0, polls >= 0."""
     df = read_table(path, COLUMNS, ReplayedError, "replay", "python -m replay",
-                    integers=("rank", "seq", "empty"), seconds=("comp", "cpu"))
+                    integers=("rank", "seq", "polls"), seconds=("comp", "cpu", "poll_cpu"))
     ranks = df["rank"].unique()
     if len(ranks) != 1 or (rank is not None and ranks[0] != rank):
         raise ReplayedError(f"{path}: must hold rank {rank if rank is not None else ranks[0]} "
@@ -47,8 +52,8 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
         raise ReplayedError(f"{path}: rank {ranks[0]}: row {bad[0]} has seq "
                             f"{df['seq'].iloc[bad[0]]}, expected {bad[0]} (truncated or "
                             f"edited?)")
-    if not df["empty"].isin((0, 1)).all():
-        raise ReplayedError(f"{path}: column empty must be 0 or 1")
+    if (df["polls"] < 0).any():
+        raise ReplayedError(f"{path}: column polls must be >= 0")
     from instrument import ops
     unknown = ~df["op"].isin(set(ops.NAMES))
     if unknown.any():

@@ -67,14 +67,15 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     seconds of computation before the call, on this node), ``cpu``; both
     less the replay's own per-call overhead (:func:`replay.fake.overhead`,
     measured along the run, :func:`less_overhead`);
-    ``empty`` (1: the call was a poll, Iprobe or Test*, that found or
-    completed nothing)."""
+    ``polls`` (empty polls folded into the call: Iprobe, Test* answered
+    "nothing" because the recorded run found nothing there) and
+    ``poll_cpu`` (the CPU seconds from the first of them to the call:
+    work the application did between them)."""
     from launch import run_app
     log = open_log(rank, size, log_dir, target, mode, any_command)
-    # no steady_malloc() here, unlike the tracer: the replay measures the
-    # computation as the application's own allocator behaviour makes it
-    # (heat's KMeans.fit page-faults its fresh tensors in: 1.1 s for real,
-    # 0.55-0.7 s replayed with the tracer's 64 MiB top pad, 0.75-1.1 s without)
+    # the allocator as the application has it (no heap top pad): the
+    # replay measures the computation with its own page faults (heat's
+    # KMeans.fit: 1.1 s for real, 0.55-0.7 s replayed with a 64 MiB pad)
     from . import fake
     rp = fake.install(log, rank)
     from instrument.run import report_late_calls, report_progress
@@ -108,8 +109,9 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     def write(tmp):
         with open(tmp, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["rank", "seq", "op", "comp", "cpu", "empty"])
-            w.writerows((rank, seq, op, repr(c), repr(u), e) for seq, op, c, u, e in rows)
+            w.writerow(["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu"])
+            w.writerows((rank, seq, op, repr(c), repr(u), n, repr(pc))
+                        for seq, op, c, u, n, pc in rows)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
@@ -119,22 +121,23 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
 
 
 def _busy_warning(rank: int, rows: list) -> str | None:
-    """replay.busy's warning for these rows (seq, op, comp, cpu, empty)."""
+    """replay.busy's warning for these rows (seq, op, comp, cpu, polls, poll_cpu)."""
     import numpy as np  # the application has run: imports are free now
 
-    from .busy import after_empty_polls, describe
+    from .busy import describe
     comp = np.array([r[2] for r in rows])
     cpu = np.array([r[3] for r in rows])
-    return describe(rank, comp, cpu, after_empty_polls([r[4] for r in rows]))
+    return describe(rank, comp, cpu)
 
 
 def less_overhead(rows: list, probes: list) -> list:
-    """Replay rows ``(seq, op, comp, cpu, empty)`` less the replay's own cost
-    per call, as measured nearest each span: ``probes`` are ``(seq, wall,
-    cpu)`` in seq order, linearly interpolated between two, the nearest one
-    before the first and after the last.  Spans never go below zero."""
+    """Replay rows ``(seq, op, comp, cpu, polls, poll_cpu)`` less the
+    replay's own cost per call (and per folded poll), as measured nearest
+    each span: ``probes`` are ``(seq, wall, cpu)`` in seq order, linearly
+    interpolated between two, the nearest one before the first and after
+    the last.  Spans never go below zero."""
     out, j = [], 0
-    for seq, op, c, u, e in rows:
+    for seq, op, c, u, n, pc in rows:
         while j + 1 < len(probes) and probes[j + 1][0] <= seq:
             j += 1
         s0, w0, c0 = probes[j]
@@ -142,7 +145,7 @@ def less_overhead(rows: list, probes: list) -> list:
             s1, w1, c1 = probes[j + 1]
             f = (seq - s0) / (s1 - s0)
             w0, c0 = w0 + f * (w1 - w0), c0 + f * (c1 - c0)
-        out.append((seq, op, max(c - w0, 0.0), max(u - c0, 0.0), int(e)))
+        out.append((seq, op, max(c - w0, 0.0), max(u - c0, 0.0), n, max(pc - n * c0, 0.0)))
     return out
 
 
@@ -223,15 +226,15 @@ def _totals(path: str, rank: int) -> tuple[float, float, float]:
     """Total ``comp`` and ``cpu`` seconds of one replay and its disturbed
     share (replay/busy.py), read by its checked reader (the driver only: a
     replayed rank never imports pandas)."""
-    from .busy import after_empty_polls, disturbed_share
+    from .busy import disturbed_share
     from .replayed import ReplayedError, read_replayed
     try:
         df = read_replayed(path, rank)
     except ReplayedError as e:
         raise ReplayError(str(e)) from None
-    waits = after_empty_polls(df["empty"])
-    return (float(df["comp"].sum()), float(df["cpu"].sum()),
-            disturbed_share(df["comp"].to_numpy(), df["cpu"].to_numpy(), waits))
+    return (float(df["comp"].sum() + df["poll_cpu"].sum()),
+            float(df["cpu"].sum() + df["poll_cpu"].sum()),
+            disturbed_share(df["comp"].to_numpy(), df["cpu"].to_numpy()))
 
 
 def _reason(stderr: str, code: int) -> str:

@@ -73,7 +73,9 @@ def _state(native_id: int, interval: float = 0.5) -> str:
 
 def watch(rank: int, replayer, seconds: float | None = None) -> None:
     """Start the watchdog of this replayed ``rank`` (a daemon thread that
-    only sleeps and reads ``replayer.last_exit`` and ``replayer.seq``)."""
+    only sleeps and reads ``replayer.last_event``, ``seq`` and ``polls``).
+    Polls answered empty are no progress: a loop polling for what the log
+    never answers is stopped too."""
     seconds = limit() if seconds is None else seconds
     if not seconds:
         return
@@ -81,11 +83,19 @@ def watch(rank: int, replayer, seconds: float | None = None) -> None:
 
     def loop():
         while True:
-            idle = time.perf_counter() - replayer.last_exit
+            idle = time.perf_counter() - replayer.last_event
             if idle < seconds:
                 time.sleep(min(seconds - idle, 5.0) + 0.01)
                 continue
             where = _location(main.ident)
+            if replayer.polls:
+                print(f"replay: error: rank {rank}: {replayer.polls} polls answered empty for "
+                      f"{idle:.0f} s after event {replayer.seq - 1} (the trace's seq), at "
+                      f"{where}: the application waits by polling for something its log "
+                      f"never answers (the recorded run's next call is another one: a poll of "
+                      f"other requests or arguments, a non-deterministic run?).",
+                      file=sys.stderr, flush=True)
+                os._exit(EXIT)
             state = _state(main.native_id)
             print(f"replay: error: rank {rank}: no MPI call replayed for {idle:.0f} s after "
                   f"event {replayer.seq - 1} (the trace's seq); the application is {state} "

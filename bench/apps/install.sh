@@ -24,7 +24,7 @@ if [ ! -e /usr/include/fftw3.h ]; then
         exit 2
     fi
 fi
-"$PY" -m pip install -q mpi4py-fft pylops-mpi==0.8.0 heat
+"$PY" -m pip install -q mpi4py-fft pylops-mpi==0.8.0 heat emcee schwimmbad
 
 # the examples and demos live in the source distributions, not the wheels
 mkdir -p "$HERE/src"

@@ -24,5 +24,5 @@ for b in reversed(blocks):
     libc.free(b)
 kept = (rss() - (before - 100_000_000)) >> 20
 comm.Barrier()
-# glibc's default trims all of it; a 64 MiB top pad keeps 63-64 MiB
+# glibc's default trims all of it (a 64 MiB top pad would keep 63-64 MiB)
 print(f"rank {comm.rank} heap top {'kept' if kept >= 32 else 'returned'}")
