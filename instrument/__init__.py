@@ -91,7 +91,9 @@ def _read_tables(path: str, columns) -> Trace:
     lost = [c for c in need if c not in events.columns] + \
         [c for c in COMMS_COLUMNS if c not in comms.columns]
     if lost:
-        raise TraceError(f"{path}: trace tables lack column(s) {', '.join(lost)}")
+        raise TraceError(f"{path}: trace tables lack column(s) {', '.join(lost)} (written by "
+                         f"tracer {meta.get('tracer_version', '?')}; trace again with this "
+                         f"version)")
     check_events(events, meta, ev_path)
     check_comms(comms, events, meta, os.path.join(path, "comms.parquet"))
     return Trace(path, meta, events, comms, sites, topology)

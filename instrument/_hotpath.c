@@ -4,7 +4,7 @@
  * Doing this in C keeps the added cost per call well under the 2 us goal
  * (pure Python needed about 4 us: frame access and struct packing dominate).
  *
- * Records have the layout of writer.RECORD ("<13q5d"); the buffer is written
+ * Records have the layout of writer.RECORD ("<13q6d"); the buffer is written
  * to the rank's .ev file descriptor by flush(), after calling the Python
  * callback that writes pending side records (sites, extras) first, so that
  * an event never refers to a site a crash could leave unwritten.
@@ -20,7 +20,7 @@
 
 typedef struct {
     int64_t op, comm, peer, tag, sbytes, rbytes, req, site, rpeer, rtag, newcomm, flags, polls;
-    double t_start, t_end, cpu_start, cpu_end, poll_cpu;
+    double t_start, t_end, cpu_start, cpu_end, poll_cpu, poll_gap;
 } record_t;
 
 #define FLAG_NONE 8             /* writer.FLAG_NONE: a poll that found nothing */
@@ -35,10 +35,11 @@ static int64_t nevents = 0;
 static int fd = -1;
 static double origin = 0, last_end = 0, last_cpu = 0, last_flush = 0, flush_every = 1.0;
 static double slot_t[NSLOTS], slot_c[NSLOTS];
-/* the run of empty polls since the last recorded event: how many, and the
- * wall and CPU clocks at the start of the first */
+/* the run of empty polls since the last recorded event: how many, the
+ * wall and CPU clocks at the start of the first, the wall clock at the
+ * start of the last */
 static int64_t polls = 0;
-static double poll_t0 = 0, poll_c0 = 0;
+static double poll_t0 = 0, poll_c0 = 0, poll_last = 0;
 static unsigned next_slot = 0;
 static PyObject *on_flush = NULL;     /* callable(): write side records */
 static PyObject *on_site = NULL;      /* callable(code, lineno) -> site id */
@@ -140,7 +141,7 @@ static PyObject *enter(PyObject *self, PyObject *unused) {
 /* Record one call.  A poll that found nothing (flags & FLAG_NONE) is not
  * written: a run of them is folded into the next event, which then starts
  * where the first poll started (its duration is the wait) and carries the
- * count and the CPU time spent polling.  Waiting by polling is thus one
+ * count, the CPU time spent polling and the last polling interval.  Waiting by polling is thus one
  * event whatever the number of polls, and costs no site lookup per poll. */
 static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     double t = wall(), t0 = slot_t[s], c0 = slot_c[s], c;
@@ -148,6 +149,7 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     last_end = t; last_cpu = c;
     if (v[10] & FLAG_NONE) {
         if (polls++ == 0) { poll_t0 = t0; poll_c0 = c0; }
+        poll_last = t0;
         return 0;
     }
     int64_t site = site_of(depth);
@@ -167,6 +169,8 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     r->rpeer = v[7]; r->rtag = v[8]; r->newcomm = v[9]; r->flags = v[10];
     r->polls = polls;
     r->poll_cpu = polls ? (c0 > poll_c0 ? c0 - poll_c0 : 0.0) : 0.0;
+    /* the polling interval when the wait ended: how late it could notice */
+    r->poll_gap = polls ? (t0 > poll_last ? t0 - poll_last : 0.0) : 0.0;
     if (polls) { t0 = poll_t0; c0 = poll_c0; polls = 0; }
     r->t_start = t0 - origin; r->t_end = t - origin; r->cpu_start = c0; r->cpu_end = c;
     nevents++;

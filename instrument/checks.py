@@ -115,10 +115,10 @@ def check_events(events: pd.DataFrame, meta: dict, path: str) -> None:
             v = events[col].to_numpy()
             where.bad((v < PEER_MIN) | (v >= size),
                       f"{col} {{}} is not a world rank of 0..{size - 1}", v)
-    for col in ("comp", "cpu", "t_start", "t_end", "poll_cpu"):
+    for col in ("comp", "cpu", "t_start", "t_end", "poll_cpu", "poll_gap"):
         if col in events:
             v = events[col].to_numpy(dtype=float)
-            positive = col in ("comp", "cpu", "poll_cpu")
+            positive = col in ("comp", "cpu", "poll_cpu", "poll_gap")
             wrong = ~np.isfinite(v) | ((v < 0) if positive else False)
             where.bad(wrong, f"{col} {{!r}} is not a finite "
                       + ("non-negative " if positive else "") + "time", v)

@@ -39,7 +39,7 @@ EVENT_SCHEMA = pa.schema([
     ("rpeer", pa.int32()), ("rtag", pa.int32()), ("newcomm", pa.int32()),
     ("flags", pa.int16()), ("started", pa.string()),
     ("scounts", _I64_LIST), ("rcounts", _I64_LIST),
-    ("polls", pa.int64()), ("poll_cpu", pa.float64()),
+    ("polls", pa.int64()), ("poll_cpu", pa.float64()), ("poll_gap", pa.float64()),
 ])
 
 COMMS_COLUMNS = ["comm", "key", "kind", "how", "members", "remote", "size", "parent_local",
@@ -319,6 +319,7 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
         "flags": ev["flags"].astype(np.int16),
         "polls": ev["polls"],
         "poll_cpu": np.maximum(ev["poll_cpu"], 0.0),
+        "poll_gap": np.maximum(ev["poll_gap"], 0.0),
     })
     _extras(df, ev, op, extras, names)
     _fix_receives(df, ev, op, fixups)

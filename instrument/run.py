@@ -16,7 +16,7 @@ import time
 # merge (pandas, pyarrow) is imported only where used: every rank would
 # otherwise pay its import time before the application starts
 
-TRACER_VERSION = "1.0"
+TRACER_VERSION = "1.1"   # 1.1: empty polls folded (polls, poll_cpu, poll_gap)
 
 
 from launch import abort_job, run_app  # noqa: E402  (standard library only)

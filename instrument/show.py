@@ -64,6 +64,13 @@ def show(path: str, max_ranks: int = 32) -> str:
     elif "c_calls_counted_ranks" in m:
         lines.append(f"  C-level     : counted on {m['c_calls_counted_ranks']} of {m['size']} "
                      f"ranks only; none below Python there")
+    polls = t.events["polls"]
+    if polls.any():
+        waits = t.events[polls > 0]
+        lines.append(f"  polling     : {int(polls.sum())} polls that found nothing, folded into "
+                     f"the {len(waits)} calls that ended their waits "
+                     f"({(waits['t_end'] - waits['t_start']).sum():.4g} s waited, "
+                     f"{waits['poll_cpu'].sum():.4g} s of CPU)")
     s = summary(t)
     lines.append("")
     lines.append("events per op:")

@@ -23,13 +23,14 @@ import struct
 
 from .output import json_default, write_json
 
-RECORD = struct.Struct("<13q5d")
-# Field order of RECORD (13 integers, then 5 doubles); merge.py reads the
-# file with the same layout.  ``polls``/``poll_cpu``: the empty polls folded
-# into the event (_hotpath.c) and the CPU seconds they took.
+RECORD = struct.Struct("<13q6d")
+# Field order of RECORD (13 integers, then 6 doubles); merge.py reads the
+# file with the same layout.  ``polls``/``poll_cpu``/``poll_gap``: the empty
+# polls folded into the event (_hotpath.c), the CPU seconds they took and
+# the interval between the last of them and the event.
 FIELDS = ["op", "comm", "peer", "tag", "sbytes", "rbytes", "req", "site",
           "rpeer", "rtag", "newcomm", "flags", "polls",
-          "t_start", "t_end", "cpu_start", "cpu_end", "poll_cpu"]
+          "t_start", "t_end", "cpu_start", "cpu_end", "poll_cpu", "poll_gap"]
 N_INT_FIELDS = 13
 FLAG_ANY_SOURCE = 1
 FLAG_ANY_TAG = 2

@@ -199,6 +199,13 @@ def test_polling_waits_are_not_computation(tmp_path):
     assert len(probe) == 1 and probe["polls"].iat[0] > 10, probe
     assert probe["comp"].iat[0] < probe["t_end"].iat[0] - probe["t_start"].iat[0]
     assert list(ev[ev["rank"] == 0]["op"]) == ["init", "iprobe", "recv", "send", "finalize"]
+    # it slept 2 ms between polls: it noticed the message up to one
+    # interval late, half of one on average, charged after its receive
+    from netsim.schedule import _noticed
+    gap = probe["poll_gap"].iat[0]
+    assert gap >= 0.002
+    late = _noticed(ev)[(ev["rank"] == 0).to_numpy() & (ev["op"] == "send").to_numpy()]
+    assert list(late) == [gap / 2]
     record(2, tmp_path / "log", [0, 1], app)
     replay(tmp_path / "log", tmp_path / "rep", app, ranks=[0, 1], extra=["--concurrent", "2"])
     r0 = pd.read_csv(tmp_path / "rep" / "rank0.csv")
