@@ -1,6 +1,10 @@
-"""Micro-benchmark application: a ping-pong and a collective loop.
+"""Micro-benchmark application: a ping-pong, a collective loop, polls.
 
-    python bench/_calls.py pingpong|allreduce|isend CALLS
+    python bench/_calls.py pingpong|allreduce|isend|iprobe|test CALLS
+
+``iprobe`` and ``test`` poll for something that never comes (Iprobe for a
+tag nobody sends, Test of a receive nobody matches): the cost of a poll
+that finds nothing.
 Prints ``CALLS <n> SECONDS <s>`` on rank 0 (n = MPI calls made by rank 0)."""
 import sys
 import time
@@ -33,6 +37,16 @@ elif kind == "isend":
         a = w.Irecv(out, me, 0)
         b = w.Isend(buf, me, 0)
         MPI.Request.Waitall([a, b])
+elif kind == "iprobe":
+    for _ in range(n):
+        w.Iprobe(MPI.ANY_SOURCE, 99)
+elif kind == "test":
+    req = w.Irecv(out, MPI.ANY_SOURCE, 98)
+    for _ in range(n):
+        req.Test()
 t = time.perf_counter() - t0
+if kind == "test":
+    req.Cancel()
+    req.Wait()
 if r == 0:
     print(f"CALLS {n} SECONDS {t:.6f}", flush=True)

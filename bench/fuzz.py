@@ -367,13 +367,15 @@ def invalid(rng: random.Random, name: str, path: Path) -> str:
         path.write_bytes(b"\n".join(lines))
         return f"side record {j} of line {i}: field {k} = {rec[k]!r}"
     if name == "raw .ev":
-        from instrument.writer import FIELDS, RECORD
+        from instrument.writer import FIELDS, N_INT_FIELDS, RECORD
         data = bytearray(path.read_bytes())
         n = len(data) // RECORD.size
         i = rng.randrange(n)
-        k = rng.choice([0, 2, 12, 13, 14, 15])
-        v = {0: 60000, 2: 9999}.get(k, rng.choice(_BAD_NUMBERS))
-        fmt = "<q" if k < 12 else "<d"
+        ints = [FIELDS.index(f) for f in ("op", "peer", "polls")]
+        k = rng.choice(ints + list(range(N_INT_FIELDS, len(FIELDS))))
+        v = {FIELDS.index("op"): 60000, FIELDS.index("peer"): 9999,
+             FIELDS.index("polls"): -1}.get(k, rng.choice(_BAD_NUMBERS))
+        fmt = "<q" if k < N_INT_FIELDS else "<d"
         struct.pack_into(fmt, data, i * RECORD.size + 8 * k, v)
         path.write_bytes(bytes(data))
         return f"event {i}: {FIELDS[k]} = {v}"

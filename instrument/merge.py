@@ -299,6 +299,14 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
         raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: CPU "
                          f"time {ev['cpu_start'][i]!r} to {ev['cpu_end'][i]!r} is not a "
                          f"finite time >= 0: the raw trace is damaged")
+    wrong = (ev["polls"] < 0) | ~(np.isfinite(ev["poll_cpu"]) & (ev["poll_cpu"] >= 0)) \
+        | ~(np.isfinite(ev["poll_gap"]) & (ev["poll_gap"] >= 0))
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: "
+                         f"{ev['polls'][i]} polls, {ev['poll_cpu'][i]!r} s of CPU, interval "
+                         f"{ev['poll_gap'][i]!r} s: not counts and times >= 0: the raw trace "
+                         f"is damaged")
     prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
     prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
         if n else ev["cpu_end"]
@@ -318,8 +326,7 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
         "newcomm": _remap(ev["newcomm"], comm_map),
         "flags": ev["flags"].astype(np.int16),
         "polls": ev["polls"],
-        "poll_cpu": np.maximum(ev["poll_cpu"], 0.0),
-        "poll_gap": np.maximum(ev["poll_gap"], 0.0),
+        "poll_cpu": ev["poll_cpu"], "poll_gap": ev["poll_gap"],
     })
     _extras(df, ev, op, extras, names)
     _fix_receives(df, ev, op, fixups)

@@ -109,8 +109,10 @@ def test_ranks_talk_over_shaped_links_and_nothing_is_left(tmp_path):
     # (shared memory: well under 1 ms); a busy machine only adds to it
     assert min(r["one_way"] for r in rows) > 0.9 * (1 << 20) * 8 / 1e8
     # and 8 KiB after an idle spell at least half its 655 us: the token
-    # bucket holds two frames, not the 16 KiB that once let it through free
-    assert min(r["after_idle"] for r in rows) > 0.5 * 8192 * 8 / 1e8
+    # bucket holds two frames, not the 16 KiB that once let it through free.
+    # Rank 0's round trip: rank 1 starts its clock after its own sleep, and
+    # on a busy machine the message can be in before it does (199 us seen)
+    assert rows[0]["after_idle"] > 0.5 * 8192 * 8 / 1e8
     assert "removed 3 namespaces" in p.stdout + p.stderr
     assert host_network() == before
 

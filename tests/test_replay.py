@@ -17,6 +17,7 @@ def replay(log, out, app, ranks=None, rank=None, extra=(), check=True):
     ([EXAMPLES / "cg.py", "--n", "3000", "--iters", "15"], 3, [1]),
     ([EXAMPLES / "fft2d.py", "--n", "64", "--steps", "3"], 4, [0, 3]),   # Alltoall transposes
     ([EXAMPLES / "master_worker.py", "--tasks", "12"], 4, [0, 2]),   # ANY_SOURCE master
+    ([EXAMPLES / "parareal.py", "--points", "2000", "--fine", "50"], 3, [0, 2]),  # pipelined
     ([APPS / "pkl5_poll.py"], 3, [0, 2]),       # pkl5 requests polled, as mpi4py.futures
     ([APPS / "groups.py"], 4, [1, 2]),          # unbound MPI.Group methods, as pylops-mpi
     ([APPS / "fortran_buffers.py"], 3, [0, 1]),  # Fortran-ordered buffers, as pylops-mpi
