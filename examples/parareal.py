@@ -67,8 +67,15 @@ def main():
         g_old = g_new
         if rank < size - 1:
             comm.Send(end, dest=rank + 1, tag=k)
-    print(f"rank {rank} parareal {size} slices, {a.iters} iterations, norm at the end of "
-          f"slice {rank} {np.linalg.norm(end):.12e}", flush=True)
+    line = (f"rank {rank} parareal {size} slices, {a.iters} iterations, norm at the end of "
+            f"slice {rank} {np.linalg.norm(end):.12e}")
+    # rank 0's line first and alone: the ranks end together, and lines
+    # printed at the same moment by several processes can run together
+    if rank == 0:
+        print(line, flush=True)
+    comm.Barrier()
+    if rank > 0:
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

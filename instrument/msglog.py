@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import struct
 import zlib
@@ -149,6 +150,12 @@ class LogWriter:
 class LogReader:
     """Read one rank's records in order (``next()``), checking each.
 
+    The file is mapped into memory and payloads are views of the mapping:
+    reading the log allocates nothing on the replayed application's heap
+    (a payload read into a fresh bytes object per message is malloc'd
+    and freed beside the application's own arrays, and changes when glibc
+    trims the heap and so how long the application's next spans take).
+
     ``complete``: refuse a log whose recording did not finish (no
     completion status beside it, another status, or another length) before
     anything is read from it."""
@@ -161,10 +168,17 @@ class LogReader:
             raise LogError(f"{path}: cannot open message log: {e.strerror}") from None
         self.end = os.fstat(self.f.fileno()).st_size
         self.index = 0
+        self.pos = 0
         if complete:
             self._check_complete()
-        head = self.f.read(16)
-        if len(head) < 16 or head[:8] != MAGIC:
+        if self.end < 16:
+            raise LogError(f"{path}: not a message log (bad magic)")
+        try:
+            self._view = memoryview(mmap.mmap(self.f.fileno(), 0, access=mmap.ACCESS_READ))
+        except (OSError, ValueError) as e:
+            raise LogError(f"{path}: cannot map message log: {e}") from None
+        head = bytes(self._read(16))
+        if head[:8] != MAGIC:
             raise LogError(f"{path}: not a message log (bad magic)")
         version = _U32.unpack(head[8:12])[0]
         if version != VERSION:
@@ -172,7 +186,7 @@ class LogReader:
                            f"version {VERSION}; record again with this version")
         n = _U32.unpack(head[12:16])[0]
         try:
-            self.header = json.loads(self._read(n, "the header"))
+            self.header = json.loads(bytes(self._read(n, "the header")))
         except (ValueError, LogError):
             raise LogError(f"{path}: damaged header") from None
         if not isinstance(self.header, dict):
@@ -198,30 +212,27 @@ class LogReader:
             raise LogError(f"{self.path}: {self.end} bytes, but its recording wrote "
                            f"{nbytes}: the file was cut or changed")
 
-    def _read(self, n: int, what: str = "") -> bytes:
-        if n > self.end - self.f.tell():
+    def _read(self, n: int, what: str = "") -> memoryview:
+        if n > self.end - self.pos:
             raise LogError(f"{self.path}: truncated at record {self.index}"
                            + (f" ({what})" if what else "") + " (the recording run did not "
                            "finish, or the file was cut or damaged)")
-        return self.f.read(n)
+        self.pos += n
+        return self._view[self.pos - n:self.pos]
 
-    def _earlier(self, offset: int, n: int) -> bytes:
+    def _earlier(self, offset: int, n: int) -> memoryview:
         """A repeated payload: the bytes an earlier record stored at ``offset``."""
-        here = self.f.tell()
-        if offset + n > here:
+        if offset + n > self.pos:
             raise LogError(f"{self.path}: record {self.index} repeats bytes that are not "
                            f"earlier in the file: the log is damaged")
-        self.f.seek(offset)
-        data = self.f.read(n)
-        self.f.seek(here)
-        return data
+        return self._view[offset:offset + n]
 
     _peeked = None
 
     def peek(self):
         """The next record, as next() gives it, left to be read again by
         next(); None at the end of the file."""
-        if self._peeked is None and self.f.tell() < self.end:
+        if self._peeked is None and self.pos < self.end:
             self._peeked = self._next()
         return self._peeked
 
@@ -237,7 +248,7 @@ class LogReader:
         cnt_b = self._read(4)
         crc = zlib.crc32(cnt_b, zlib.crc32(meta_b, zlib.crc32(raw)))
         count = _U32.unpack(cnt_b)[0]
-        if 8 * count > self.end - self.f.tell():
+        if 8 * count > self.end - self.pos:
             raise LogError(f"{self.path}: record {self.index} claims {count} payloads: the "
                            f"log is damaged")
         payloads = []
@@ -256,7 +267,7 @@ class LogReader:
             raise LogError(f"{self.path}: checksum mismatch in record {self.index}: "
                            f"the log is damaged")
         try:
-            meta = json.loads(meta_b)
+            meta = json.loads(bytes(meta_b))
         except ValueError:
             meta = None
         if not (isinstance(meta, list) and len(meta) == 7 and isinstance(meta[1], str)
