@@ -11,11 +11,17 @@ data set, made costly on purpose (``--points``) as real likelihoods are.
 Fixed seeds make the chain, and the printed summary, repeatable.
 """
 import argparse
+import os
 import sys
 
-import emcee
-import numpy as np
-from schwimmbad import MPIPool
+# one BLAS thread per process, as emcee's documentation asks of pools:
+# every rank of the pool is a process already
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import emcee  # noqa: E402
+import numpy as np  # noqa: E402
+from schwimmbad import MPIPool  # noqa: E402
 
 RNG = np.random.default_rng(11)
 X = np.linspace(0.0, 10.0, 200000)
