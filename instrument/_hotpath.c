@@ -141,8 +141,9 @@ static PyObject *enter(PyObject *self, PyObject *unused) {
 /* Record one call.  A poll that found nothing (flags & FLAG_NONE) is not
  * written: a run of them is folded into the next event, which then starts
  * where the first poll started (its duration is the wait) and carries the
- * count, the CPU time spent polling and the last polling interval.  Waiting by polling is thus one
- * event whatever the number of polls, and costs no site lookup per poll. */
+ * count, the CPU time spent polling and the last polling interval.
+ * Waiting by polling is thus one event whatever the number of polls, and
+ * costs no site lookup per poll. */
 static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     double t = wall(), t0 = slot_t[s], c0 = slot_c[s], c;
     c = (t - t0 < SHORT) ? c0 + (t - t0) : cpu();
@@ -168,10 +169,13 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     r->sbytes = v[4]; r->rbytes = v[5]; r->req = v[6]; r->site = site;
     r->rpeer = v[7]; r->rtag = v[8]; r->newcomm = v[9]; r->flags = v[10];
     r->polls = polls;
-    r->poll_cpu = polls ? (c0 > poll_c0 ? c0 - poll_c0 : 0.0) : 0.0;
-    /* the polling interval when the wait ended: how late it could notice */
-    r->poll_gap = polls ? (t0 > poll_last ? t0 - poll_last : 0.0) : 0.0;
-    if (polls) { t0 = poll_t0; c0 = poll_c0; polls = 0; }
+    r->poll_cpu = r->poll_gap = 0.0;
+    if (polls) {
+        r->poll_cpu = c0 > poll_c0 ? c0 - poll_c0 : 0.0;
+        /* the polling interval when the wait ended: how late it could notice */
+        r->poll_gap = t0 > poll_last ? t0 - poll_last : 0.0;
+        t0 = poll_t0; c0 = poll_c0; polls = 0;
+    }
     r->t_start = t0 - origin; r->t_end = t - origin; r->cpu_start = c0; r->cpu_end = c;
     nevents++;
     if (used >= cap || t - last_flush > flush_every) {

@@ -38,6 +38,7 @@ from .bufsize import (
     per_peer,
 )
 from .calls import Meta
+from .kinds import POLLS, found_nothing
 from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, FLAG_NONE, Recorder
 
 R: Recorder = None            # set by install()
@@ -741,6 +742,7 @@ def _multi(opname, base, result):
     "flag"/"flag0" (all or nothing, the flag alone or first of a tuple),
     "indices"/"indices0" (the completed indices, alone or first)."""
     op = code(opname)
+    name, poll = base.__name__, opname in POLLS
 
     def f(cls, requests, statuses=None):
         s = enter()
@@ -760,17 +762,16 @@ def _multi(opname, base, result):
                     sts = _POOL[:len(requests)]
                     break
         res = base(requests, sts)
-        nothing = False                # a poll that found nothing (folded, _hotpath.c)
         if result == "all":
             done = live
         elif result == "flag" or result == "flag0":
             done = live if (res if result == "flag" else res[0]) else ()
-            nothing = not done and not (res if result == "flag" else res[0])
         else:
-            idx = res if result == "indices" else res[0]
-            done = [i for i in idx or () if getattr(requests[i], "_tid", -1) >= 0]
-            # Testsome's [] found nothing; None (every request inactive) is an answer
-            nothing = idx is not None and len(idx) == 0 and opname == "testsome"
+            idx = (res if result == "indices" else res[0]) or ()
+            done = [i for i in idx if getattr(requests[i], "_tid", -1) >= 0]
+        # a poll that found nothing is folded (_hotpath.c), exactly where the
+        # recorder logs nothing and replay answers empty
+        nothing = poll and found_nothing(name, res)
         tids = []
         for i in done:
             r = requests[i]

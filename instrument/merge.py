@@ -289,24 +289,19 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
     t_start, t_end = ev["t_start"], ev["t_end"]
     # CPU time is never negative (it may step back: short spans are
     # estimated), and the merged table keeps only its differences, clipped:
-    # checked here.  The wall clock's order is checked on the merged table
-    # (checks.check_events, which merge runs on every rank)
-    wrong = np.zeros(n, bool)
-    for c in ("cpu_start", "cpu_end"):
+    # checked here, with the folded polls' counts and times.  The wall
+    # clock's order is checked on the merged table (checks.check_events,
+    # which merge runs on every rank)
+    wrong = ev["polls"] < 0
+    for c in ("cpu_start", "cpu_end", "poll_cpu", "poll_gap"):
         wrong |= ~(np.isfinite(ev[c]) & (ev[c] >= 0))
     if wrong.any():
         i = int(np.argmax(wrong))
-        raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: CPU "
-                         f"time {ev['cpu_start'][i]!r} to {ev['cpu_end'][i]!r} is not a "
-                         f"finite time >= 0: the raw trace is damaged")
-    wrong = (ev["polls"] < 0) | ~(np.isfinite(ev["poll_cpu"]) & (ev["poll_cpu"] >= 0)) \
-        | ~(np.isfinite(ev["poll_gap"]) & (ev["poll_gap"] >= 0))
-    if wrong.any():
-        i = int(np.argmax(wrong))
-        raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: "
-                         f"{ev['polls'][i]} polls, {ev['poll_cpu'][i]!r} s of CPU, interval "
-                         f"{ev['poll_gap'][i]!r} s: not counts and times >= 0: the raw trace "
-                         f"is damaged")
+        got = ", ".join(f"{c} {ev[c][i].item()!r}" for c in
+                        ("cpu_start", "cpu_end", "polls", "poll_cpu", "poll_gap"))
+        raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: {got}: "
+                         f"CPU times, poll counts and poll times must be finite and >= 0: "
+                         f"the raw trace is damaged")
     prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
     prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
         if n else ev["cpu_end"]

@@ -207,16 +207,28 @@ def _new_comm(desc):
     # (mpi4py.util.pkl5 keeps its locks there); communication never reaches it
     c = cls(REAL["Comm"].Dup(_REAL_SELF)) if name in ("Intracomm", "Comm") else cls()
     c._d = desc
-    # known by the log record that created it, as the recorder knew it
-    c._rid = RP.log.index - 1 if RP is not None and RP.log is not None else -1
+    c._rid = _made_by()
     return c
+
+
+def _made_by() -> int:
+    """The log record just read: what a communicator or request it created
+    is known by (``_rid``), as the recorder knew the real one."""
+    return RP.log.index - 1 if RP is not None and RP.log is not None else -1
 
 
 def _request(out=None):
     r = _CLS["Request"]()
     r._out = out
-    r._rid = RP.log.index - 1 if RP is not None and RP.log is not None else -1
+    r._rid = _made_by()
     return r
+
+
+def _answered_empty(op: str, name: str):
+    """A poll the log does not answer (Replayer.polled): folded into the
+    next call, answered with what MPI returns when nothing is there."""
+    RP.leave(op, True)
+    return empty_answer(name)
 
 
 # ---- communicator methods ------------------------------------------------
@@ -234,7 +246,7 @@ class _Fake:
     def prequest(out=None):
         r = _CLS["Prequest"]()
         r._out = out
-        r._rid = RP.log.index - 1 if RP is not None and RP.log is not None else -1
+        r._rid = _made_by()
         return r
 
     @staticmethod
@@ -275,8 +287,7 @@ def _comm_method(cls_name, name):
         ba.apply_defaults()
         c = Call(name, row.op, ba.arguments, *peer_tag(row.kind, ba.arguments))
         if poll and not RP.polled(c.op, c):
-            RP.leave(c.op, True)
-            return empty_answer(name)
+            return _answered_empty(c.op, name)
         result, payloads = RP.next(c.op, c)
         res, empty = RP.answer(kind.replay, c, result, payloads, _Fake)
         # free the logged data inside the call: freeing a large payload
@@ -503,8 +514,7 @@ def _single(name):
             return None
         RP.enter()
         if poll and not RP.polled(op, key=requests_key([self])):
-            RP.leave(op, True)
-            return empty_answer(name)
+            return _answered_empty(op, name)
         result, payloads = RP.next(op)
         res, empty = RP.answer(Wait.replay, name, self, status, result, payloads, _Fake)
         payloads = result = None
@@ -526,8 +536,7 @@ def _multi(name):
         RP.enter()
         requests = list(requests)
         if poll and not RP.polled(op, key=requests_key(requests)):
-            RP.leave(op, True)
-            return empty_answer(name)
+            return _answered_empty(op, name)
         result, payloads = RP.next(op)
         res, empty = RP.answer(WaitMany.replay, name, requests, statuses, result, payloads,
                                _Fake)
@@ -612,12 +621,10 @@ def build():
     from .windows import build as build_windows
     REAL["Win"] = MPI.Win
     _CLS["Win"] = build_windows(REAL["Win"])
-    for cname, what, names in (
-            ("File", "MPI-IO (MPI.File)", ("Open",)),):
-        REAL[cname] = getattr(MPI, cname)
-        _CLS[cname] = Meta("Replay" + cname, (REAL[cname],),
-                            dict({n: classmethod(_refused(what)) for n in names},
-                                 _real=REAL[cname]))
+    REAL["File"] = MPI.File
+    _CLS["File"] = Meta("ReplayFile", (REAL["File"],),
+                        {"Open": classmethod(_refused("MPI-IO (MPI.File)")),
+                         "_real": REAL["File"]})
     req_ns = {n: _single(n) for n in ("Wait", "wait", "Test", "test")}
     for n in ("Waitall", "waitall", "Testall", "testall", "Waitany", "waitany", "Testany",
               "testany", "Waitsome", "waitsome", "Testsome", "testsome"):

@@ -227,12 +227,13 @@ def _totals(path: str, rank: int) -> tuple[float, float, float]:
     share (replay/busy.py), read by its checked reader (the driver only: a
     replayed rank never imports pandas)."""
     from .busy import disturbed_share
+    from .expand import target_seconds
     from .replayed import ReplayedError, read_replayed
     try:
         df = read_replayed(path, rank)
     except ReplayedError as e:
         raise ReplayError(str(e)) from None
-    return (float(df["comp"].sum() + df["poll_cpu"].sum()),
+    return (float(target_seconds(df).sum()),
             float(df["cpu"].sum() + df["poll_cpu"].sum()),
             disturbed_share(df["comp"].to_numpy(), df["cpu"].to_numpy()))
 

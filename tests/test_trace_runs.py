@@ -3,6 +3,7 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -304,3 +305,22 @@ def test_calls_after_the_tool_finished_pass_to_mpi_untraced(tmp_path):
              "-o", str(tmp_path / "rep")] + [str(a) for a in app])
     assert "Traceback" not in p.stderr and "after the end of the application's run" in p.stderr
     assert "rank 1 main done" in p.stdout
+
+
+def test_a_damaged_poll_count_in_a_raw_trace_is_named(tmp_path):
+    """The folded polls' count, CPU time and interval are checked like the
+    CPU clock: a damaged raw event stops the merge with the file, the rank
+    and the event, and what was written stays."""
+    from instrument.writer import FIELDS, RECORD
+    out = tmp_path / "t"
+    mpirun(2, ["-m", "instrument", "trace", "--keep-raw", "-o", out, APPS / "poll_wait.py"])
+    raw = out / "raw" / "r000000.ev"
+    data = bytearray(raw.read_bytes())
+    # rank 0's second event is the Iprobe its polling loop ended with
+    struct.pack_into("<q", data, RECORD.size + 8 * FIELDS.index("polls"), -3)
+    raw.write_bytes(bytes(data))
+    merged = (out / "events.parquet").read_bytes()
+    p = run([sys.executable, "-m", "instrument", "merge", str(out)], check=False)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"{raw}: rank 0, event 1: " in p.stderr and "polls -3" in p.stderr, p.stderr
+    assert raw.exists() and (out / "events.parquet").read_bytes() == merged
