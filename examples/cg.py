@@ -58,7 +58,9 @@ def main():
         rr_new = dot(comm, r, r)
         p = r + (rr_new / rr) * p
         rr = rr_new
-    print(f"rank {comm.rank} residual {np.sqrt(rr):.12e} checksum {x.sum():.12e}", flush=True)
+    # one write per line: lines that ranks print at the same moment stay whole
+    print(f"rank {comm.rank} residual {np.sqrt(rr):.12e} checksum {x.sum():.12e}\n", end="",
+          flush=True)
 
 
 if __name__ == "__main__":

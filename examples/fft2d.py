@@ -48,7 +48,8 @@ def main():
     line = f"rank {comm.rank} checksum {float(np.abs(field).sum()):.10e}"
     if comm.rank == 0:
         line += f" relative change {change / norm:.1e}"
-    print(line, flush=True)
+    # one write per line: lines that ranks print at the same moment stay whole
+    print(line + "\n", end="", flush=True)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main():
             res = float(np.sqrt(total[0]))
         u[1:-1, 1:-1] = new
     print(f"rank {world.rank} coords ({cy},{cx}) checksum {u[1:-1, 1:-1].sum():.12e} "
-          f"residual {res:.12e}", flush=True)
+          f"residual {res:.12e}\n", end="", flush=True)   # one write: lines stay whole
 
 
 if __name__ == "__main__":

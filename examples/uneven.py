@@ -33,7 +33,8 @@ def main():
         comm.Sendrecv(out, dest=(r + 1) % s, sendtag=it, recvbuf=buf,
                       source=(r - 1) % s, recvtag=it)
         total = comm.allreduce(float(buf[0]))
-    print(f"rank {r} class {units - 1} acc {acc:.12e} total {total:.12e}", flush=True)
+    # one write per line: lines that ranks print at the same moment stay whole
+    print(f"rank {r} class {units - 1} acc {acc:.12e} total {total:.12e}\n", end="", flush=True)
 
 
 if __name__ == "__main__":

@@ -70,10 +70,10 @@ def main(argv=None) -> int:
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
         if args.count_c_calls:
-            from .ccount import CcountError, audited_command, load
+            from .ccount import CcountError, load, preloaded_command
             try:
-                again = audited_command(argv)
-                if again:                   # LD_AUDIT is read when a process starts
+                again = preloaded_command(argv)
+                if again:                   # LD_PRELOAD is read when a process starts
                     cmd, env = again
                     sys.stdout.flush()
                     sys.stderr.flush()

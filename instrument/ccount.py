@@ -9,9 +9,9 @@ compiled with its ``mpicc``), loads it before MPI through mpi4py's profiling
 hook, and reads back per function how many calls came from mpi4py (the
 tracer saw them) and how many from anywhere else (it did not).  Code that
 looks MPI functions up on the MPI library's own handle (ctypes, cffi)
-would bypass the shim; the traced process is therefore rerun under a
-dynamic-linker audit library (``ccount_audit.c``, LD_AUDIT) that hands it
-the shim's wrappers instead.
+would bypass the shim; the traced process is therefore rerun with a dlsym
+interposer preloaded (``ccount_dlsym.c``, LD_PRELOAD) that hands such
+lookups the shim's wrappers instead.
 
     mpiexec -n N python -m instrument trace --count-c-calls -o DIR app.py
 
@@ -35,8 +35,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB_NAME = "repreplay_ccount"
-AUDIT_NAME = "librepreplay_audit.so"      # ccount_audit.c: calls looked up on libmpi's handle
-AUDITED = "REPREPLAY_AUDITED"           # set once the process runs under the audit library
+DLSYM_NAME = "librepreplay_dlsym.so"      # ccount_dlsym.c: calls looked up on libmpi's handle
+PRELOADED = "REPREPLAY_PRELOADED"         # set once the process runs with the interposer
 _loaded: str | None = None      # path of the shim this process loaded
 
 # the calls that move data or complete its movement: point-to-point,
@@ -161,7 +161,7 @@ def build() -> str:
     """Build (once per MPI library) and return the directory holding the shim."""
     mpicc = _mpicc()
     source = b""
-    for part in ("ccount.c", "ccount.py", "ccount_audit.c"):   # fixed parts, generator
+    for part in ("ccount.c", "ccount.py", "ccount_dlsym.c"):   # fixed parts, generator
         with open(os.path.join(HERE, part), "rb") as f:
             source += f.read()
     key = hashlib.sha1(source + os.path.realpath(mpicc).encode()
@@ -178,25 +178,46 @@ def build() -> str:
             with open(src, "w") as f:
                 f.write(generate(mpicc))
             shim = _compile(mpicc, lib, ["-I", HERE, src, "-ldl"], "the call counter")
-            audit = os.path.join(d, AUDIT_NAME)
-            os.replace(_compile(mpicc, audit, [os.path.join(HERE, "ccount_audit.c")],
-                                "the audit library"), audit)
+            # -O2 (as _compile does) makes its pass-through of RTLD_NEXT a
+            # tail call, which that lookup needs
+            interposer = os.path.join(d, DLSYM_NAME)
+            os.replace(_compile(mpicc, interposer, [os.path.join(HERE, "ccount_dlsym.c"), "-ldl"],
+                                "the dlsym interposer"), interposer)
             os.replace(shim, lib)                 # last: its presence means all is built
     return d
 
 
-def audited_command(argv: list[str]) -> tuple[list[str], dict] | None:
+def preloaded_command(argv: list[str]) -> tuple[list[str], dict] | None:
     """The command line and environment that rerun this tool, ``python -m
-    instrument`` with ``argv``, under the audit library (the dynamic linker
-    reads LD_AUDIT only when a process starts), or None if this process
-    already runs under it.  Calls that code looks up on the MPI library's
-    own handle (ctypes, cffi) are then counted as well."""
-    if os.environ.get(AUDITED) == "1":
+    instrument`` with ``argv``, with the dlsym interposer preloaded (the
+    dynamic linker reads LD_PRELOAD only when a process starts), or None if
+    this process already runs with it.  Calls that code looks up on the
+    MPI library's own handle (ctypes, cffi) are then counted as well."""
+    if os.environ.get(PRELOADED) == "1":
         return None
-    audit = os.path.join(build(), AUDIT_NAME)
-    env = dict(os.environ, **{AUDITED: "1"})
-    env["LD_AUDIT"] = audit + (":" + env["LD_AUDIT"] if env.get("LD_AUDIT") else "")
+    interposer = os.path.join(build(), DLSYM_NAME)
+    env = dict(os.environ, **{PRELOADED: "1"})
+    env["LD_PRELOAD"] = interposer + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     return [sys.executable, "-m", "instrument"] + list(argv), env
+
+
+def _check_interposer() -> None:
+    """Stop if the preloaded interposer is not working in this process, and
+    keep it out of the application's own child processes."""
+    path = os.path.join(build(), DLSYM_NAME)
+    try:
+        ready = ctypes.CDLL(path, mode=os.RTLD_NOLOAD).rr_dlsym_ready()
+    except OSError:
+        ready = 0
+    if not ready:
+        raise CcountError(f"{path} is not preloaded or did not find the C library's dlsym: "
+                          "calls looked up on the MPI library's handle would go uncounted")
+    kept = [p for p in os.environ.get("LD_PRELOAD", "").split(":") if p and p != path]
+    if kept:
+        os.environ["LD_PRELOAD"] = ":".join(kept)
+    else:
+        os.environ.pop("LD_PRELOAD", None)
+    del os.environ[PRELOADED]
 
 
 def load() -> None:
@@ -206,6 +227,8 @@ def load() -> None:
         raise CcountError("the call counter must be loaded before mpi4py.MPI is imported")
     import mpi4py
     global _loaded
+    if os.environ.get(PRELOADED) == "1":
+        _check_interposer()
     d = build()
     mpi4py.profile(LIB_NAME, path=[d])
     _loaded = os.path.join(d, f"lib{LIB_NAME}.so")

@@ -183,7 +183,7 @@ def test_calls_below_python_are_counted_and_warned_about(tmp_path):
 
 def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_counted(tmp_path):
     """ctypes on libmpi's handle (as numba-jitted codes call MPI) bypasses
-    the shim's place in the symbol scope; the audit library (LD_AUDIT)
+    the shim's place in the symbol scope; the preloaded dlsym interposer
     hands out the shim's wrappers instead, so the calls are counted, and
     the application's output is unchanged."""
     plain = mpirun(2, [APPS / "ctypes_mpi.py"]).stdout
