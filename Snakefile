@@ -81,8 +81,8 @@ if TEMPLATE and not os.path.exists(TEMPLATE):
 if VALIDATE and config["validate"].get("platform") not in PLATFORMS:
     raise WorkflowError("config: validate.platform must name one of the platforms "
                         f"({', '.join(PLATFORMS)}) by file name without .yaml")
-# waiting ranks yield their core: oversubscribed host runs behave
-os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+# how ranks wait in MPI is the tracer's choice, per node: they yield their
+# core only where a node has more ranks than cores (instrument/waits.py)
 # under SLURM the job itself already runs in a step that holds the allocation;
 # mpiexec's own srun (hydra's slurm bootstrap) must share it, not wait for it
 os.environ.setdefault("SLURM_OVERLAP", "1")

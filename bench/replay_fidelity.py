@@ -39,7 +39,6 @@ EXAMPLES = {
 
 def env():
     e = dict(os.environ)
-    e["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
     for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         e[v] = "1"
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")

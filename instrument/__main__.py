@@ -15,6 +15,8 @@ import sys
 
 from launch import split_command
 
+from .waits import choose_waits
+
 VALUED = ("-o", "--output", "--ranks", "--reps")
 
 
@@ -82,10 +84,11 @@ def main(argv=None) -> int:
             except CcountError as e:
                 print(f"instrument trace: error: --count-c-calls: {e}", file=sys.stderr)
                 return 2
+        waits = choose_waits()              # before MPI reads its variables
         from .run import trace_main
         return trace_main(args.output, target, mode, force=args.force,
                           keep_raw=True if args.keep_raw else None,
-                          count_c_calls=args.count_c_calls)
+                          count_c_calls=args.count_c_calls, waits=waits)
     if argv and argv[0] == "record":
         opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["record"] + opts)
@@ -98,7 +101,8 @@ def main(argv=None) -> int:
         except ValueError as e:
             parser.error(f"record: {e}")
         from .run import record_main
-        return record_main(args.output, ranks, target, mode, force=args.force, reps=args.reps)
+        return record_main(args.output, ranks, target, mode, force=args.force, reps=args.reps,
+                           waits=choose_waits())
     args = parser.parse_args(argv)
     from .merge import TraceError
     try:

@@ -159,11 +159,13 @@ def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | N
 
 
 def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False,
-               keep_raw: bool | None = None, count_c_calls: bool = False) -> int:
+               keep_raw: bool | None = None, count_c_calls: bool = False,
+               waits: str | None = None) -> int:
     """Entry point run by every rank; returns the process exit code.
 
     ``count_c_calls``: the C-level call counter (instrument/ccount.py) was
-    loaded before MPI; its counts go beside the trace."""
+    loaded before MPI; its counts go beside the trace.  ``waits``: what
+    instrument/waits.py chose for this node, said by rank 0."""
     from mpi4py import MPI
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
@@ -178,6 +180,8 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         if rank == 0:
             print(f"instrument trace: error: {err}", file=sys.stderr)
         return 2
+    if waits and rank == 0:
+        print(f"instrument: trace: {waits}", file=sys.stderr, flush=True)
 
     from . import intercept
     # the allocator is left as the application has it: a heap top pad
@@ -294,7 +298,7 @@ def script_digest(target: list[str], mode: str) -> str | None:
 
 
 def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
-                force: bool = False, reps: str | None = None) -> int:
+                force: bool = False, reps: str | None = None, waits: str | None = None) -> int:
     """Entry point of ``instrument record`` on every rank.
 
     ``ranks``: the world ranks to record, or None to take the representatives
@@ -314,6 +318,8 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
         if rank == 0:
             print(f"instrument record: error: {err}", file=sys.stderr)
         return 2
+    if waits and rank == 0:
+        print(f"instrument: record: {waits}", file=sys.stderr, flush=True)
     rec = None
     if rank in ranks:
         from . import record

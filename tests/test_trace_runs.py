@@ -324,3 +324,34 @@ def test_a_damaged_poll_count_in_a_raw_trace_is_named(tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr
     assert f"{raw}: rank 0, event 1: " in p.stderr and "polls -3" in p.stderr, p.stderr
     assert raw.exists() and (out / "events.parquet").read_bytes() == merged
+
+
+def test_ranks_spin_in_waits_unless_the_node_is_oversubscribed(tmp_path):
+    """The real run spins in MPI waits; a rank that sleeps in them computes
+    more slowly afterwards.  The tracer lets waiting ranks yield only when
+    the node has more ranks than cores, and never overrides the user."""
+    from instrument.waits import YIELD, cores
+    show = ("import os; from mpi4py import MPI; "
+            f"print('rank', MPI.COMM_WORLD.rank, 'yield', os.environ.get('{YIELD}'))")
+    env = mpi_env()
+    env.pop(YIELD, None)
+    for n in (2, 3):
+        p = trace(n, tmp_path / f"t{n}", ["-c", show], env=env)
+        values = set(re.findall(r"rank \d+ yield (\S+)", p.stdout))
+        oversubscribed = n > cores()
+        assert values == ({"1"} if oversubscribed else {"None"}), (n, cores(), p.stdout)
+        assert ("waiting ranks yield their core" in p.stderr) == oversubscribed
+    p = trace(3, tmp_path / "mine", ["-c", show], env=dict(env, **{YIELD: "0"}))
+    assert set(re.findall(r"rank \d+ yield (\S+)", p.stdout)) == {"0"}
+    assert "waiting ranks yield" not in p.stderr
+
+
+def test_ranks_per_node_are_read_from_every_launcher():
+    from instrument.waits import YIELD, choose_waits, cores
+    over = str(cores() + 1)
+    for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"):
+        env = {name: over}
+        assert f"{over} ranks on this node's" in choose_waits(env) and env[YIELD] == "1"
+        env = {name: str(cores())}
+        assert choose_waits(env) is None and YIELD not in env
+    assert choose_waits({}) is None                 # no launcher said: left alone
