@@ -16,88 +16,74 @@ dependencies::
 Times in GOAL files are integer nanoseconds here (LogGOPSim's unit is
 whatever its L/o/g arguments use; give those in ns too).
 
+Reading runs at compiled speed (netsim/goal_scan.py: two passes over the
+bytes, no Python object per line); errors name the file and line.
+
 Export needs a schedule without analytic collectives (GOAL has no
 collective op: simulate with decomposed algorithms).  Message contexts
 (communicators) become distinct tags.
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from .engine import CALC, COLL, RECV, SEND
-from .schedule import Builder, Schedule, ScheduleError
+from . import goal_scan
+from .engine import CALC, COLL, SEND
+from .schedule import Schedule, ScheduleError
 
-_OP = re.compile(r"^(\w+):\s*(send|recv|calc)\s+(.*)$")
-_DEP = re.compile(r"^(\w+)\s+(requires|irequires)\s+(\w+)$")
+# the keywords, in the order goal_scan.scan() takes them
+_WORDS = tuple(np.frombuffer(w.encode(), np.uint8) for w in (
+    "num_ranks", "rank", "{", "}", "send", "recv", "calc", "to", "from", "tag", "requires",
+    "irequires"))
+
+_WHAT = {
+    goal_scan.NO_NUM_RANKS: "expected 'num_ranks N' first",
+    goal_scan.RANK_RANGE: "rank beyond num_ranks {nranks}",
+    goal_scan.OUTSIDE: "operation outside a 'rank N {{' block",
+    goal_scan.SYNTAX: "cannot parse {line!r}",
+    goal_scan.PEER_RANGE: "peer {peer} out of range (ranks 0..{last}, -1: any source)",
+    goal_scan.UNKNOWN_LABEL: "dependency on a label its rank does not define: {line!r}",
+    goal_scan.DUPLICATE_LABEL: "label defined twice in its rank: {line!r}",
+    goal_scan.UNCLOSED: "this rank block is not closed by '}}' before the end of the file",
+}
 
 
-def _operation(B: Builder, rank: int, nranks: int, what: str, w: list, where: str) -> int:
-    """Add one ``send``/``recv``/``calc`` line's operation; its index."""
-    if what == "calc":
-        return B.op(CALC, rank, [], dur=int(w[0]) * 1e-9)
-    size = int(w[0].rstrip("b"))
-    peer = int(w[2])
-    tag = int(w[4]) if len(w) > 4 and w[3] == "tag" else 0
-    if not -1 <= peer < nranks:
-        raise ScheduleError(f"{where}: peer {peer} out of range")
-    return B.op(SEND if what == "send" else RECV, rank, [], peer=peer, size=size, tag=tag)
-
-
-def _dependencies(B: Builder, deps: list, labels: dict, path: str, rank: int) -> None:
-    """A rank's ``a requires b`` lines, once all its labels are known."""
-    for a, how, b in deps:
-        if a not in labels or b not in labels:
-            raise ScheduleError(f"{path}: rank {rank}: dependency on unknown "
-                                f"label {a if a not in labels else b}")
-        B.src.append(labels[b])
-        B.dst.append(labels[a])
-        B.isstart.append(how == "irequires")
+def _scan(data: np.ndarray, store: bool, ops: int, deps: int, path: str):
+    """One pass of goal_scan.scan() over ``data``; the arrays it filled."""
+    a = (np.empty(ops, np.int64), np.empty(ops, np.int8), np.empty(ops, np.int64),
+         np.empty(ops, np.int64), np.empty(ops, np.int64), np.empty(ops, np.int64),
+         np.empty(deps, np.int64), np.empty(deps, np.int64), np.empty(deps, np.bool_))
+    nops, ndeps, nranks, err, at = goal_scan.scan(data, store, *a, _WORDS)
+    if err == goal_scan.EMPTY:
+        raise ScheduleError(f"{path}: empty GOAL file")
+    if err:
+        lineno = int(np.count_nonzero(data[:at] == 10)) + 1
+        stop = data[at:].tobytes().find(b"\n")
+        line = data[at:at + stop if stop >= 0 else len(data)].tobytes()
+        line = line.decode(errors="replace").split("//")[0].strip()
+        peer = line.split()[4] if len(line.split()) > 4 else "?"
+        raise ScheduleError(f"{path}:{lineno}: " + _WHAT[err].format(
+            line=line, nranks=nranks, peer=peer, last=nranks - 1))
+    return nops, ndeps, nranks, a
 
 
 def read_goal(path: str) -> Schedule:
-    """Parse a GOAL file into a schedule (errors name the file and line)."""
-    nranks, rank, labels, deps, B = None, None, {}, [], None
+    """Parse a GOAL file into a schedule (errors name the file and line).
+
+    Compiled (netsim/goal_scan.py): a first pass counts operations and
+    dependencies, a second fills arrays of exactly that size."""
     try:
-        f = open(path)
+        data = np.fromfile(path, np.uint8)
     except OSError as e:
         raise ScheduleError(f"{path}: cannot read GOAL file: {e.strerror}") from None
-    with f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.split("//")[0].strip()
-            where = f"{path}:{lineno}"
-            if not line:
-                continue
-            if line.startswith("num_ranks"):
-                nranks = int(line.split()[1])
-                B = Builder(nranks)
-                continue
-            if B is None:
-                raise ScheduleError(f"{where}: expected 'num_ranks N' first")
-            m = re.match(r"^rank\s+(\d+)\s*\{$", line)
-            if m:
-                rank, labels = int(m.group(1)), {}
-                if rank >= nranks:
-                    raise ScheduleError(f"{where}: rank {rank} >= num_ranks {nranks}")
-            elif line == "}":
-                _dependencies(B, deps, labels, path, rank)
-                rank, deps = None, []
-            elif rank is None:
-                raise ScheduleError(f"{where}: operation outside a 'rank N {{' block")
-            elif m := _OP.match(line):
-                label, what, rest = m.groups()
-                try:
-                    labels[label] = _operation(B, rank, nranks, what, rest.split(), where)
-                except (IndexError, ValueError):
-                    raise ScheduleError(f"{where}: cannot parse {line!r}") from None
-            elif m := _DEP.match(line):
-                deps.append(m.groups())
-            else:
-                raise ScheduleError(f"{where}: cannot parse {line!r}")
-    if B is None:
-        raise ScheduleError(f"{path}: empty GOAL file")
-    return B.done()
+    nops, ndeps, _, _ = _scan(data, False, 0, 0, path)
+    _, _, nranks, (rank, kind, peer, size, tag, ns, src, dst, start) = \
+        _scan(data, True, nops, ndeps, path)
+    return Schedule(kind=kind, rank=rank, peer=peer, size=size, tag=tag,
+                    ctx=np.zeros(nops, np.int64), dur=ns * 1e-9,
+                    coll=np.full(nops, -1, np.int64), event=np.full(nops, -1, np.int64),
+                    sync=np.zeros(nops, bool), dep_src=src, dep_dst=dst, dep_start=start,
+                    coll_need=np.zeros(0, np.int64), nranks=nranks)
 
 
 def write_goal(path: str, s: Schedule) -> None:

@@ -225,6 +225,60 @@ def test_goal_round_trip_gives_the_same_prediction(tmp_path):
         read_goal(str(tmp_path / "bad.goal"))
 
 
+def test_goal_reader_takes_every_form_and_names_the_line_at_fault(tmp_path):
+    g = tmp_path / "forms.goal"
+    g.write_text("// LogGOPSim's forms, comments, CRLF, suffixes\r\n"
+                 "num_ranks 3\r\n"
+                 "rank 0 {\n"
+                 "l3 requires l2   // a dependency before the ops it names\n"
+                 "l1: calc 1500 cpu 0\n"
+                 "l2: send 64b to 2 tag 7 cpu 0 nic 0\n"
+                 "l3:recv 8b from -1 tag 3\n"
+                 "l4: send 16 to 1\n"
+                 "l2 irequires l1\n"
+                 "}\n"
+                 "rank 1{\n"
+                 "a: recv 16b from 0\n"
+                 "}\n"
+                 "rank 2 {\n"
+                 "x: recv 64b from 0 tag 7\n"
+                 "y: send 8b to 0 tag 3\n"
+                 "y requires x\n"
+                 "}\n")
+    s = read_goal(str(g))
+    assert s.nranks == 3 and list(s.rank) == [0, 0, 0, 0, 1, 2, 2]
+    assert list(s.kind) == [CALC, SEND, RECV, SEND, RECV, RECV, SEND]
+    assert list(s.peer) == [-1, 2, -1, 1, 0, 0, 0]
+    assert list(s.size) == [0, 64, 8, 16, 16, 64, 8]
+    assert list(s.tag) == [-1, 7, 3, 0, 0, 7, 3]
+    assert s.dur[0] == pytest.approx(1.5e-6)
+    # (required, requiring, after start?) in the order of the rank's lines
+    assert list(zip(s.dep_src, s.dep_dst, s.dep_start)) == [(1, 2, False), (0, 1, True),
+                                                          (5, 6, False)]
+    assert simulate(s, platform()).predicted_time > 0
+    bad = {
+        "l1: calc 5\n": r"bad.goal:1: expected 'num_ranks N' first",
+        "num_ranks 2\nrank 2 {\n}\n": r"bad.goal:2: rank beyond num_ranks 2",
+        "num_ranks 2\nl1: calc 5\n": r"bad.goal:2: operation outside a 'rank N \{' block",
+        "num_ranks 2\nrank 0 {\nl1: sned 8b to 1\n}\n": r"bad.goal:3: cannot parse 'l1: sned",
+        "num_ranks 2\nrank 0 {\nl1: calc 5\nl2 requires l9\n}\n":
+            r"bad.goal:4: dependency on a label its rank does not define: 'l2 requires l9'",
+        "num_ranks 2\nrank 0 {\nl1: calc 5\nl1: calc 6\n}\n":
+            r"bad.goal:4: label defined twice in its rank",
+        "num_ranks 2\nrank 0 {\nl1: calc 5\n": r"bad.goal:2: this rank block is not closed",
+        "// nothing\n": r"bad.goal: empty GOAL file",
+    }
+    for text, message in bad.items():
+        (tmp_path / "bad.goal").write_text(text)
+        with pytest.raises(ScheduleError, match=message):
+            read_goal(str(tmp_path / "bad.goal"))
+    # labels are per rank: rank 1 cannot require rank 0's l1
+    (tmp_path / "bad.goal").write_text("num_ranks 2\nrank 0 {\nl1: calc 5\n}\n"
+                                       "rank 1 {\nl2: calc 5\nl2 requires l1\n}\n")
+    with pytest.raises(ScheduleError, match=r"bad.goal:7: dependency on a label"):
+        read_goal(str(tmp_path / "bad.goal"))
+
+
 def test_platform_validation_names_the_key(tmp_path):
     with pytest.raises(PlatformError, match="network.levels must be a non-empty list"):
         from_dict({"nodes": 1, "cores_per_node": 1, "network": {"levels": []}}, "p.yaml")

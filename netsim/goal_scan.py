@@ -1,0 +1,244 @@
+"""GOAL text to operation and dependency arrays, at compiled speed.
+
+One pass over the file's bytes (numba) fills per-op arrays (rank, kind,
+peer, size, tag, calc nanoseconds) and per-dependency arrays (the op
+required, the op that requires it, after start or completion), in file
+order.  A label is known by a 64-bit hash of its bytes (FNV-1a), resolved
+per rank block when its ``}`` closes it, so ``lA requires lB`` may come
+before or after either op.  The pass is run twice: the first only counts,
+so the arrays are allocated once at their exact sizes (no per-op Python
+objects: 262,144 ranks write about 24 million lines).
+
+A line it cannot read stops the pass with an error code and the line's
+byte offset; netsim/goal.py turns that into a message naming the file and
+line.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
+# op kinds as the engine numbers them (netsim/engine.py)
+CALC, SEND, RECV = 0, 1, 2
+
+# error codes of scan()
+OK = 0
+NO_NUM_RANKS = 1          # an operation or block before "num_ranks N"
+RANK_RANGE = 2            # rank R >= num_ranks
+OUTSIDE = 3               # an operation or dependency outside a rank block
+SYNTAX = 4                # a line that is none of the forms
+PEER_RANGE = 5            # send/recv peer outside -1..num_ranks-1
+UNKNOWN_LABEL = 6         # a dependency on a label its rank does not define
+DUPLICATE_LABEL = 7       # a label defined twice in one rank
+UNCLOSED = 8              # the file ends inside a rank block
+EMPTY = 9                 # no "num_ranks N" at all
+
+@njit(cache=True, inline="always")
+def _blank(c):
+    return c == 32 or c == 9 or c == 13
+
+
+@njit(cache=True)
+def _word(data, p, end):
+    """The next blank-separated word in data[p:end]: (start, stop); start ==
+    stop when there is none."""
+    while p < end and _blank(data[p]):
+        p += 1
+    s = p
+    while p < end and not _blank(data[p]):
+        p += 1
+    return s, p
+
+
+@njit(cache=True)
+def _is(data, s, e, text):
+    """Whether data[s:e] spells ``text`` (a uint8 array)."""
+    if e - s != len(text):
+        return False
+    for i in range(e - s):
+        if data[s + i] != text[i]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _int(data, s, e):
+    """(value, ok) of the decimal integer data[s:e], optional leading '-'."""
+    neg = s < e and data[s] == 45
+    if neg:
+        s += 1
+    if s >= e:
+        return 0, False
+    v = 0
+    for i in range(s, e):
+        c = data[i]
+        if c < 48 or c > 57:
+            return 0, False
+        v = v * 10 + (c - 48)
+    return (-v if neg else v), True
+
+
+@njit(cache=True)
+def _hash(data, s, e):
+    h = np.uint64(14695981039346656037)
+    for i in range(s, e):
+        h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True)
+def scan(data, store, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
+         dep_src, dep_dst, dep_start, words):
+    """Read GOAL text ``data`` (uint8).  With ``store`` false only count;
+    else fill the arrays (sized by the counting pass).  ``words``: the
+    keywords as uint8 arrays, in the order of goal.py's _WORDS.
+
+    Returns (ops, deps, num_ranks, error code, byte offset of the line at
+    fault)."""
+    w_num, w_rank, w_open, w_close, w_send, w_recv, w_calc, w_to, w_from, w_tag, \
+        w_req, w_ireq = words
+    n = len(data)
+    nops = 0
+    ndeps = 0
+    nranks = -1
+    rank = -1
+    labels = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    # the open rank's dependencies: label hashes, resolved at its "}"
+    pend_a = np.empty(16, np.uint64)
+    pend_b = np.empty(16, np.uint64)
+    pend_st = np.empty(16, np.bool_)
+    pend_at = np.empty(16, np.int64)
+    npend = 0
+    block_at = 0
+    p = 0
+    while p < n:
+        start = p
+        end = p
+        while end < n and data[end] != 10:
+            end += 1
+        p = end + 1
+        # a comment runs from "//" to the end of the line
+        for i in range(start, end - 1):
+            if data[i] == 47 and data[i + 1] == 47:
+                end = i
+                break
+        s1, e1 = _word(data, start, end)
+        if s1 == e1:
+            continue
+        if _is(data, s1, e1, w_num):
+            s2, e2 = _word(data, e1, end)
+            v, ok = _int(data, s2, e2)
+            if not ok or v < 0:
+                return nops, ndeps, nranks, SYNTAX, start
+            nranks = v
+            continue
+        if nranks < 0:
+            return nops, ndeps, nranks, NO_NUM_RANKS, start
+        if _is(data, s1, e1, w_rank):
+            s2, e2 = _word(data, e1, end)
+            brace = e2 > s2 and data[e2 - 1] == 123            # "rank 0{"
+            v, ok = _int(data, s2, e2 - 1 if brace else e2)
+            s3, e3 = _word(data, e2, end)
+            if not brace:
+                if not _is(data, s3, e3, w_open):
+                    return nops, ndeps, nranks, SYNTAX, start
+                s3, e3 = _word(data, e3, end)
+            if not ok or v < 0 or s3 != e3:
+                return nops, ndeps, nranks, SYNTAX, start
+            if v >= nranks:
+                return nops, ndeps, nranks, RANK_RANGE, start
+            rank = v
+            block_at = start
+            labels.clear()
+            npend = 0
+            continue
+        if _is(data, s1, e1, w_close):
+            if rank < 0:
+                return nops, ndeps, nranks, OUTSIDE, start
+            for k in range(npend):
+                if pend_a[k] not in labels or pend_b[k] not in labels:
+                    return nops, ndeps, nranks, UNKNOWN_LABEL, pend_at[k]
+                if store:
+                    dep_src[ndeps] = labels[pend_b[k]]
+                    dep_dst[ndeps] = labels[pend_a[k]]
+                    dep_start[ndeps] = pend_st[k]
+                ndeps += 1
+            rank = -1
+            continue
+        if rank < 0:
+            return nops, ndeps, nranks, OUTSIDE, start
+        colon = s1
+        while colon < e1 and data[colon] != 58:
+            colon += 1
+        if colon < e1:                               # "label:" then an operation
+            if colon == s1:
+                return nops, ndeps, nranks, SYNTAX, start
+            h = _hash(data, s1, colon)
+            if h in labels:
+                return nops, ndeps, nranks, DUPLICATE_LABEL, start
+            if colon + 1 < e1:                       # "l1:send", no blank between
+                s2, e2 = colon + 1, e1
+            else:
+                s2, e2 = _word(data, e1, end)
+            s3, e3 = _word(data, e2, end)
+            v, ok = _int(data, s3, e3)
+            if _is(data, s2, e2, w_calc):
+                if not ok:
+                    return nops, ndeps, nranks, SYNTAX, start
+                kind, peer, size, tag, ns = CALC, -1, 0, -1, v
+            else:
+                if _is(data, s2, e2, w_send):
+                    kind, word = SEND, w_to
+                elif _is(data, s2, e2, w_recv):
+                    kind, word = RECV, w_from
+                else:
+                    return nops, ndeps, nranks, SYNTAX, start
+                # "8b": the size, its unit optional
+                size, ok = _int(data, s3, e3 - 1 if e3 > s3 and data[e3 - 1] == 98 else e3)
+                s4, e4 = _word(data, e3, end)
+                s5, e5 = _word(data, e4, end)
+                peer, ok2 = _int(data, s5, e5)
+                if not ok or not ok2 or not _is(data, s4, e4, word):
+                    return nops, ndeps, nranks, SYNTAX, start
+                if peer < -1 or peer >= nranks:
+                    return nops, ndeps, nranks, PEER_RANGE, start
+                tag, ns = 0, 0
+                s6, e6 = _word(data, e5, end)
+                if _is(data, s6, e6, w_tag):
+                    s7, e7 = _word(data, e6, end)
+                    tag, ok = _int(data, s7, e7)
+                    if not ok:
+                        return nops, ndeps, nranks, SYNTAX, start
+            labels[h] = nops
+            if store:
+                op_rank[nops] = rank
+                op_kind[nops] = kind
+                op_peer[nops] = peer
+                op_size[nops] = size
+                op_tag[nops] = tag
+                op_ns[nops] = ns
+            nops += 1
+            continue
+        # "lA requires lB" / "lA irequires lB"
+        s2, e2 = _word(data, e1, end)
+        s3, e3 = _word(data, e2, end)
+        s4, e4 = _word(data, e3, end)
+        req = _is(data, s2, e2, w_req)
+        if not (req or _is(data, s2, e2, w_ireq)) or s3 == e3 or s4 != e4:
+            return nops, ndeps, nranks, SYNTAX, start
+        if npend == len(pend_a):
+            pend_a = np.concatenate((pend_a, np.empty(npend, np.uint64)))
+            pend_b = np.concatenate((pend_b, np.empty(npend, np.uint64)))
+            pend_st = np.concatenate((pend_st, np.empty(npend, np.bool_)))
+            pend_at = np.concatenate((pend_at, np.empty(npend, np.int64)))
+        pend_a[npend] = _hash(data, s1, e1)
+        pend_b[npend] = _hash(data, s3, e3)
+        pend_st[npend] = not req
+        pend_at[npend] = start
+        npend += 1
+    if rank >= 0:
+        return nops, ndeps, nranks, UNCLOSED, block_at
+    if nranks < 0:
+        return nops, ndeps, nranks, EMPTY, 0
+    return nops, ndeps, nranks, OK, 0
