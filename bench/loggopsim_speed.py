@@ -90,7 +90,9 @@ def loggopsim(lgs: Path, goal: Path) -> tuple[float, float, float, float]:
     t2, m2, out = run_measured([str(lgs / "LogGOPSim"), "-f", str(b), "-L", str(L), "-o",
                                 str(o), "-g", str(g), "-G", str(G), "-O", str(O), "-S", str(S)])
     b.unlink()
-    finish = max(float(x) for x in re.findall(r"Host \d+: (\d+)", out))
+    m = re.search(r"Maximum finishing time at host \d+: (\d+)", out)
+    finish = float(m.group(1)) if m else max(float(x) for x in
+                                             re.findall(r"Host \d+: (\d+)", out))
     return t1, t2, max(m1, m2), finish
 
 

@@ -48,12 +48,20 @@ _WHAT = {
 }
 
 
-def _scan(data: np.ndarray, store: bool, ops: int, deps: int, path: str):
-    """One pass of goal_scan.scan() over ``data``; the arrays it filled."""
+def read_goal(path: str) -> Schedule:
+    """Parse a GOAL file into a schedule (errors name the file and line).
+
+    Compiled (netsim/goal_scan.py): one pass counts operations and
+    dependencies, a second fills arrays of exactly that size."""
+    try:
+        data = np.fromfile(path, np.uint8)
+    except OSError as e:
+        raise ScheduleError(f"{path}: cannot read GOAL file: {e.strerror}") from None
+    ops, deps = goal_scan.count(data)             # an upper bound: arrays trimmed below
     a = (np.empty(ops, np.int64), np.empty(ops, np.int8), np.empty(ops, np.int64),
          np.empty(ops, np.int64), np.empty(ops, np.int64), np.empty(ops, np.int64),
          np.empty(deps, np.int64), np.empty(deps, np.int64), np.empty(deps, np.bool_))
-    nops, ndeps, nranks, err, at = goal_scan.scan(data, store, *a, _WORDS)
+    nops, ndeps, nranks, err, at = goal_scan.scan(data, *a, _WORDS)
     if err == goal_scan.EMPTY:
         raise ScheduleError(f"{path}: empty GOAL file")
     if err:
@@ -64,21 +72,8 @@ def _scan(data: np.ndarray, store: bool, ops: int, deps: int, path: str):
         peer = line.split()[4] if len(line.split()) > 4 else "?"
         raise ScheduleError(f"{path}:{lineno}: " + _WHAT[err].format(
             line=line, nranks=nranks, peer=peer, last=nranks - 1))
-    return nops, ndeps, nranks, a
-
-
-def read_goal(path: str) -> Schedule:
-    """Parse a GOAL file into a schedule (errors name the file and line).
-
-    Compiled (netsim/goal_scan.py): a first pass counts operations and
-    dependencies, a second fills arrays of exactly that size."""
-    try:
-        data = np.fromfile(path, np.uint8)
-    except OSError as e:
-        raise ScheduleError(f"{path}: cannot read GOAL file: {e.strerror}") from None
-    nops, ndeps, _, _ = _scan(data, False, 0, 0, path)
-    _, _, nranks, (rank, kind, peer, size, tag, ns, src, dst, start) = \
-        _scan(data, True, nops, ndeps, path)
+    rank, kind, peer, size, tag, ns = (x[:nops] for x in a[:6])
+    src, dst, start = (x[:ndeps] for x in a[6:])
     return Schedule(kind=kind, rank=rank, peer=peer, size=size, tag=tag,
                     ctx=np.zeros(nops, np.int64), dur=ns * 1e-9,
                     coll=np.full(nops, -1, np.int64), event=np.full(nops, -1, np.int64),

@@ -1,13 +1,16 @@
 """GOAL text to operation and dependency arrays, at compiled speed.
 
-One pass over the file's bytes (numba) fills per-op arrays (rank, kind,
-peer, size, tag, calc nanoseconds) and per-dependency arrays (the op
-required, the op that requires it, after start or completion), in file
-order.  A label is known by a 64-bit hash of its bytes (FNV-1a), resolved
-per rank block when its ``}`` closes it, so ``lA requires lB`` may come
-before or after either op.  The pass is run twice: the first only counts,
-so the arrays are allocated once at their exact sizes (no per-op Python
-objects: 262,144 ranks write about 24 million lines).
+``count()`` classifies the lines (an operation, a dependency, anything
+else) so that ``scan()`` can fill arrays allocated once at their exact
+sizes: no per-op Python objects (262,144 ranks write about 24 million
+lines).  ``scan()`` reads every line in file order and fills per-op arrays
+(rank, kind, peer, size, tag, calc nanoseconds) and per-dependency arrays
+(the op required, the op that requires it, after start or completion).
+Labels are per rank block: ``l<digits>`` (what generators write) index a
+table directly, any other label goes through a hash map of its bytes
+(FNV-1a).  A dependency whose labels are both known is resolved at once,
+any other when its block's ``}`` closes it, so ``lA requires lB`` may come
+before either op.
 
 A line it cannot read stops the pass with an error code and the line's
 byte offset; netsim/goal.py turns that into a message naming the file and
@@ -88,11 +91,87 @@ def _hash(data, s, e):
 
 
 @njit(cache=True)
-def scan(data, store, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
+def _line(data, p, n):
+    """The line starting at ``p``: (end of its content before any "//"
+    comment, start of the next line)."""
+    end = p
+    stop = -1
+    while end < n and data[end] != 10:
+        if stop < 0 and data[end] == 47 and end + 1 < n and data[end + 1] == 47:
+            stop = end
+        end += 1
+    return (stop if stop >= 0 else end), end + 1
+
+
+@njit(cache=True, inline="always")
+def _has_colon(data, s, e):
+    for i in range(s, e):
+        if data[i] == 58:
+            return i
+    return -1
+
+
+@njit(cache=True)
+def count(data):
+    """At least as many (operations, dependencies) as scan() will find in
+    GOAL text ``data``: a line whose first word has a colon is an
+    operation; any other line that is not blank, a comment or a keyword
+    line (num_ranks, rank, }) may be a dependency.  One quick look per
+    line, the rest of it skipped."""
+    n = len(data)
+    ops = 0
+    deps = 0
+    p = 0
+    while p < n:
+        while p < n and (data[p] == 32 or data[p] == 9 or data[p] == 13):
+            p += 1
+        if p >= n:
+            break
+        first = data[p]
+        colon = False
+        while p < n and data[p] > 32:
+            colon = colon or data[p] == 58
+            p += 1
+        if colon:
+            ops += 1
+        elif first != 10 and first != 47 and first != 125 and first != 110 and \
+                not (first == 114 and p < n and data[p - 1] == 107):   # "rank": r...k
+            deps += 1
+        while p < n and data[p] != 10:
+            p += 1
+        p += 1
+    return ops, deps
+
+
+@njit(cache=True, inline="always")
+def _numbered(data, s, e):
+    """The number of an ``l<digits>`` label, or -1 for any other label."""
+    if e - s < 2 or e - s > 16 or data[s] != 108:
+        return -1
+    v = 0
+    for i in range(s + 1, e):
+        c = data[i]
+        if c < 48 or c > 57:
+            return -1
+        v = v * 10 + (c - 48)
+    return v
+
+
+@njit(cache=True)
+def _op_of(data, s, e, stamp, slot, block, named):
+    """The op index of label data[s:e] in the open block, or -1."""
+    num = _numbered(data, s, e)
+    if num >= 0:
+        return slot[num] if num < len(stamp) and stamp[num] == block else -1
+    return named.get(_hash(data, s, e), -1)
+
+
+@njit(cache=True)
+def scan(data, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
          dep_src, dep_dst, dep_start, words):
-    """Read GOAL text ``data`` (uint8).  With ``store`` false only count;
-    else fill the arrays (sized by the counting pass).  ``words``: the
-    keywords as uint8 arrays, in the order of goal.py's _WORDS.
+    """Read GOAL text ``data`` (uint8) into the arrays, sized by count().
+    ``words``: the keywords as uint8 arrays, in the order of goal.py's
+    _WORDS.
 
     Returns (ops, deps, num_ranks, error code, byte offset of the line at
     fault)."""
@@ -103,26 +182,18 @@ def scan(data, store, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
     ndeps = 0
     nranks = -1
     rank = -1
-    labels = Dict.empty(key_type=types.uint64, value_type=types.int64)
-    # the open rank's dependencies: label hashes, resolved at its "}"
-    pend_a = np.empty(16, np.uint64)
-    pend_b = np.empty(16, np.uint64)
-    pend_st = np.empty(16, np.bool_)
-    pend_at = np.empty(16, np.int64)
+    block = 0                      # the open block's number: stamps its labels
+    stamp = np.full(1024, -1, np.int64)
+    slot = np.empty(1024, np.int64)
+    named = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    # the open block's dependencies on labels not yet defined: their lines
+    pending = np.empty(16, np.int64)
     npend = 0
     block_at = 0
     p = 0
     while p < n:
         start = p
-        end = p
-        while end < n and data[end] != 10:
-            end += 1
-        p = end + 1
-        # a comment runs from "//" to the end of the line
-        for i in range(start, end - 1):
-            if data[i] == 47 and data[i + 1] == 47:
-                end = i
-                break
+        end, p = _line(data, p, n)
         s1, e1 = _word(data, start, end)
         if s1 == e1:
             continue
@@ -149,34 +220,37 @@ def scan(data, store, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
             if v >= nranks:
                 return nops, ndeps, nranks, RANK_RANGE, start
             rank = v
+            block += 1
             block_at = start
-            labels.clear()
+            if len(named):
+                named.clear()
             npend = 0
             continue
         if _is(data, s1, e1, w_close):
             if rank < 0:
                 return nops, ndeps, nranks, OUTSIDE, start
             for k in range(npend):
-                if pend_a[k] not in labels or pend_b[k] not in labels:
-                    return nops, ndeps, nranks, UNKNOWN_LABEL, pend_at[k]
-                if store:
-                    dep_src[ndeps] = labels[pend_b[k]]
-                    dep_dst[ndeps] = labels[pend_a[k]]
-                    dep_start[ndeps] = pend_st[k]
+                at = pending[k]
+                lend, _ = _line(data, at, n)
+                sa, ea = _word(data, at, lend)
+                s2, e2 = _word(data, ea, lend)
+                sb, eb = _word(data, e2, lend)
+                a = _op_of(data, sa, ea, stamp, slot, block, named)
+                b = _op_of(data, sb, eb, stamp, slot, block, named)
+                if a < 0 or b < 0:
+                    return nops, ndeps, nranks, UNKNOWN_LABEL, at
+                dep_src[ndeps] = b
+                dep_dst[ndeps] = a
+                dep_start[ndeps] = not _is(data, s2, e2, w_req)
                 ndeps += 1
             rank = -1
             continue
         if rank < 0:
             return nops, ndeps, nranks, OUTSIDE, start
-        colon = s1
-        while colon < e1 and data[colon] != 58:
-            colon += 1
-        if colon < e1:                               # "label:" then an operation
+        colon = _has_colon(data, s1, e1)
+        if colon >= 0:                               # "label:" then an operation
             if colon == s1:
                 return nops, ndeps, nranks, SYNTAX, start
-            h = _hash(data, s1, colon)
-            if h in labels:
-                return nops, ndeps, nranks, DUPLICATE_LABEL, start
             if colon + 1 < e1:                       # "l1:send", no blank between
                 s2, e2 = colon + 1, e1
             else:
@@ -210,14 +284,30 @@ def scan(data, store, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
                     tag, ok = _int(data, s7, e7)
                     if not ok:
                         return nops, ndeps, nranks, SYNTAX, start
-            labels[h] = nops
-            if store:
-                op_rank[nops] = rank
-                op_kind[nops] = kind
-                op_peer[nops] = peer
-                op_size[nops] = size
-                op_tag[nops] = tag
-                op_ns[nops] = ns
+            # the label, once the line is known to be good
+            num = _numbered(data, s1, colon)
+            if num >= 0:
+                if num >= len(stamp):
+                    grown = max(2 * len(stamp), num + 1)
+                    stamp = np.concatenate((stamp, np.full(grown - len(stamp), -1, np.int64)))
+                    slot = np.concatenate((slot, np.empty(grown - len(slot), np.int64)))
+                if stamp[num] == block:
+                    return nops, ndeps, nranks, DUPLICATE_LABEL, start
+                stamp[num] = block
+                slot[num] = nops
+            else:
+                h = _hash(data, s1, colon)
+                if h in named:
+                    return nops, ndeps, nranks, DUPLICATE_LABEL, start
+                named[h] = nops
+            if nops >= len(op_rank):
+                return nops, ndeps, nranks, SYNTAX, start        # count() disagreed
+            op_rank[nops] = rank
+            op_kind[nops] = kind
+            op_peer[nops] = peer
+            op_size[nops] = size
+            op_tag[nops] = tag
+            op_ns[nops] = ns
             nops += 1
             continue
         # "lA requires lB" / "lA irequires lB"
@@ -227,16 +317,20 @@ def scan(data, store, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
         req = _is(data, s2, e2, w_req)
         if not (req or _is(data, s2, e2, w_ireq)) or s3 == e3 or s4 != e4:
             return nops, ndeps, nranks, SYNTAX, start
-        if npend == len(pend_a):
-            pend_a = np.concatenate((pend_a, np.empty(npend, np.uint64)))
-            pend_b = np.concatenate((pend_b, np.empty(npend, np.uint64)))
-            pend_st = np.concatenate((pend_st, np.empty(npend, np.bool_)))
-            pend_at = np.concatenate((pend_at, np.empty(npend, np.int64)))
-        pend_a[npend] = _hash(data, s1, e1)
-        pend_b[npend] = _hash(data, s3, e3)
-        pend_st[npend] = not req
-        pend_at[npend] = start
-        npend += 1
+        a = _op_of(data, s1, e1, stamp, slot, block, named)
+        b = _op_of(data, s3, e3, stamp, slot, block, named)
+        if a < 0 or b < 0:                           # a label further down: at "}"
+            if npend == len(pending):
+                pending = np.concatenate((pending, np.empty(npend, np.int64)))
+            pending[npend] = start
+            npend += 1
+            continue
+        if ndeps >= len(dep_src):
+            return nops, ndeps, nranks, SYNTAX, start            # count() disagreed
+        dep_src[ndeps] = b
+        dep_dst[ndeps] = a
+        dep_start[ndeps] = not req
+        ndeps += 1
     if rank >= 0:
         return nops, ndeps, nranks, UNCLOSED, block_at
     if nranks < 0:
