@@ -163,11 +163,11 @@ def main(argv=None) -> int:
     except OSError as e:                   # instrument.output.OutputError among them
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
-    pr = res.per_rank
+    pr = res.ranks
     print(f"predicted time {res.predicted_time:.6g} s (band {band[0]:.6g} to {band[1]:.6g} s) "
           f"on {plat.name} ({sched.nranks} ranks); "
-          f"mean per rank: computation {pr.computation.mean():.4g} s, communication "
-          f"{pr.communication.mean():.4g} s, waiting {pr.waiting.mean():.4g} s")
+          f"mean per rank: computation {pr['computation'].mean():.4g} s, communication "
+          f"{pr['communication'].mean():.4g} s, waiting {pr['waiting'].mean():.4g} s")
     print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"
           + (f" and {a.timeline}" if a.timeline else ""))
     return 0

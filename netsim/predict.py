@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from . import engine
 from .engine import CALC, COLL, RECV, SEND
@@ -28,11 +31,18 @@ from .schedule import Schedule, ScheduleError
 @dataclass
 class Result:
     predicted_time: float
-    per_rank: pd.DataFrame            # rank, computation, communication, waiting, finish
-    start: np.ndarray
+    ranks: dict                       # rank, computation, communication, waiting, finish:
+    start: np.ndarray                 # one numpy array each, one entry per rank
     end: np.ndarray
     events: int
     seconds: float                    # wall time of the engine
+
+    @property
+    def per_rank(self) -> pd.DataFrame:
+        """``ranks`` as a table (pandas is imported only here: a simulation
+        from a GOAL file needs none of it)."""
+        import pandas as pd
+        return pd.DataFrame(self.ranks)
 
 
 def run(s: Schedule, platform) -> Result:
@@ -91,7 +101,7 @@ def _run_loggops(s, platform, ndeps, sp, si, ip, ii, L, bt) -> Result:
                   int(events), secs)
 
 
-def _breakdown(s, start, end, matched, coll_last, finish=None) -> pd.DataFrame:
+def _breakdown(s, start, end, matched, coll_last, finish=None) -> dict:
     n = s.nranks
     comp = np.bincount(s.rank, weights=np.where(s.kind == CALC, s.dur, 0.0), minlength=n)
     if finish is None:
@@ -105,8 +115,8 @@ def _breakdown(s, start, end, matched, coll_last, finish=None) -> pd.DataFrame:
     wait[cl] = np.clip(coll_last[s.coll[cl]] - start[cl], 0.0, None)
     waiting = np.bincount(s.rank, weights=wait, minlength=n)
     comm = np.clip(finish - comp - waiting, 0.0, None)
-    return pd.DataFrame({"rank": np.arange(n), "computation": comp, "communication": comm,
-                         "waiting": waiting, "finish": finish})
+    return {"rank": np.arange(n), "computation": comp, "communication": comm,
+            "waiting": waiting, "finish": finish}
 
 
 def deadlock_report(s: Schedule, start, end, matched, events=None, limit: int = 20) -> str:

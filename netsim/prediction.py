@@ -38,9 +38,11 @@ class PredictionError(ValueError):
 
 def prediction_json(res, platform, extra: dict | None = None) -> dict:
     """The prediction of a simulation result (netsim.predict.Result) as a dict."""
-    pr = res.per_rank
+    pr = res.ranks
+    ranks = [{"rank": int(r), **{k: float(v) for k, v in zip(QUANTITIES, q)}}
+             for r, *q in zip(pr["rank"], *(pr[k] for k in QUANTITIES))]
     out = {"predicted_time": res.predicted_time, "platform": platform.describe(),
-           "ranks": pr.to_dict(orient="records"),
+           "ranks": ranks,
            "summary": {k: {"mean": float(pr[k].mean()), "max": float(pr[k].max())}
                        for k in QUANTITIES},
            "simulation": {"events": res.events, "seconds": res.seconds,
