@@ -2,7 +2,7 @@
 
     bench/build_loggopsim.sh                  # LogGOPSim and txt2bin, -O3
     python bench/loggopsim_speed.py --loggopsim bench/out/loggopsim [--ranks 1024,16384]
-                                    [--rounds 3] [--out bench/out/goal]
+                                    [--rounds 3] [--out bench/out/goal] [--baseline DIR]
 
 The schedule (written once per size as GOAL text under ``--out``): per
 iteration a computation, a 1-D ring halo exchange (receive from both
@@ -15,6 +15,8 @@ after the other: LogGOPSim's whole process (``txt2bin`` then
 text, simulating, writing the prediction).  Reported per size: the least
 wall time and the largest peak RSS over the rounds for each side, their
 ratios, and whether both predicted the same finish time (to the ns).
+``--baseline DIR`` runs another checkout's netsim in every round too (old
+against new, alternated).
 """
 from __future__ import annotations
 
@@ -70,10 +72,12 @@ def write_goal(path: Path, p: int, iters: int) -> int:
     return ops
 
 
-def run_measured(cmd: list[str]) -> tuple[float, float, str]:
-    """Run ``cmd``: (wall seconds, peak RSS in MB, stdout)."""
+def run_measured(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str]:
+    """Run ``cmd`` in ``cwd``: (wall seconds, peak RSS in MB, stdout)."""
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+    env = dict(os.environ, PYTHONPATH=str(cwd))       # that checkout's netsim, not ours
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
+                         env=env)
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
@@ -96,12 +100,13 @@ def loggopsim(lgs: Path, goal: Path) -> tuple[float, float, float, float]:
     return t1, t2, max(m1, m2), finish
 
 
-def netsim(goal: Path) -> tuple[float, float, float]:
-    """netsim's whole process: (seconds, peak MB, finish ns)."""
+def netsim(goal: Path, root: Path = ROOT) -> tuple[float, float, float]:
+    """netsim's whole process, the code under ``root``: (seconds, peak MB,
+    finish ns)."""
     pred = goal.with_suffix(".json")
     spec = ",".join(f"{v}e-9" for v in (L, o, g, G, O)) + f",{S}"
     t, m, _ = run_measured([sys.executable, "-m", "netsim", str(goal), "--goal-in",
-                            "--loggops", spec, "-o", str(pred)])
+                            "--loggops", spec, "-o", str(pred)], cwd=root)
     finish = json.loads(pred.read_text())["predicted_time"] * 1e9
     pred.unlink()
     return t, m, finish
@@ -114,6 +119,9 @@ def main():
     ap.add_argument("--ranks", default="1024,16384,262144")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "goal")
+    ap.add_argument("--baseline", type=Path,
+                    help="another checkout of this repository (e.g. `git worktree add DIR "
+                         "COMMIT`) whose netsim runs too, alternated: old against new")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -123,12 +131,15 @@ def main():
         if not goal.exists():
             print(f"writing {goal} ({iters} iterations)", flush=True)
             write_goal(goal, p, iters)
-        ours, theirs = [], []
+        ours, theirs, old = [], [], []
         for k in range(a.rounds):
             theirs.append(loggopsim(a.loggopsim, goal))
             ours.append(netsim(goal))
+            if a.baseline:
+                old.append(netsim(goal, a.baseline))
             print(f"P={p} round {k + 1}: LogGOPSim {theirs[-1][0]:.2f} + {theirs[-1][1]:.2f} s, "
-                  f"{theirs[-1][2]:.0f} MB; netsim {ours[-1][0]:.2f} s, {ours[-1][1]:.0f} MB",
+                  f"{theirs[-1][2]:.0f} MB; netsim {ours[-1][0]:.2f} s, {ours[-1][1]:.0f} MB"
+                  + (f"; baseline {old[-1][0]:.2f} s, {old[-1][1]:.0f} MB" if old else ""),
                   flush=True)
         lg_best = min(t1 + t2 for t1, t2, _, _ in theirs)
         lg_t2b = min(t1 for t1, _, _, _ in theirs)
@@ -136,14 +147,17 @@ def main():
         lg_mem = max(m for _, _, m, _ in theirs)
         ns_mem = max(m for _, m, _ in ours)
         same = theirs[0][3] == round(ours[0][2])
+        base = (f"{min(t for t, _, _ in old):.2f} s, {max(m for _, m, _ in old):.0f} MB"
+                if old else "-")
         rows.append((p, lg_best, lg_t2b, ns_best, ns_best / lg_best, lg_mem, ns_mem,
-                     ns_mem / lg_mem, same))
+                     ns_mem / lg_mem, same, base))
     print("\n| P | LogGOPSim whole process s (txt2bin) | netsim whole process s | netsim / "
-          "LogGOPSim | peak MB LogGOPSim / netsim | RSS ratio | same finish time |")
-    print("|---|---|---|---|---|---|---|")
-    for p, lg, t2b, ns, ratio, lm, nm, mr, same in rows:
+          "LogGOPSim | peak MB LogGOPSim / netsim | RSS ratio | same finish time | baseline "
+          "netsim |")
+    print("|---|---|---|---|---|---|---|---|")
+    for p, lg, t2b, ns, ratio, lm, nm, mr, same, base in rows:
         print(f"| {p:,} | {lg:.2f} ({t2b:.2f}) | {ns:.2f} | {ratio:.2f} | {lm:.0f} / {nm:.0f} "
-              f"| {mr:.2f} | {'yes' if same else 'NO'} |")
+              f"| {mr:.2f} | {'yes' if same else 'NO'} | {base} |")
 
 
 if __name__ == "__main__":
