@@ -22,6 +22,7 @@ TRACER_VERSION = "1.1"   # 1.1: empty polls folded (polls, poll_cpu, poll_gap)
 from launch import abort_job, run_app  # noqa: E402  (standard library only)
 
 from .output import write_json  # noqa: E402  (json only: no heavy imports)
+from .waits import recorded  # noqa: E402  (standard library only)
 
 
 def end_on_sigterm(finish, flush=None, every: float = 1.0) -> None:
@@ -127,8 +128,10 @@ def is_ours(directory: str, marker: str, kind: str) -> bool:
         return False
 
 
-def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | None:
-    """Rank 0: check the output directory and write the initial meta.json.
+def _prepare(trace_dir: str, force: bool, argv: list[str], size: int,
+             waits: str | None = None) -> str | None:
+    """Rank 0: check the output directory and write the initial meta.json
+    (``waits``: what instrument/waits.py chose, recorded with how ranks wait).
 
     Returns an error message, or None.  An existing trace is never overwritten
     unless ``force``: a user's earlier full-scale run may have taken hours.
@@ -153,6 +156,7 @@ def _prepare(trace_dir: str, force: bool, argv: list[str], size: int) -> str | N
         "python": sys.version.split()[0],
         "start": datetime.datetime.now(datetime.UTC).isoformat(),
         "end": None, "complete": False, "merged": False,
+        "waits": recorded(waits),
     }
     write_json(os.path.join(trace_dir, "meta.json"), meta)
     return None
@@ -172,7 +176,8 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     err = None
     if rank == 0:
         try:
-            err = _prepare(trace_dir, force, [mode] + target if mode != "path" else target, size)
+            err = _prepare(trace_dir, force, [mode] + target if mode != "path" else target, size,
+                           waits)
         except OSError as e:
             err = f"{trace_dir}: {e}"
     err = world.bcast(err, root=0)

@@ -64,6 +64,10 @@ def show(path: str, max_ranks: int = 32) -> str:
     elif "c_calls_counted_ranks" in m:
         lines.append(f"  C-level     : counted on {m['c_calls_counted_ranks']} of {m['size']} "
                      f"ranks only; none below Python there")
+    w = m.get("waits")
+    if w:
+        lines.append(f"  waits       : {'yielding the core' if w['yield'] else 'spinning'} "
+                     f"in MPI ({w['why']})")
     polls = t.events["polls"]
     if polls.any():
         waits = t.events[polls > 0]

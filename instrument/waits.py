@@ -53,3 +53,18 @@ def choose_waits(env=os.environ) -> str | None:
     env[YIELD] = "1"
     return (f"{n} ranks on this node's {c} cores: waiting ranks yield their core "
             f"({YIELD}=1; set it to 0 or 1 to choose)")
+
+
+def recorded(note: str | None, env=os.environ) -> dict:
+    """How this node's ranks wait, for the trace's meta.json: ``yield``
+    (bool) and ``why``."""
+    value = env.get(YIELD)
+    if note:                                   # set here: the node is oversubscribed
+        why = f"{local_ranks(env)} ranks on this node's {cores()} cores"
+    elif value is not None:
+        why = f"{YIELD}={value}, set by the user"
+    elif local_ranks(env) is None:
+        why = "the launcher did not say how many ranks share a node: left spinning"
+    else:
+        why = f"{local_ranks(env)} ranks on this node's {cores()} cores"
+    return {"yield": value not in (None, "", "0"), "why": why}

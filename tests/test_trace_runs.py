@@ -341,9 +341,14 @@ def test_ranks_spin_in_waits_unless_the_node_is_oversubscribed(tmp_path):
         oversubscribed = n > cores()
         assert values == ({"1"} if oversubscribed else {"None"}), (n, cores(), p.stdout)
         assert ("waiting ranks yield their core" in p.stderr) == oversubscribed
+        assert load_trace(str(tmp_path / f"t{n}")).meta["waits"]["yield"] == oversubscribed
+        shown = run([sys.executable, "-m", "instrument", "show", str(tmp_path / f"t{n}")]).stdout
+        assert ("waits       : yielding the core" in shown) == oversubscribed
     p = trace(3, tmp_path / "mine", ["-c", show], env=dict(env, **{YIELD: "0"}))
     assert set(re.findall(r"rank \d+ yield (\S+)", p.stdout)) == {"0"}
     assert "waiting ranks yield" not in p.stderr
+    assert load_trace(str(tmp_path / "mine")).meta["waits"] == {
+        "yield": False, "why": f"{YIELD}=0, set by the user"}
 
 
 def test_ranks_per_node_are_read_from_every_launcher():
