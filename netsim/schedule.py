@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from instrument import ops
 from instrument.writer import FLAG_INPLACE, FLAG_NONCONTIG
@@ -88,16 +89,38 @@ class Schedule:
         """(ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx) for the engine."""
         n = len(self.kind)
         ndeps = np.bincount(self.dep_dst, minlength=n).astype(np.int64)
-
-        def csr(mask):
-            src, dst = self.dep_src[mask], self.dep_dst[mask]
-            order = np.argsort(src, kind="stable")
-            ptr = np.zeros(n + 1, np.int64)
-            np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-            return ptr, dst[order].astype(np.int64)
-        sp, si = csr(~self.dep_start)
-        ip, ii = csr(self.dep_start)
+        sp, si, ip, ii = _successors(self.dep_src, self.dep_dst, self.dep_start, n)
         return ndeps, sp, si, ip, ii
+
+
+@njit(cache=True)
+def _successors(src, dst, isstart, n):
+    """Each op's successors after its completion and after its start, as
+    two compressed rows (pointers, indices), every row in the order of the
+    dependency list: one counting pass, one filling pass."""
+    sp = np.zeros(n + 1, np.int64)
+    ip = np.zeros(n + 1, np.int64)
+    for k in range(len(src)):
+        if isstart[k]:
+            ip[src[k] + 1] += 1
+        else:
+            sp[src[k] + 1] += 1
+    for i in range(n):
+        sp[i + 1] += sp[i]
+        ip[i + 1] += ip[i]
+    si = np.empty(sp[n], np.int64)
+    ii = np.empty(ip[n], np.int64)
+    sf = sp[:-1].copy()
+    fi = ip[:-1].copy()
+    for k in range(len(src)):
+        s = src[k]
+        if isstart[k]:
+            ii[fi[s]] = dst[k]
+            fi[s] += 1
+        else:
+            si[sf[s]] = dst[k]
+            sf[s] += 1
+    return sp, si, ip, ii
 
 
 class Builder:
