@@ -797,3 +797,18 @@ def test_calibrated_curve_never_falls_with_size(tmp_path):
     curve = load_platform(str(tmp_path / "p.yaml")).levels[0].one_way
     t = [v * 1e6 for _, v in curve]
     assert t == pytest.approx([2.6] * 6 + [3.7, 7.6, 7.6, 12.0])
+
+
+def test_successor_rows_keep_the_dependency_order():
+    """The engine's successor rows, per op and in dependency-list order,
+    against a stable sort of the same list."""
+    from netsim.schedule import _successors
+    rng = np.random.default_rng(7)
+    n, m = 500, 4000
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    isstart = rng.random(m) < 0.3
+    sp, si, ip, ii = _successors(src, dst, isstart, n)
+    for ptr, idx, mask in ((sp, si, ~isstart), (ip, ii, isstart)):
+        order = np.argsort(src[mask], kind="stable")
+        assert list(idx) == list(dst[mask][order])
+        assert list(np.diff(ptr)) == list(np.bincount(src[mask], minlength=n))
