@@ -201,10 +201,10 @@ def preloaded_command(argv: list[str]) -> tuple[list[str], dict] | None:
     return [sys.executable, "-m", "instrument"] + list(argv), env
 
 
-def _check_interposer() -> None:
-    """Stop if the preloaded interposer is not working in this process, and
-    keep it out of the application's own child processes."""
-    path = os.path.join(build(), DLSYM_NAME)
+def _check_interposer(d: str) -> None:
+    """Stop if the preloaded interposer (built in ``d``) is not working in
+    this process, and keep it out of the application's own child processes."""
+    path = os.path.join(d, DLSYM_NAME)
     try:
         ready = ctypes.CDLL(path, mode=os.RTLD_NOLOAD).rr_dlsym_ready()
     except OSError:
@@ -227,9 +227,9 @@ def load() -> None:
         raise CcountError("the call counter must be loaded before mpi4py.MPI is imported")
     import mpi4py
     global _loaded
-    if os.environ.get(PRELOADED) == "1":
-        _check_interposer()
     d = build()
+    if os.environ.get(PRELOADED) == "1":
+        _check_interposer(d)
     mpi4py.profile(LIB_NAME, path=[d])
     _loaded = os.path.join(d, f"lib{LIB_NAME}.so")
 

@@ -41,30 +41,32 @@ def cores() -> int:
     return mine if mine > 1 else (os.cpu_count() or 1)
 
 
+def _sharing(n: int) -> str:
+    return f"{n} ranks on this node's {cores()} cores"
+
+
 def choose_waits(env=os.environ) -> str | None:
     """Set ``MPIR_CVAR_ENABLE_HEAVY_YIELD=1`` in ``env`` when this node has
     more ranks than cores and the user left the variable unset; returns a
     line saying so, or None when nothing was changed."""
     if YIELD in env:
         return None
-    n, c = local_ranks(env), cores()
-    if n is None or n <= c:
+    n = local_ranks(env)
+    if n is None or n <= cores():
         return None
     env[YIELD] = "1"
-    return (f"{n} ranks on this node's {c} cores: waiting ranks yield their core "
+    return (f"{_sharing(n)}: waiting ranks yield their core "
             f"({YIELD}=1; set it to 0 or 1 to choose)")
 
 
 def recorded(note: str | None, env=os.environ) -> dict:
     """How this node's ranks wait, for the trace's meta.json: ``yield``
     (bool) and ``why``."""
-    value = env.get(YIELD)
-    if note:                                   # set here: the node is oversubscribed
-        why = f"{local_ranks(env)} ranks on this node's {cores()} cores"
-    elif value is not None:
+    value, n = env.get(YIELD), local_ranks(env)
+    if value is not None and not note:         # a note: set by choose_waits()
         why = f"{YIELD}={value}, set by the user"
-    elif local_ranks(env) is None:
+    elif n is None:
         why = "the launcher did not say how many ranks share a node: left spinning"
     else:
-        why = f"{local_ranks(env)} ranks on this node's {cores()} cores"
+        why = _sharing(n)
     return {"yield": value not in (None, "", "0"), "why": why}

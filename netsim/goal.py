@@ -16,8 +16,9 @@ dependencies::
 Times in GOAL files are integer nanoseconds here (LogGOPSim's unit is
 whatever its L/o/g arguments use; give those in ns too).
 
-Reading runs at compiled speed (netsim/goal_scan.py: two passes over the
-bytes, no Python object per line); errors name the file and line.
+Reading runs at compiled speed (netsim/goal_scan.py: a quick pass that
+bounds the sizes, then one that fills arrays, no Python object per line);
+errors name the file and line.
 
 Export needs a schedule without analytic collectives (GOAL has no
 collective op: simulate with decomposed algorithms).  Message contexts
@@ -51,8 +52,9 @@ _WHAT = {
 def read_goal(path: str) -> Schedule:
     """Parse a GOAL file into a schedule (errors name the file and line).
 
-    Compiled (netsim/goal_scan.py): one pass counts operations and
-    dependencies, a second fills arrays of exactly that size."""
+    Compiled (netsim/goal_scan.py): a quick pass bounds the operations
+    and dependencies, a second fills arrays of that size, trimmed to what
+    it found."""
     try:
         data = np.fromfile(path, np.uint8)
     except OSError as e:
@@ -69,7 +71,8 @@ def read_goal(path: str) -> Schedule:
         stop = data[at:].tobytes().find(b"\n")
         line = data[at:at + stop if stop >= 0 else len(data)].tobytes()
         line = line.decode(errors="replace").split("//")[0].strip()
-        peer = line.split()[4] if len(line.split()) > 4 else "?"
+        w = line.replace(":", ": ", 1).split()          # "l1:send" as "l1: send"
+        peer = next((w[i + 1] for i in range(len(w) - 1) if w[i] in ("to", "from")), "?")
         raise ScheduleError(f"{path}:{lineno}: " + _WHAT[err].format(
             line=line, nranks=nranks, peer=peer, last=nranks - 1))
     rank, kind, peer, size, tag, ns = (x[:nops] for x in a[:6])

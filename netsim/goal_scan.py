@@ -1,9 +1,9 @@
 """GOAL text to operation and dependency arrays, at compiled speed.
 
-``count()`` classifies the lines (an operation, a dependency, anything
-else) so that ``scan()`` can fill arrays allocated once at their exact
-sizes: no per-op Python objects (262,144 ranks write about 24 million
-lines).  ``scan()`` reads every line in file order and fills per-op arrays
+``count()`` takes one quick look at every line to bound the operations
+and dependencies, so that ``scan()`` fills arrays allocated once (trimmed
+to what it found): no per-op Python objects (262,144 ranks write about 24
+million lines).  ``scan()`` reads every line in file order and fills per-op arrays
 (rank, kind, peer, size, tag, calc nanoseconds) and per-dependency arrays
 (the op required, the op that requires it, after start or completion).
 Labels are per rank block: ``l<digits>`` (what generators write) index a
@@ -22,8 +22,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-# op kinds as the engine numbers them (netsim/engine.py)
-CALC, SEND, RECV = 0, 1, 2
+from .engine import CALC, RECV, SEND
 
 # error codes of scan()
 OK = 0
@@ -123,7 +122,7 @@ def count(data):
     deps = 0
     p = 0
     while p < n:
-        while p < n and (data[p] == 32 or data[p] == 9 or data[p] == 13):
+        while p < n and _blank(data[p]):
             p += 1
         if p >= n:
             break

@@ -267,6 +267,7 @@ def test_goal_reader_takes_every_form_and_names_the_line_at_fault(tmp_path):
             r"bad.goal:4: label defined twice in its rank",
         "num_ranks 2\nrank 0 {\nl1: calc 5\n": r"bad.goal:2: this rank block is not closed",
         "// nothing\n": r"bad.goal: empty GOAL file",
+        "num_ranks 2\nrank 0 {\nl1:recv 8b from 5\n}\n": r"bad.goal:3: peer 5 out of range",
     }
     for text, message in bad.items():
         (tmp_path / "bad.goal").write_text(text)

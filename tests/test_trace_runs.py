@@ -197,6 +197,23 @@ def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_counted(tmp_path):
     assert t.meta["invisible_calls"] == {"MPI_Send": 1, "MPI_Recv": 1}
 
 
+def test_a_counter_that_cannot_see_library_lookups_stops_before_tracing(tmp_path):
+    """Told it already runs with the dlsym interposer when it does not (the
+    marker leaked into the environment), the tracer refuses to count
+    instead of missing the calls looked up on libmpi's handle, and writes
+    nothing."""
+    from instrument.ccount import PRELOADED
+    env = dict(mpi_env(), **{PRELOADED: "1"})
+    env.pop("LD_PRELOAD", None)
+    p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
+                   EXAMPLES / "jacobi.py"] + SMALL["jacobi.py"], env=env, check=False)
+    assert p.returncode != 0
+    assert "--count-c-calls: " in p.stderr and "is not preloaded or did not find the C " \
+        "library's dlsym: calls looked up on the MPI library's handle would go uncounted" \
+        in p.stderr
+    assert not (tmp_path / "t").exists()
+
+
 def test_an_all_python_application_has_no_invisible_calls(tmp_path):
     p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
                    EXAMPLES / "jacobi.py"] + SMALL["jacobi.py"])

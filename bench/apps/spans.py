@@ -5,8 +5,9 @@
 Reads an application's directory written by bench/apps/run.py (its trace,
 representatives and replays) and, per representative, compares each
 computation span (the time between two MPI calls, named by the call that
-ends it and that call's source line) traced and replayed (the fastest of
-the replays, as the workflow keeps it): totals, per call site, and the
+ends it and that call's source line) traced and replayed (the replay the
+workflow keeps: the least disturbed of the rounds, replay/run.py; its
+computation as replay/expand.py counts it): totals, per call site, and the
 spans that differ most.  The traced run is the real run's computation
 (the tracer leaves the application's heap and waits as they are), so a
 site whose replay is longer is where a prediction would run high.
@@ -18,7 +19,6 @@ application's files, and this machine's file cache is cold for it.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
 from pathlib import Path
@@ -29,23 +29,18 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from instrument import load_trace  # noqa: E402
-
-
-def fastest_replay(d: Path, rank: int) -> pd.DataFrame:
-    """The replay of ``rank`` with the least total computation."""
-    files = sorted(glob.glob(str(d / "replay" / "repeat*" / f"rank{rank}.csv")))
-    if not files:
-        raise SystemExit(f"{d}/replay: no replay of rank {rank}")
-    reps = [pd.read_csv(f) for f in files]
-    return min(reps, key=lambda r: r["comp"].sum() + r.get("poll_cpu", 0).sum())
+from replay.expand import target_seconds  # noqa: E402
 
 
 def spans(d: Path, rank: int, trace) -> pd.DataFrame:
     """Rank ``rank``'s spans: seq, op, where, traced, replayed (seconds)."""
     ev = trace.events
     mine = ev[ev["rank"] == rank][["seq", "op", "comp", "site"]]
-    rp = fastest_replay(d, rank)
-    rp = rp.assign(replayed=rp["comp"] + rp.get("poll_cpu", 0))[["seq", "replayed"]]
+    kept = d / "replay" / f"rank{rank}.csv"      # replay/run.py's keep_least_disturbed
+    if not kept.exists():
+        raise SystemExit(f"{kept}: no replay of rank {rank}")
+    rp = pd.read_csv(kept)
+    rp = rp.assign(replayed=target_seconds(rp))[["seq", "replayed"]]
     t = mine.merge(rp, on="seq", how="inner").rename(columns={"comp": "traced"})
     sites = trace.sites.set_index("site")
     t["where"] = [f"{os.path.basename(sites.at[s, 'file'])}:{sites.at[s, 'line']}"
