@@ -35,6 +35,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$SRC"/src/LogGOPSim/* "$work"/
 cd "$work"
+# its loop's own time, to the microsecond (it prints whole seconds): read by
+# bench/loggopsim_speed.py to compare the loops alone
+sed -i 's|^\(\s*\)unsigned long int diff = tend.tv_sec - tstart.tv_sec;|&\n\1fprintf(stderr, "LOOP_SECONDS %.6f\\n", (tend.tv_sec - tstart.tv_sec) + 1e-6 * (tend.tv_usec - tstart.tv_usec));|' LogGOPSim.cpp
+grep -q LOOP_SECONDS LogGOPSim.cpp || { echo "build_loggopsim.sh: could not add the loop timer" >&2; exit 2; }
 gengetopt -F loggopsim_cmdline -i loggopsim_cmdline.ggo
 gengetopt -F txt2bin_cmdline -i txt2bin_cmdline.ggo
 re2c -o txt2bin.cpp txt2bin.re

@@ -14,7 +14,11 @@ after the other: LogGOPSim's whole process (``txt2bin`` then
 (``python -m netsim FILE --goal-in --loggops ...``: start-up, reading the
 text, simulating, writing the prediction).  Reported per size: the least
 wall time and the largest peak RSS over the rounds for each side, their
-ratios, and whether both predicted the same finish time (to the ns).
+ratios, the least time each spent in its simulation loop alone (LogGOPSim:
+from after reading its schedule to the end of its loop, timed by a line
+that bench/build_loggopsim.sh adds; netsim: the engine's call, which
+``python -m netsim`` prints), and whether both predicted the same finish
+time (to the ns).
 ``--baseline DIR`` runs another checkout's netsim in every round too (old
 against new, alternated).
 """
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 L, o, g, G, O, S = 2500, 1500, 1000, 6, 0, 65535
@@ -72,11 +77,18 @@ def write_goal(path: Path, p: int, iters: int) -> int:
     return ops
 
 
+class Run(NamedTuple):
+    wall: float                     # seconds, whole process (LogGOPSim: txt2bin + run)
+    mb: float                       # peak RSS, MB (LogGOPSim: the larger of its two)
+    loop: float                     # seconds in the simulation loop alone
+    finish: float                   # predicted finish time, ns
+
+
 def run_measured(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str]:
-    """Run ``cmd`` in ``cwd``: (wall seconds, peak RSS in MB, stdout)."""
+    """Run ``cmd`` in ``cwd``: (wall seconds, peak RSS in MB, stdout and stderr)."""
     t = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(cwd))       # that checkout's netsim, not ours
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
                          env=env)
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
@@ -84,11 +96,11 @@ def run_measured(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str]:
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode})")
-    return wall, usage.ru_maxrss / 1024, out.decode()
+    return wall, usage.ru_maxrss / 1024, out.decode(errors="replace")
 
 
-def loggopsim(lgs: Path, goal: Path) -> tuple[float, float, float, float]:
-    """LogGOPSim's whole process: (txt2bin s, LogGOPSim s, peak MB, finish ns)."""
+def loggopsim(lgs: Path, goal: Path) -> tuple[Run, float]:
+    """LogGOPSim's whole process, and the seconds of its txt2bin step."""
     b = goal.with_suffix(".bin")
     t1, m1, _ = run_measured([str(lgs / "txt2bin"), "-i", str(goal), "-o", str(b)])
     t2, m2, out = run_measured([str(lgs / "LogGOPSim"), "-f", str(b), "-L", str(L), "-o",
@@ -97,19 +109,21 @@ def loggopsim(lgs: Path, goal: Path) -> tuple[float, float, float, float]:
     m = re.search(r"Maximum finishing time at host \d+: (\d+)", out)
     finish = float(m.group(1)) if m else max(float(x) for x in
                                              re.findall(r"Host \d+: (\d+)", out))
-    return t1, t2, max(m1, m2), finish
+    loop = re.search(r"LOOP_SECONDS ([\d.]+)", out)      # bench/build_loggopsim.sh adds it
+    return Run(t1 + t2, max(m1, m2), float(loop.group(1)) if loop else float("nan"),
+               finish), t1
 
 
-def netsim(goal: Path, root: Path = ROOT) -> tuple[float, float, float]:
-    """netsim's whole process, the code under ``root``: (seconds, peak MB,
-    finish ns)."""
+def netsim(goal: Path, root: Path = ROOT) -> Run:
+    """netsim's whole process, the code under ``root``."""
     pred = goal.with_suffix(".json")
     spec = ",".join(f"{v}e-9" for v in (L, o, g, G, O)) + f",{S}"
-    t, m, _ = run_measured([sys.executable, "-m", "netsim", str(goal), "--goal-in",
-                            "--loggops", spec, "-o", str(pred)], cwd=root)
+    t, m, out = run_measured([sys.executable, "-m", "netsim", str(goal), "--goal-in",
+                              "--loggops", spec, "-o", str(pred)], cwd=root)
     finish = json.loads(pred.read_text())["predicted_time"] * 1e9
     pred.unlink()
-    return t, m, finish
+    loop = re.search(r"simulated \d+ events in ([\d.]+) s", out)
+    return Run(t, m, float(loop.group(1)), finish)
 
 
 def main():
@@ -131,34 +145,35 @@ def main():
         if not goal.exists():
             print(f"writing {goal} ({iters} iterations)", flush=True)
             write_goal(goal, p, iters)
-        ours, theirs, old = [], [], []
+        ours, theirs, t2b, old = [], [], [], []
         for k in range(a.rounds):
-            theirs.append(loggopsim(a.loggopsim, goal))
+            lg, t1 = loggopsim(a.loggopsim, goal)
+            theirs.append(lg)
+            t2b.append(t1)
             ours.append(netsim(goal))
             if a.baseline:
                 old.append(netsim(goal, a.baseline))
-            print(f"P={p} round {k + 1}: LogGOPSim {theirs[-1][0]:.2f} + {theirs[-1][1]:.2f} s, "
-                  f"{theirs[-1][2]:.0f} MB; netsim {ours[-1][0]:.2f} s, {ours[-1][1]:.0f} MB"
-                  + (f"; baseline {old[-1][0]:.2f} s, {old[-1][1]:.0f} MB" if old else ""),
+            print(f"P={p} round {k + 1}: LogGOPSim {lg.wall:.2f} s (loop {lg.loop:.2f}), "
+                  f"{lg.mb:.0f} MB; netsim {ours[-1].wall:.2f} s (loop {ours[-1].loop:.2f}), "
+                  f"{ours[-1].mb:.0f} MB"
+                  + (f"; baseline {old[-1].wall:.2f} s, {old[-1].mb:.0f} MB" if old else ""),
                   flush=True)
-        lg_best = min(t1 + t2 for t1, t2, _, _ in theirs)
-        lg_t2b = min(t1 for t1, _, _, _ in theirs)
-        ns_best = min(t for t, _, _ in ours)
-        lg_mem = max(m for _, _, m, _ in theirs)
-        ns_mem = max(m for _, m, _ in ours)
-        same = theirs[0][3] == round(ours[0][2])
-        base = (f"{min(t for t, _, _ in old):.2f} s, {max(m for _, m, _ in old):.0f} MB"
-                if old else "-")
-        rows.append((p, lg_best, lg_t2b, ns_best, ns_best / lg_best, lg_mem, ns_mem,
-                     ns_mem / lg_mem, same, base))
+        lg_best, ns_best = min(r.wall for r in theirs), min(r.wall for r in ours)
+        lg_loop, ns_loop = min(r.loop for r in theirs), min(r.loop for r in ours)
+        lg_mem, ns_mem = max(r.mb for r in theirs), max(r.mb for r in ours)
+        same = theirs[0].finish == round(ours[0].finish)
+        base = (f"{min(r.wall for r in old):.2f} s (loop {min(r.loop for r in old):.2f}), "
+                f"{max(r.mb for r in old):.0f} MB" if old else "-")
+        rows.append(f"| {p:,} | {lg_best:.2f} ({min(t2b):.2f}) | {ns_best:.2f} | "
+                    f"{ns_best / lg_best:.2f} | {lg_loop:.2f} / {ns_loop:.2f} | "
+                    f"{ns_loop / lg_loop:.2f} | {lg_mem:.0f} / {ns_mem:.0f} | "
+                    f"{ns_mem / lg_mem:.2f} | {'yes' if same else 'NO'} | {base} |")
     print("\n| P | LogGOPSim whole process s (txt2bin) | netsim whole process s | netsim / "
-          "LogGOPSim | peak MB LogGOPSim / netsim | RSS ratio | same finish time | baseline "
-          "netsim |")
-    print("|---|---|---|---|---|---|---|---|")
-    for p, lg, t2b, ns, ratio, lm, nm, mr, same, base in rows:
-        print(f"| {p:,} | {lg:.2f} ({t2b:.2f}) | {ns:.2f} | {ratio:.2f} | {lm:.0f} / {nm:.0f} "
-              f"| {mr:.2f} | {'yes' if same else 'NO'} | {base} |")
-
+          "LogGOPSim | loop s LogGOPSim / netsim | loop ratio | peak MB LogGOPSim / netsim | "
+          "RSS ratio | same finish time | baseline netsim |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
 
 if __name__ == "__main__":
     main()

@@ -29,7 +29,7 @@ import numpy as np
 
 from netsim import from_dict, run
 from netsim.engine import CALC, RECV, SEND
-from netsim.schedule import Schedule
+from netsim.schedule import Schedule, constant, index_type
 
 PLATFORM = {"name": "bench", "nodes": 1 << 16, "cores_per_node": 32,
             "network": {"levels": [{"name": "node", "span": 32, "latency": 0.5e-6,
@@ -66,15 +66,16 @@ def _pattern(p, iters, block):
             src.append(base + s_)
             dst.append(base + d_)
             st.append(np.full(len(base), i_))
-    return Schedule(kind=tile(kind).astype(np.int8), rank=np.repeat(r, per).astype(np.int64),
-                    peer=tile(peer).astype(np.int64), size=tile(size).astype(np.int64),
-                    tag=tile(tag).astype(np.int64), ctx=tile(ctx).astype(np.int64),
-                    dur=tile(dur).astype(np.float64), coll=np.full(n, -1, np.int64),
-                    event=np.full(n, -1, np.int64), sync=np.zeros(n, bool),
-                    dep_src=np.concatenate(src).astype(np.int64),
-                    dep_dst=np.concatenate(dst).astype(np.int64),
+    index = index_type(n)
+    return Schedule(kind=tile(kind).astype(np.int8), rank=np.repeat(r, per).astype(np.int32),
+                    peer=tile(peer).astype(np.int32), size=tile(size).astype(np.int64),
+                    tag=tile(tag).astype(np.int32), ctx=tile(ctx).astype(np.int32),
+                    dur=tile(dur).astype(np.float64), coll=constant(-1, n, np.int32),
+                    event=constant(-1, n, np.int64), sync=np.zeros(n, bool),
+                    dep_src=np.concatenate(src).astype(index),
+                    dep_dst=np.concatenate(dst).astype(index),
                     dep_start=np.concatenate(st).astype(bool),
-                    coll_need=np.zeros(0, np.int64), nranks=p)
+                    coll_need=np.zeros(0, np.int32), nranks=p)
 
 
 def _rd_rounds(r, p, nbytes, first_ctx=1):

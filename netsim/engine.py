@@ -57,9 +57,22 @@ READY, ARRIVE, CTS, DATA = 0, 1, 2, 3
 # 2026-11-24.  netsim/loggops.py, whose speed matters less, uses helpers.
 
 # ---- a binary heap of (time, payload) keys; payload = op * 4 + event kind,
-# which also breaks ties deterministically.  Capacity is allocated up front:
-# an op is READY at most once and a send has at most one message event in
-# flight, so the heap never holds more than ops + sends entries.
+# which also breaks ties deterministically.  It holds what is in flight,
+# usually a few entries per rank, not one per op: the caller gives it
+# ``room`` entries, and a run that needs more stops and says so (events
+# -1), to be run again with more (netsim/predict.py).  Growing the arrays
+# inside the loop instead made it 20 % slower (numba reloads arrays that
+# may be replaced): old and new alternated 3 times, `python
+# bench/netsim_speed.py --ranks 1024`, 2026-11-25.
+OUT_OF_ROOM = -1
+
+
+def heap_room(ndeps: np.ndarray, nranks: int, most: int) -> int:
+    """A first heap size: the ops ready at the start, plus a few entries
+    per rank; never more than ``most`` (the most it can ever hold)."""
+    return int(min(most, np.count_nonzero(ndeps == 0) + 4 * nranks + 1024))
+
+
 @njit(cache=True, inline="always")
 def _push(ht, hp, n, t, payload):
     i = n
@@ -114,41 +127,57 @@ def _matches(ctx, peer, tag, rank, recv, send):
 
 
 @njit(cache=True)
+def _clear_queued(link, head):
+    """Set ``link`` to -1 for every op in the lists starting at ``head``."""
+    for r in range(len(head)):
+        m = head[r]
+        while m >= 0:
+            nx = link[m]
+            link[m] = -1
+            m = nx
+
+
+@njit(cache=True)
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
-             o_s, o_r, O_s, O_r, gap, eager, contention, nranks):
-    """Run the schedule.  Returns (start, end, matched, coll_last, events).
+             o_s, o_r, O_s, O_r, gap, eager, contention, nranks, room):
+    """Run the schedule.  Returns (start, end, matched, coll_last, events);
+    events is OUT_OF_ROOM if the heap needed more than ``room`` entries.
 
-    ``end`` is NaN for ops that never completed (a deadlock); ``matched``
-    gives each RECV its SEND; ``coll_last`` the time each collective's last
-    member arrived; ``events`` the number of events processed."""
+    ``ndeps`` (each op's number of dependencies) is counted down in place;
+    the graph's arrays give op indices in one integer type, which the
+    per-op state uses too.  ``end`` is NaN for ops that never completed
+    (a deadlock); ``matched`` gives each RECV its SEND and each SEND its
+    RECV (-1: none); ``coll_last`` the time each collective's last member
+    arrived; ``events`` the number of events processed."""
     n = len(kind)
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
     ready_at = np.zeros(n)
-    left = ndeps.copy()
-    matched = np.full(n, -1, np.int64)
+    left = ndeps
+    index = succ_idx.dtype
     arrive = np.zeros(n)                        # message arrival (SEND rows)
     cpu_free = np.zeros(nranks)
     nic_free = np.zeros(nranks)
     nnodes = core.max() // cores_per_node + 1 if nranks > 0 else 1
     out_free = np.zeros(nnodes)
     in_free = np.zeros(nnodes)
-    # matching queues per rank: singly linked lists through ``nxt``
+    # matching queues per rank (posted receives, unexpected messages) and
+    # each collective's arrived members: singly linked lists through
+    # ``link``, which once an op is matched holds its partner instead
     post_head = np.full(nranks, -1, np.int64)
     post_tail = np.full(nranks, -1, np.int64)
     unex_head = np.full(nranks, -1, np.int64)
     unex_tail = np.full(nranks, -1, np.int64)
-    nxt = np.full(n, -1, np.int64)
+    link = np.full(n, -1, index)
     ncoll = len(coll_need)
     coll_count = np.zeros(ncoll, np.int64)
     coll_last = np.zeros(ncoll)
     coll_head = np.full(ncoll, -1, np.int64)
 
-    cap = n + int((kind == SEND).sum()) + 1
-    ht = np.empty(cap)
-    hp = np.empty(cap, np.int64)
+    ht = np.empty(room)
+    hp = np.empty(room, np.int64)
     hn = 0
     for i in range(n):
         if left[i] == 0:
@@ -225,23 +254,23 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 # the oldest matching unexpected message, else queue the receive
                 prev, m = -1, unex_head[h]
                 while m >= 0 and not _matches(ctx, peer, tag, rank, op, m):
-                    prev, m = m, nxt[m]
+                    prev, m = m, link[m]
                 if m >= 0:
                     if prev < 0:
-                        unex_head[h] = nxt[m]
+                        unex_head[h] = link[m]
                     else:
-                        nxt[prev] = nxt[m]
+                        link[prev] = link[m]
                     if unex_tail[h] == m:
                         unex_tail[h] = prev
-                    nxt[m] = -1
-                    matched[op] = m
-                    matched[m] = op
+                    link[m] = -1
+                    link[op] = m
+                    link[m] = op
                     ev = -1                      # handled below as a match at time t
                 else:
                     if post_tail[h] < 0:
                         post_head[h] = op
                     else:
-                        nxt[post_tail[h]] = op
+                        link[post_tail[h]] = op
                     post_tail[h] = op
             else:                                # COLL: wait for the last member
                 c = coll[op]
@@ -252,7 +281,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 nn = 1
                 coll_count[c] += 1
                 coll_last[c] = max(coll_last[c], t)
-                nxt[op] = coll_head[c]
+                link[op] = coll_head[c]
                 coll_head[c] = op
                 if coll_count[c] == coll_need[c]:
                     done = coll_last[c] + dur[op]
@@ -268,7 +297,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         note_t[nn] = done
                         note_isstart[nn] = False
                         nn += 1
-                        m = nxt[m]
+                        nx = link[m]
+                        link[m] = -1
+                        m = nx
         elif ev == ARRIVE or ev == DATA:
             d = peer[op]                          # the receiving rank
             h = rank[op]
@@ -279,7 +310,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     t = max(t, in_free[node] + occupy[op])
                     in_free[node] = t
             if ev == DATA:
-                r = matched[op]
+                r = link[op]
                 s = max(t, cpu_free[d])
                 cpu_free[d] = s + o_r + sz * O_r
                 end[r] = cpu_free[d]
@@ -291,24 +322,24 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 arrive[op] = t
                 prev, m = -1, post_head[d]
                 while m >= 0 and not _matches(ctx, peer, tag, rank, m, op):
-                    prev, m = m, nxt[m]
+                    prev, m = m, link[m]
                 if m >= 0:
                     if prev < 0:
-                        post_head[d] = nxt[m]
+                        post_head[d] = link[m]
                     else:
-                        nxt[prev] = nxt[m]
+                        link[prev] = link[m]
                     if post_tail[d] == m:
                         post_tail[d] = prev
-                    nxt[m] = -1
-                    matched[m] = op
-                    matched[op] = m
+                    link[m] = -1
+                    link[m] = op
+                    link[op] = m
                     op = m                        # continue as a match of receive m
                     ev = -1
                 else:
                     if unex_tail[d] < 0:
                         unex_head[d] = op
                     else:
-                        nxt[unex_tail[d]] = op
+                        link[unex_tail[d]] = op
                     unex_tail[d] = op
         elif ev == CTS:                            # the sender may now send the data
             h = rank[op]
@@ -332,9 +363,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             note_isstart[0] = False
             nn = 1
         if ev == -1:
-            # a receive (op) met its message (matched[op]) at time t
+            # a receive (op) met its message (link[op]) at time t
             r = op
-            m = matched[r]
+            m = link[r]
             d = rank[r]
             tm = max(t, start[r], arrive[m])
             sz = size[m]
@@ -367,6 +398,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     ready_at[w] = tt
                 left[w] -= 1
                 if left[w] == 0:
+                    if hn == room:
+                        return start, end, link, coll_last, OUT_OF_ROOM
                     _push(ht, hp, hn, ready_at[w], w * 4 + READY)
                     hn += 1
-    return start, end, matched, coll_last, events
+    # what is still queued was never matched: its link is no partner
+    _clear_queued(link, post_head)
+    _clear_queued(link, unex_head)
+    _clear_queued(link, coll_head)
+    return start, end, link, coll_last, events

@@ -17,8 +17,8 @@ Times in GOAL files are integer nanoseconds here (LogGOPSim's unit is
 whatever its L/o/g arguments use; give those in ns too).
 
 Reading runs at compiled speed (netsim/goal_scan.py: a quick pass that
-bounds the sizes, then one that fills arrays, no Python object per line);
-errors name the file and line.
+bounds the sizes, then one that fills arrays, no Python object per line)
+over the mapped file, a stretch at a time; errors name the file and line.
 
 Export needs a schedule without analytic collectives (GOAL has no
 collective op: simulate with decomposed algorithms).  Message contexts
@@ -26,11 +26,14 @@ collective op: simulate with decomposed algorithms).  Message contexts
 """
 from __future__ import annotations
 
+import mmap
+import os
+
 import numpy as np
 
 from . import goal_scan
 from .engine import CALC, COLL, SEND
-from .schedule import Schedule, ScheduleError
+from .schedule import Schedule, ScheduleError, constant, index_type
 
 # the keywords, in the order goal_scan.scan() takes them
 _WORDS = tuple(np.frombuffer(w.encode(), np.uint8) for w in (
@@ -46,7 +49,32 @@ _WHAT = {
     goal_scan.UNKNOWN_LABEL: "dependency on a label its rank does not define: {line!r}",
     goal_scan.DUPLICATE_LABEL: "label defined twice in its rank: {line!r}",
     goal_scan.UNCLOSED: "this rank block is not closed by '}}' before the end of the file",
+    goal_scan.TAG_RANGE: "tag out of range (a 32-bit integer): {line!r}",
 }
+
+
+# how much of the text is read before the pages behind are let go
+CHUNK = 64 << 20
+
+
+def _mapped(path: str):
+    """The file mapped read-only: (mmap, uint8 array over it)."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise ScheduleError(f"{path}: empty GOAL file")
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise ScheduleError(f"{path}: cannot read GOAL file: {e.strerror}") from None
+    return m, np.frombuffer(m, np.uint8)
+
+
+def _let_go(m, upto: int) -> None:
+    """Drop the mapped pages before byte ``upto`` from this process (they
+    stay in the page cache): the text is read once, not held."""
+    upto -= upto % mmap.PAGESIZE
+    if upto > 0:
+        m.madvise(mmap.MADV_DONTNEED, 0, upto)
 
 
 def read_goal(path: str) -> Schedule:
@@ -54,19 +82,29 @@ def read_goal(path: str) -> Schedule:
 
     Compiled (netsim/goal_scan.py): a quick pass bounds the operations
     and dependencies, a second fills arrays of that size, trimmed to what
-    it found."""
-    try:
-        data = np.fromfile(path, np.uint8)
-    except OSError as e:
-        raise ScheduleError(f"{path}: cannot read GOAL file: {e.strerror}") from None
-    ops, deps = goal_scan.count(data)             # an upper bound: arrays trimmed below
-    a = (np.empty(ops, np.int64), np.empty(ops, np.int8), np.empty(ops, np.int64),
-         np.empty(ops, np.int64), np.empty(ops, np.int64), np.empty(ops, np.int64),
-         np.empty(deps, np.int64), np.empty(deps, np.int64), np.empty(deps, np.bool_))
-    nops, ndeps, nranks, err, at = goal_scan.scan(data, *a, _WORDS)
+    it found.  The file is mapped and read CHUNK bytes at a time, the pages
+    behind let go, so that the text never takes its size in memory."""
+    m, data = _mapped(path)
+    n = len(data)
+    ops = deps = p = 0
+    while p < n:                                  # upper bounds: arrays trimmed below
+        o, d, p = goal_scan.count(data, p, min(p + CHUNK, n))
+        ops, deps = ops + o, deps + d
+        _let_go(m, p)
+    index = index_type(max(ops, deps))
+    a = (np.empty(ops, np.int32), np.empty(ops, np.int8), np.empty(ops, np.int32),
+         np.empty(ops, np.int64), np.empty(ops, np.int32), np.empty(ops, np.float64),
+         np.empty(deps, index), np.empty(deps, index), np.empty(deps, np.bool_))
+    nops = ndeps = p = 0
+    nranks, err = -1, goal_scan.MORE
+    while err == goal_scan.MORE:
+        nops, ndeps, nranks, err, p = goal_scan.scan(data, p, min(p + CHUNK, n), nops, ndeps,
+                                                     nranks, *a, _WORDS)
+        _let_go(m, p)
     if err == goal_scan.EMPTY:
         raise ScheduleError(f"{path}: empty GOAL file")
     if err:
+        at = p
         lineno = int(np.count_nonzero(data[:at] == 10)) + 1
         stop = data[at:].tobytes().find(b"\n")
         line = data[at:at + stop if stop >= 0 else len(data)].tobytes()
@@ -75,13 +113,15 @@ def read_goal(path: str) -> Schedule:
         peer = next((w[i + 1] for i in range(len(w) - 1) if w[i] in ("to", "from")), "?")
         raise ScheduleError(f"{path}:{lineno}: " + _WHAT[err].format(
             line=line, nranks=nranks, peer=peer, last=nranks - 1))
-    rank, kind, peer, size, tag, ns = (x[:nops] for x in a[:6])
+    rank, kind, peer, size, tag, dur = (x[:nops] for x in a[:6])
     src, dst, start = (x[:ndeps] for x in a[6:])
+    # GOAL has one context, no collectives, no trace events and no
+    # synchronous sends: constant columns, which take no memory
     return Schedule(kind=kind, rank=rank, peer=peer, size=size, tag=tag,
-                    ctx=np.zeros(nops, np.int64), dur=ns * 1e-9,
-                    coll=np.full(nops, -1, np.int64), event=np.full(nops, -1, np.int64),
-                    sync=np.zeros(nops, bool), dep_src=src, dep_dst=dst, dep_start=start,
-                    coll_need=np.zeros(0, np.int64), nranks=nranks)
+                    ctx=np.zeros(nops, np.int32), dur=dur, coll=constant(-1, nops, np.int32),
+                    event=constant(-1, nops, np.int64), sync=np.zeros(nops, bool),
+                    dep_src=src, dep_dst=dst, dep_start=start,
+                    coll_need=np.zeros(0, np.int32), nranks=nranks)
 
 
 def write_goal(path: str, s: Schedule) -> None:

@@ -3,9 +3,12 @@
 ``count()`` takes one quick look at every line to bound the operations
 and dependencies, so that ``scan()`` fills arrays allocated once (trimmed
 to what it found): no per-op Python objects (262,144 ranks write about 24
-million lines).  ``scan()`` reads every line in file order and fills per-op arrays
-(rank, kind, peer, size, tag, calc nanoseconds) and per-dependency arrays
-(the op required, the op that requires it, after start or completion).
+million lines).  ``scan()`` reads every line in file order and fills
+per-op arrays (rank, kind, peer, size, tag, calc seconds) and
+per-dependency arrays (the op required, the op that requires it, after
+start or completion).  Both work on a stretch of the text at a time and
+say where they stopped, so that the reader can map the file and let go of
+what it has read (netsim/goal.py) instead of holding all of it.
 Labels are per rank block: ``l<digits>`` (what generators write) index a
 table directly, any other label goes through a hash map of its bytes
 (FNV-1a).  A dependency whose labels are both known is resolved at once,
@@ -35,6 +38,8 @@ UNKNOWN_LABEL = 6         # a dependency on a label its rank does not define
 DUPLICATE_LABEL = 7       # a label defined twice in one rank
 UNCLOSED = 8              # the file ends inside a rank block
 EMPTY = 9                 # no "num_ranks N" at all
+TAG_RANGE = 10            # a tag beyond 32 bits
+MORE = 11                 # paused between blocks at the given offset: call again
 
 @njit(cache=True, inline="always")
 def _blank(c):
@@ -111,17 +116,17 @@ def _has_colon(data, s, e):
 
 
 @njit(cache=True)
-def count(data):
+def count(data, p, stop):
     """At least as many (operations, dependencies) as scan() will find in
-    GOAL text ``data``: a line whose first word has a colon is an
+    the lines of GOAL text ``data`` that start in [p, stop), and where the
+    next line starts: a line whose first word has a colon is an
     operation; any other line that is not blank, a comment or a keyword
     line (num_ranks, rank, }) may be a dependency.  One quick look per
     line, the rest of it skipped."""
     n = len(data)
     ops = 0
     deps = 0
-    p = 0
-    while p < n:
+    while p < stop:
         while p < n and _blank(data[p]):
             p += 1
         if p >= n:
@@ -139,7 +144,7 @@ def count(data):
         while p < n and data[p] != 10:
             p += 1
         p += 1
-    return ops, deps
+    return ops, deps, min(p, n)
 
 
 @njit(cache=True, inline="always")
@@ -166,20 +171,21 @@ def _op_of(data, s, e, stamp, slot, block, named):
 
 
 @njit(cache=True)
-def scan(data, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
-         dep_src, dep_dst, dep_start, words):
-    """Read GOAL text ``data`` (uint8) into the arrays, sized by count().
-    ``words``: the keywords as uint8 arrays, in the order of goal.py's
-    _WORDS.
+def scan(data, p, stop, nops, ndeps, nranks, op_rank, op_kind, op_peer, op_size, op_tag,
+         op_dur, dep_src, dep_dst, dep_start, words):
+    """Read GOAL text ``data`` (uint8) from byte ``p`` into the arrays,
+    sized by count(), after ``nops`` ops and ``ndeps`` dependencies (0 and
+    0 at first; ``nranks`` -1 until ``num_ranks`` is read).  ``words``: the
+    keywords as uint8 arrays, in the order of goal.py's _WORDS.  Pauses at
+    the first line from ``stop`` on that is outside a rank block (so that
+    the caller can let go of the text before it), returning MORE and
+    where to go on.
 
     Returns (ops, deps, num_ranks, error code, byte offset of the line at
-    fault)."""
+    fault or of the pause)."""
     w_num, w_rank, w_open, w_close, w_send, w_recv, w_calc, w_to, w_from, w_tag, \
         w_req, w_ireq = words
     n = len(data)
-    nops = 0
-    ndeps = 0
-    nranks = -1
     rank = -1
     block = 0                      # the open block's number: stamps its labels
     stamp = np.full(1024, -1, np.int64)
@@ -189,8 +195,9 @@ def scan(data, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
     pending = np.empty(16, np.int64)
     npend = 0
     block_at = 0
-    p = 0
     while p < n:
+        if p >= stop and rank < 0:
+            return nops, ndeps, nranks, MORE, p
         start = p
         end, p = _line(data, p, n)
         s1, e1 = _word(data, start, end)
@@ -199,7 +206,7 @@ def scan(data, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
         if _is(data, s1, e1, w_num):
             s2, e2 = _word(data, e1, end)
             v, ok = _int(data, s2, e2)
-            if not ok or v < 0:
+            if not ok or v < 0 or v >= 2**31:
                 return nops, ndeps, nranks, SYNTAX, start
             nranks = v
             continue
@@ -283,6 +290,8 @@ def scan(data, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
                     tag, ok = _int(data, s7, e7)
                     if not ok:
                         return nops, ndeps, nranks, SYNTAX, start
+                    if tag < -2**31 or tag >= 2**31:
+                        return nops, ndeps, nranks, TAG_RANGE, start
             # the label, once the line is known to be good
             num = _numbered(data, s1, colon)
             if num >= 0:
@@ -306,7 +315,7 @@ def scan(data, op_rank, op_kind, op_peer, op_size, op_tag, op_ns,
             op_peer[nops] = peer
             op_size[nops] = size
             op_tag[nops] = tag
-            op_ns[nops] = ns
+            op_dur[nops] = ns * 1e-9
             nops += 1
             continue
         # "lA requires lB" / "lA irequires lB"

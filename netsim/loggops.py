@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engine import CALC, READY, RECV, SEND, _matches, _pop, _push
+from .engine import CALC, OUT_OF_ROOM, READY, RECV, SEND, _clear_queued, _matches, _pop, _push
 
 MSG = 1
 
@@ -39,48 +39,48 @@ MSG = 1
 # The matching queues as helpers (the default engine keeps the same few
 # lines inline: as helpers they cost it 11-15 % of its speed)
 @njit(cache=True, inline="always")
-def _unlink(head, tail, nxt, r, prev, m):
+def _unlink(head, tail, link, r, prev, m):
     """Remove entry m (after prev) from rank r's queue."""
     if prev < 0:
-        head[r] = nxt[m]
+        head[r] = link[m]
     else:
-        nxt[prev] = nxt[m]
+        link[prev] = link[m]
     if tail[r] == m:
         tail[r] = prev
-    nxt[m] = -1
+    link[m] = -1
 
 
 @njit(cache=True, inline="always")
-def _take_message(head, tail, nxt, r, ctx, peer, tag, rank, recv):
+def _take_message(head, tail, link, r, ctx, peer, tag, rank, recv):
     """The oldest unexpected message of rank r that receive ``recv`` matches,
-    removed from the queue (a list linked through ``nxt``); -1 if none."""
+    removed from the queue (a list linked through ``link``); -1 if none."""
     prev, m = -1, head[r]
     while m >= 0 and not _matches(ctx, peer, tag, rank, recv, m):
-        prev, m = m, nxt[m]
+        prev, m = m, link[m]
     if m >= 0:
-        _unlink(head, tail, nxt, r, prev, m)
+        _unlink(head, tail, link, r, prev, m)
     return m
 
 
 @njit(cache=True, inline="always")
-def _take_receive(head, tail, nxt, r, ctx, peer, tag, rank, msg):
+def _take_receive(head, tail, link, r, ctx, peer, tag, rank, msg):
     """The oldest posted receive of rank r that matches message ``msg``,
     removed from the queue; -1 if none."""
     prev, m = -1, head[r]
     while m >= 0 and not _matches(ctx, peer, tag, rank, m, msg):
-        prev, m = m, nxt[m]
+        prev, m = m, link[m]
     if m >= 0:
-        _unlink(head, tail, nxt, r, prev, m)
+        _unlink(head, tail, link, r, prev, m)
     return m
 
 
 @njit(cache=True, inline="always")
-def _append(head, tail, nxt, r, op):
+def _append(head, tail, link, r, op):
     """Add op at the end of rank r's queue."""
     if tail[r] < 0:
         head[r] = op
     else:
-        nxt[tail[r]] = op
+        link[tail[r]] = op
     tail[r] = op
 
 
@@ -101,14 +101,31 @@ def _recv_charge(sz, O, G):
     return -min(O, G)
 
 
+# Ties in time go in order of first queueing (LogGOPSim's STRICT_ORDER): a
+# heap entry's payload is (queueing number << 32) | (op << 1) | event, so
+# that the payload orders ties by that number and still says what it is.
+# Hence at most 2**30 ops (the queueing numbers, at most two per op, stay
+# below 2**31).
+MAX_OPS = 2**30
+
+
+@njit(cache=True, inline="always")
+def _entry(nseq, op, ev):
+    return (nseq << 32) | (op << 1) | ev
+
+
 @njit(cache=True)
 def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, succ_idx,
-                     isucc_ptr, isucc_idx, nranks, L, o, g, G, O, S):
-    """Returns (start, end, matched, finish per rank, events)."""
+                     isucc_ptr, isucc_idx, nranks, L, o, g, G, O, S, room):
+    """Returns (start, end, matched, finish per rank, events); events is
+    OUT_OF_ROOM if the heap needed more than ``room`` entries (see
+    netsim/engine.py).  ``ndeps`` is counted down in place; at most
+    MAX_OPS ops."""
     n = len(kind)
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
-    left = ndeps.copy()
+    left = ndeps
+    index = succ_idx.dtype
     cpu = np.zeros(nranks)            # nexto
     gs = np.zeros(nranks)             # nextgs: the NIC's send gap
     gr = np.zeros(nranks)             # nextgr: the NIC's receive gap
@@ -116,22 +133,16 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
     post_tail = np.full(nranks, -1, np.int64)
     unex_head = np.full(nranks, -1, np.int64)
     unex_tail = np.full(nranks, -1, np.int64)
-    nxt = np.full(n, -1, np.int64)
-    matched = np.full(n, -1, np.int64)
-    # Ties in time go in order of first insertion (LogGOPSim's STRICT_ORDER):
-    # the heap orders (time, seq); seq_op/seq_ev say what entry seq is
-    cap = n + int((kind == SEND).sum()) + 1
-    ht = np.empty(cap)
-    hp = np.empty(cap, np.int64)
-    seq_op = np.empty(cap, np.int64)
-    seq_ev = np.empty(cap, np.int64)
+    # the matching queues are lists linked through ``link``, which once an
+    # op is matched holds its partner instead
+    link = np.full(n, -1, index)
+    ht = np.empty(room)
+    hp = np.empty(room, np.int64)
     hn = 0
     nseq = 0
     for i in range(n):
         if left[i] == 0:
-            seq_op[nseq] = i
-            seq_ev[nseq] = READY
-            _push(ht, hp, hn, 0.0, nseq)
+            _push(ht, hp, hn, 0.0, _entry(nseq, i, READY))
             hn += 1
             nseq += 1
     events = 0
@@ -141,8 +152,8 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
     while hn > 0:
         t, payload = _pop(ht, hp, hn)
         hn -= 1
-        op = seq_op[payload]
-        ev = seq_ev[payload]
+        op = (payload & 0xFFFFFFFF) >> 1
+        ev = payload & 1
         events += 1
         nn = 0
         if ev == READY:
@@ -169,9 +180,7 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                 sz = size[op]
                 cpu[h] = t + o + (sz - 1) * O
                 gs[h] = t + g + (sz - 1) * G
-                seq_op[nseq] = op
-                seq_ev[nseq] = MSG
-                _push(ht, hp, hn, t + o + L, nseq)
+                _push(ht, hp, hn, t + o + L, _entry(nseq, op, MSG))
                 hn += 1
                 nseq += 1
                 if sz <= S:
@@ -180,10 +189,10 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                     note_st[1] = False
                     nn = 2
             else:                                 # RECV: an already handled message?
-                m = _take_message(unex_head, unex_tail, nxt, h, ctx, peer, tag, rank, op)
+                m = _take_message(unex_head, unex_tail, link, h, ctx, peer, tag, rank, op)
                 if m >= 0:
-                    matched[op] = m
-                    matched[m] = op
+                    link[op] = m
+                    link[m] = op
                     end[op] = t
                     note_op[1] = op
                     note_st[1] = False
@@ -197,7 +206,7 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                         note_st[2] = False
                         nn = 3
                 else:
-                    _append(post_head, post_tail, nxt, h, op)
+                    _append(post_head, post_tail, link, h, op)
         else:                                     # MSG at the receiver
             r = peer[op]
             busy = max(cpu[r], gr[r])
@@ -208,10 +217,10 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
             sz = size[op]
             cpu[r] = t + o + _recv_charge(sz, O, G)
             gr[r] = t + g + (sz - 1) * G
-            m = _take_receive(post_head, post_tail, nxt, r, ctx, peer, tag, rank, op)
+            m = _take_receive(post_head, post_tail, link, r, ctx, peer, tag, rank, op)
             if m >= 0:
-                matched[m] = op
-                matched[op] = m
+                link[m] = op
+                link[op] = m
                 end[m] = t
                 note_op[0] = m
                 note_st[0] = False
@@ -225,7 +234,7 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                     note_st[1] = False
                     nn = 2
             else:
-                _append(unex_head, unex_tail, nxt, r, op)
+                _append(unex_head, unex_tail, link, r, op)
         # deliver: ops whose dependencies are now all satisfied are queued
         # at their rank's clock (CPU, and the send gap for sends), by rank,
         # sends before receives before computations
@@ -254,13 +263,15 @@ def simulate_loggops(kind, rank, peer, size, tag, ctx, dur, ndeps, succ_ptr, suc
                 w = freed[j]
                 h = rank[w]
                 tw = max(cpu[h], gs[h]) if kind[w] == SEND else cpu[h]
-                seq_op[nseq] = w
-                seq_ev[nseq] = READY
-                _push(ht, hp, hn, tw, nseq)
+                if hn == room:
+                    return start, end, link, cpu, OUT_OF_ROOM
+                _push(ht, hp, hn, tw, _entry(nseq, w, READY))
                 hn += 1
                 nseq += 1
     finish = cpu.copy()
     for i in range(n):
         if end[i] > finish[rank[i]]:
             finish[rank[i]] = end[i]
-    return start, end, matched, finish, events
+    _clear_queued(link, post_head)                # never matched
+    _clear_queued(link, unex_head)
+    return start, end, link, finish, events

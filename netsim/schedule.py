@@ -1,26 +1,31 @@
 """Schedules: the dependency graph the engine runs, built from a trace.
 
 A :class:`Schedule` holds one row per operation (numpy arrays, ranks'
-operations contiguous):
+operations contiguous), each column in the narrowest type that holds it
+(the types are enforced on construction; a column that is the same for
+every op may be a read-only broadcast view, which costs no memory):
 
-==========  ================================================================
-``kind``    0 CALC, 1 SEND, 2 RECV, 3 COLL (netsim.engine)
-``rank``    world rank that runs the op
-``peer``    SEND: destination; RECV: source (-1 any); else -1
-``size``    bytes (SEND/RECV)
-``tag``     SEND/RECV tag (-1 any)
-``ctx``     matching context: 2*comm for the application's messages,
-            2*comm+1 for the messages of decomposed collectives
-``dur``     CALC: seconds; COLL: the analytic cost
-``coll``    COLL: the collective instance (``coll_need`` members), else -1
-``event``   the trace event (row of events.parquet) the op came from
-``sync``    SEND: a synchronous send (ssend, issend, ssend_init), complete
-            only once matched; else False
-==========  ================================================================
+==========  =======  ========================================================
+``kind``    int8     0 CALC, 1 SEND, 2 RECV, 3 COLL (netsim.engine)
+``rank``    int32    world rank that runs the op
+``peer``    int32    SEND: destination; RECV: source (-1 any); else -1
+``size``    int64    bytes (SEND/RECV)
+``tag``     int32    SEND/RECV tag (-1 any)
+``ctx``     int32    matching context: 2*comm for the application's
+                     messages, 2*comm+1 for the messages of decomposed
+                     collectives
+``dur``     float64  CALC: seconds; COLL: the analytic cost
+``coll``    int32    COLL: the collective instance (``coll_need`` members),
+                     else -1
+``event``   int64    the trace event (row of events.parquet) the op came from
+``sync``    bool     SEND: a synchronous send (ssend, issend, ssend_init),
+                     complete only once matched; else False
+==========  =======  ========================================================
 
-and the dependencies as edges ``dep_src -> dep_dst`` with ``dep_start``
-(True: the destination may start once the source *started*, GOAL's
-``irequires``; False: once it completed, ``requires``).
+and the dependencies as edges ``dep_src -> dep_dst`` (op indices: int32,
+int64 beyond 2**31 - 1 ops) with ``dep_start`` (True: the destination may
+start once the source *started*, GOAL's ``irequires``; False: once it
+completed, ``requires``).
 
 Lowering a trace (:func:`from_trace`): per rank, in call order, each
 event's computation span becomes a CALC; a blocking call's ops must
@@ -62,6 +67,38 @@ class ScheduleError(Exception):
     """A trace or schedule the simulator cannot run (rank and event named)."""
 
 
+# column -> the type it is stored in (see the module's docstring)
+COLUMNS = {"kind": np.int8, "rank": np.int32, "peer": np.int32, "size": np.int64,
+           "tag": np.int32, "ctx": np.int32, "dur": np.float64, "coll": np.int32,
+           "event": np.int64, "sync": np.bool_}
+
+
+def index_type(n: int):
+    """The integer type of op indices for a schedule of ``n`` ops (or
+    dependencies): 4 bytes while they fit."""
+    return np.int32 if n < 2**31 - 1 else np.int64
+
+
+def constant(value, n: int, dtype) -> np.ndarray:
+    """A column with the same value for all ``n`` ops, in no memory (a
+    read-only view)."""
+    return np.broadcast_to(np.array(value, dtype), (n,))
+
+
+def _narrowed(name: str, a, dtype) -> np.ndarray:
+    """``a`` as ``dtype``; a value that the type cannot hold is an error,
+    not a silent wrap-around."""
+    a = np.asarray(a)
+    if a.dtype == dtype:
+        return a
+    if len(a) and np.issubdtype(dtype, np.integer) and a.dtype.kind in "iu":
+        lim = np.iinfo(dtype)
+        if a.min() < lim.min or a.max() > lim.max:
+            raise ScheduleError(f"schedule column {name}: values {a.min()}..{a.max()} do not "
+                                f"fit in {np.dtype(dtype).name}")
+    return a.astype(dtype)
+
+
 @dataclass
 class Schedule:
     kind: np.ndarray
@@ -82,36 +119,59 @@ class Schedule:
     # each trace row's seq (the rank's own event number), for messages
     seq_of: np.ndarray | None = None
 
+    def __post_init__(self):
+        for name, dtype in COLUMNS.items():
+            setattr(self, name, _narrowed(name, getattr(self, name), dtype))
+        index = index_type(len(self.kind))
+        self.dep_src = _narrowed("dep_src", self.dep_src, index)
+        self.dep_dst = _narrowed("dep_dst", self.dep_dst, index)
+        self.dep_start = _narrowed("dep_start", self.dep_start, np.bool_)
+        self.coll_need = _narrowed("coll_need", self.coll_need, np.int32)
+
     def __len__(self):
         return len(self.kind)
 
     def graph(self):
-        """(ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx) for the engine."""
+        """(ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx) for the engine:
+        per op its number of dependencies, and its successors after its
+        completion and after its start as compressed rows (pointers,
+        indices), all in the schedule's index type."""
         n = len(self.kind)
-        ndeps = np.bincount(self.dep_dst, minlength=n).astype(np.int64)
-        sp, si, ip, ii = _successors(self.dep_src, self.dep_dst, self.dep_start, n)
+        index = index_type(max(n, len(self.dep_src)))
+        ndeps = np.bincount(self.dep_dst, minlength=n).astype(index)
+        sp = np.zeros(n + 1, index)
+        ip = np.zeros(n + 1, index)
+        _count_successors(self.dep_src, self.dep_start, sp, ip)
+        si = np.empty(sp[n], index)
+        ii = np.empty(ip[n], index)
+        _fill_successors(self.dep_src, self.dep_dst, self.dep_start, sp, si, ip, ii)
         return ndeps, sp, si, ip, ii
 
 
+# The successor rows, built like a counting sort: every row keeps the order
+# of the dependency list (the engine notifies dependants in that order)
 @njit(cache=True)
-def _successors(src, dst, isstart, n):
-    """Each op's successors after its completion and after its start, as
-    two compressed rows (pointers, indices), every row in the order of the
-    dependency list: one counting pass, one filling pass."""
-    sp = np.zeros(n + 1, np.int64)
-    ip = np.zeros(n + 1, np.int64)
+def _count_successors(src, isstart, sp, ip):
+    """Row pointers: sp after completion, ip after start (both zeroed).
+    Zeros are never written: a kind of dependency the schedule does not
+    have then costs its pointer array no memory."""
     for k in range(len(src)):
         if isstart[k]:
             ip[src[k] + 1] += 1
         else:
             sp[src[k] + 1] += 1
-    for i in range(n):
-        sp[i + 1] += sp[i]
-        ip[i + 1] += ip[i]
-    si = np.empty(sp[n], np.int64)
-    ii = np.empty(ip[n], np.int64)
-    sf = sp[:-1].copy()
-    fi = ip[:-1].copy()
+    for i in range(len(sp) - 1):
+        if sp[i]:
+            sp[i + 1] += sp[i]
+        if ip[i]:
+            ip[i + 1] += ip[i]
+
+
+@njit(cache=True)
+def _fill_successors(src, dst, isstart, sp, si, ip, ii):
+    # where each row's next entry goes (only for a kind that occurs)
+    sf = sp[:-1].copy() if len(si) else sp[:1]
+    fi = ip[:-1].copy() if len(ii) else ip[:1]
     for k in range(len(src)):
         s = src[k]
         if isstart[k]:
@@ -120,7 +180,6 @@ def _successors(src, dst, isstart, n):
         else:
             si[sf[s]] = dst[k]
             sf[s] += 1
-    return sp, si, ip, ii
 
 
 class Builder:
@@ -162,15 +221,12 @@ class Builder:
 
     def done(self) -> Schedule:
         c = self.cols
+        index = index_type(self.n)
         return Schedule(
-            kind=np.array(c["kind"], np.int8), rank=np.array(c["rank"], np.int64),
-            peer=np.array(c["peer"], np.int64), size=np.array(c["size"], np.int64),
-            tag=np.array(c["tag"], np.int64), ctx=np.array(c["ctx"], np.int64),
-            dur=np.array(c["dur"], np.float64), coll=np.array(c["coll"], np.int64),
-            event=np.array(c["event"], np.int64), sync=np.array(c["sync"], bool),
-            dep_src=np.array(self.src, np.int64), dep_dst=np.array(self.dst, np.int64),
+            **{k: np.array(c[k], dtype) for k, dtype in COLUMNS.items()},
+            dep_src=np.array(self.src, index), dep_dst=np.array(self.dst, index),
             dep_start=np.array(self.isstart, bool),
-            coll_need=np.array(self.coll_need, np.int64), nranks=self.nranks)
+            coll_need=np.array(self.coll_need, np.int32), nranks=self.nranks)
 
 
 # how each traced op lowers: by its kind in the one table (instrument/ops.py)

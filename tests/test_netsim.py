@@ -16,6 +16,7 @@ from netsim import run as simulate
 from netsim.collectives import steps
 from netsim.engine import CALC, RECV, SEND
 from netsim.goal import read_goal, write_goal
+from netsim.schedule import Schedule
 
 US = 1e-6
 
@@ -277,6 +278,34 @@ def test_goal_reader_takes_every_form_and_names_the_line_at_fault(tmp_path):
     (tmp_path / "bad.goal").write_text("num_ranks 2\nrank 0 {\nl1: calc 5\n}\n"
                                        "rank 1 {\nl2: calc 5\nl2 requires l1\n}\n")
     with pytest.raises(ScheduleError, match=r"bad.goal:7: dependency on a label"):
+        read_goal(str(tmp_path / "bad.goal"))
+    (tmp_path / "bad.goal").write_text("num_ranks 2\nrank 0 {\nl1: send 8b to 1 tag "
+                                       "4294967296\n}\n")
+    with pytest.raises(ScheduleError, match=r"bad.goal:3: tag out of range"):
+        read_goal(str(tmp_path / "bad.goal"))
+    (tmp_path / "bad.goal").write_text("")
+    with pytest.raises(ScheduleError, match=r"bad.goal: empty GOAL file"):
+        read_goal(str(tmp_path / "bad.goal"))
+
+
+def test_goal_read_a_stretch_at_a_time_is_the_same_schedule(tmp_path, monkeypatch):
+    """The reader pauses between rank blocks once it has read CHUNK bytes and
+    lets go of the text behind: with a tiny CHUNK (a pause after every
+    block) the schedule, and the line an error names, are the same."""
+    import netsim.goal
+    s = collective_schedule("allreduce", "rabenseifner", 6, 4096)
+    write_goal(tmp_path / "s.goal", s)
+    whole = read_goal(str(tmp_path / "s.goal"))
+    monkeypatch.setattr(netsim.goal, "CHUNK", 16)
+    pieces = read_goal(str(tmp_path / "s.goal"))
+    for col in ("kind", "rank", "peer", "size", "tag", "dur", "dep_src", "dep_dst", "dep_start"):
+        assert list(getattr(pieces, col)) == list(getattr(whole, col)), col
+    assert len(whole) == len(s) and len(whole.dep_src) == len(s.dep_src)
+    lines = (tmp_path / "s.goal").read_text().splitlines()
+    at = max(i for i, x in enumerate(lines) if x.startswith("rank 4"))
+    lines.insert(at + 2, "l1: sned 8b to 1")
+    (tmp_path / "bad.goal").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ScheduleError, match=rf"bad.goal:{at + 3}: cannot parse 'l1: sned"):
         read_goal(str(tmp_path / "bad.goal"))
 
 
@@ -803,13 +832,63 @@ def test_calibrated_curve_never_falls_with_size(tmp_path):
 def test_successor_rows_keep_the_dependency_order():
     """The engine's successor rows, per op and in dependency-list order,
     against a stable sort of the same list."""
-    from netsim.schedule import _successors
     rng = np.random.default_rng(7)
     n, m = 500, 4000
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
     isstart = rng.random(m) < 0.3
-    sp, si, ip, ii = _successors(src, dst, isstart, n)
+    none = np.full(n, -1)
+    s = Schedule(kind=np.zeros(n), rank=np.zeros(n), peer=none, size=np.zeros(n), tag=none,
+                 ctx=np.zeros(n), dur=np.ones(n), coll=none, event=none, sync=np.zeros(n, bool),
+                 dep_src=src, dep_dst=dst, dep_start=isstart, coll_need=np.zeros(0), nranks=1)
+    ndeps, sp, si, ip, ii = s.graph()
+    assert list(ndeps) == list(np.bincount(dst, minlength=n))
     for ptr, idx, mask in ((sp, si, ~isstart), (ip, ii, isstart)):
         order = np.argsort(src[mask], kind="stable")
         assert list(idx) == list(dst[mask][order])
         assert list(np.diff(ptr)) == list(np.bincount(src[mask], minlength=n))
+
+
+def burst(k: int, chained: bool):
+    """Rank 0 computes, then sends k messages to rank 1, which receives
+    them one after the other: all k sends at once (chained=False), or each
+    once the previous one started (the CPU serialises them either way)."""
+    B = Builder(2)
+    c = B.op(CALC, 0, [], dur=1e-6)
+    prev = (c, False)
+    for _ in range(k):
+        x = B.op(SEND, 0, [prev if chained else (c, False)], peer=1, size=8, tag=0)
+        prev = (x, True)
+    after = []
+    for _ in range(k):
+        after = [(B.op(RECV, 1, after, peer=0, size=8, tag=0), False)]
+    return B.done()
+
+
+@pytest.mark.parametrize("semantics", ["default", "loggopsim"])
+def test_a_heap_that_outgrows_its_first_room_gives_the_same_times(semantics):
+    """The engine's heap starts with room for a few entries per rank; a burst
+    of 5,000 ready sends overflows it, and the run is repeated with more
+    room: the times are those of the same sends issued one by one."""
+    from netsim.engine import heap_room
+    k = 5000
+    s = burst(k, chained=False)
+    assert heap_room(s.graph()[0], s.nranks, 10 ** 9) < k      # it does overflow
+    net = {"levels": [{"latency": 1 * US, "byte_time": 1e-9}], "gap": 0.3 * US}
+    if semantics == "loggopsim":
+        net["semantics"] = "loggopsim"
+    plat = from_dict({"nodes": 2, "cores_per_node": 1, "network": net})
+    a, b = simulate(s, plat), simulate(burst(k, chained=True), plat)
+    assert list(a.end) == list(b.end)
+    assert a.predicted_time == b.predicted_time > k * 0.3 * US
+
+
+def test_schedule_columns_are_narrow_and_refuse_what_they_cannot_hold():
+    s = pingpong(0, 1, 8)
+    assert (s.kind.dtype, s.rank.dtype, s.peer.dtype, s.tag.dtype, s.size.dtype,
+            s.dep_src.dtype) == (np.int8, np.int32, np.int32, np.int32, np.int64, np.int32)
+    cols = {k: getattr(s, k) for k in ("kind", "rank", "peer", "size", "ctx", "dur", "coll",
+                                      "event", "sync", "dep_src", "dep_dst", "dep_start",
+                                      "coll_need")}
+    with pytest.raises(ScheduleError, match=r"column tag: values 0\.\.1099511627776 do not "
+                                            r"fit in int32"):
+        Schedule(**cols, tag=np.array([0, 0, 0, 2**40]), nranks=4)
