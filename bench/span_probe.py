@@ -1,0 +1,187 @@
+"""The traced run's computation against the untraced run's, span by span.
+
+    python bench/span_probe.py [--rounds 5] [--min-span 1.0] [--gap 0.1] [--apps jacobi,...]
+
+An untraced run has no spans to compare, so it carries a probe below
+Python: a PMPI shim (bench/span_probe.c; wrappers generated from the MPI
+library's header like instrument/ccount.py's, for the calls the tracer
+records) loaded through mpi4py's profiling hook, which notes when each
+call began and ended in a static table: no allocation, 2 clock reads
+per call.  A computation span is the time between two calls: in the
+traced run, an event's ``comp``.  Untraced (with the probe) and traced
+runs alternate, ``--rounds`` times, 2 ranks each (the examples of
+bench/tracer_overhead.py).  Per rank, the spans of at least
+``--min-span`` ms untraced, in call order, are matched one to one
+(a span: a gap of at least ``--gap`` ms between calls, as a Python call
+may make several C calls close together; a rank's round whose count of spans
+differs is set aside and counted);
+each span's median over the rounds, traced against untraced.  Reported per example: spans compared,
+the median and 90th percentile of |traced / untraced - 1| over spans,
+and the ratio of their sums.
+Goal: the traced computation within 3 % of the untraced, span by span.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
+OUT = ROOT / "bench" / "out" / "span_probe"
+LIB = "span_probe"
+EXAMPLES = {
+    "jacobi": ["examples/jacobi.py", "--n", "1024", "--iters", "100"],
+    "cg": ["examples/cg.py", "--n", "400000", "--iters", "150"],
+    "master_worker": ["examples/master_worker.py", "--tasks", "60", "--size", "250"],
+    "uneven": ["examples/uneven.py", "--iters", "20", "--work", "100000"],
+}
+# what the tracer records beside communication: communicator, topology and
+# window management (a probe call must stand where a traced event does)
+MANAGED = re.compile(r"^(Comm_(dup|idup|split|split_type|create|create_group|free|spawn|"
+                     r"accept|connect)\w*|Cart_(create|sub)|Graph_create|Dist_graph_create\w*|"
+                     r"Intercomm_\w+|Win_(create|allocate|free)\w*)(_c)?$")
+
+
+def build() -> Path:
+    """Generate and compile the probe for this MPI library (once)."""
+    from instrument import ccount
+    lib = OUT / f"lib{LIB}.so"
+    if lib.exists() and lib.stat().st_mtime > (ROOT / "bench" / "span_probe.c").stat().st_mtime:
+        return OUT
+    mpicc = ccount._mpicc()
+    wrappers, seen = [], set()
+    for name, params in ccount._prototypes(mpicc):
+        if name in seen or not (ccount.COUNTED.match(name) or MANAGED.match(name)):
+            continue
+        args = ccount._param_names(params)
+        if args is None:
+            continue
+        seen.add(name)
+        wrappers.append(f"int MPI_{name}({params})\n{{\n    rr_enter();\n    int r = PMPI_{name}("
+                        f"{', '.join(args)});\n    rr_leave();\n    return r;\n}}\n")
+    OUT.mkdir(parents=True, exist_ok=True)
+    src = OUT / "probe.c"
+    src.write_text('#include "span_probe.c"\n\n' + "\n".join(wrappers))
+    tmp = ccount._compile(mpicc, str(lib), ["-I", str(ROOT / "bench"), str(src)], "the probe")
+    os.replace(tmp, lib)
+    return OUT
+
+
+def probe_main(out: str, app: list[str]) -> None:
+    """In each rank: load the probe before MPI, run the application, write
+    this rank's calls to ``out``/rank<r>.bin."""
+    import mpi4py
+    mpi4py.profile(LIB, path=[str(OUT)])
+    from mpi4py import MPI
+    sys.argv = app
+    runpy.run_path(app[0], run_name="__main__")
+    lib = ctypes.CDLL(str(OUT / f"lib{LIB}.so"), mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    lib.span_probe_dump.restype = ctypes.c_long
+    path = os.path.join(out, f"rank{MPI.COMM_WORLD.Get_rank()}.bin")
+    lost = lib.span_probe_dump(path.encode())
+    if lost:
+        raise SystemExit(f"span probe: {path}: {lost} calls not kept" if lost > 0 else
+                         f"span probe: cannot write {path}")
+
+
+def env() -> dict:
+    return dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="0", OMP_NUM_THREADS="1",
+                OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+
+
+def run(cmd: list[str]) -> None:
+    p = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
+
+
+def untraced_spans(d: Path, rank: int) -> np.ndarray:
+    calls = np.fromfile(d / f"rank{rank}.bin", dtype=np.float64).reshape(-1, 2)
+    return calls[1:, 0] - calls[:-1, 1]
+
+
+def traced_spans(d: Path, rank: int) -> np.ndarray:
+    import pandas as pd
+    ev = pd.read_parquet(d / "events.parquet", columns=["rank", "seq", "op", "comp"])
+    ev = ev[(ev["rank"] == rank) & (ev["op"] != "finalize")].sort_values("seq")
+    return ev["comp"].to_numpy()[2:]       # after init, and the span before the first call
+
+
+def compare(name: str, app: list[str], rounds: int, min_span: float, gap: float,
+            tmp: Path) -> str:
+    per = {0: ([], []), 1: ([], [])}            # rank -> (traced rounds, untraced rounds)
+    dropped = 0
+    for _ in range(rounds):
+        run([MPIEXEC, "-n", "2", sys.executable, __file__, "--probe", str(tmp / "u"), "--"]
+            + app)
+        run([MPIEXEC, "-n", "2", sys.executable, "-m", "instrument", "trace", "--force", "-o",
+             str(tmp / "t")] + app)
+        for r, (tr, un) in per.items():
+            t, u = traced_spans(tmp / "t", r), untraced_spans(tmp / "u", r)
+            # one Python call may make several C calls (a pickled sendrecv:
+            # send, probe, receive), close together: spans are the gaps
+            # of at least ``gap`` seconds on both sides
+            t, u = t[t >= gap], u[u >= gap]
+            if len(t) != len(u) or (tr and len(t) != len(tr[0])):
+                dropped += 1
+                continue
+            tr.append(t)
+            un.append(u)
+    ratios, sums = [], [0.0, 0.0]
+    for tr, un in per.values():
+        if not tr:
+            continue
+        t, u = np.median(tr, axis=0), np.median(un, axis=0)
+        keep = u >= min_span
+        ratios.append(t[keep] / u[keep])
+        sums[0] += t[keep].sum()
+        sums[1] += u[keep].sum()
+    if not ratios:
+        return f"| {name} | 0 | - | - | - | {dropped} |"
+    dev = np.abs(np.concatenate(ratios) - 1) * 100
+    return (f"| {name} | {len(dev)} | {np.median(dev):.1f} % | {np.percentile(dev, 90):.1f} % | "
+            f"{sums[0] / sums[1]:.3f} | {dropped} |")
+
+
+def main():
+    if "--probe" in sys.argv:
+        i = sys.argv.index("--probe")
+        return probe_main(sys.argv[i + 1], sys.argv[sys.argv.index("--") + 1:])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--min-span", type=float, default=1.0, help="milliseconds")
+    ap.add_argument("--gap", type=float, default=0.1,
+                    help="milliseconds: shorter gaps between calls are no span")
+    ap.add_argument("--apps", default=",".join(EXAMPLES))
+    a = ap.parse_args()
+    build()
+    tmp = Path(tempfile.mkdtemp(prefix="span-probe-"))
+    (tmp / "u").mkdir()
+    rows = []
+    try:
+        for name in a.apps.split(","):
+            rows.append(compare(name, EXAMPLES[name], a.rounds, a.min_span / 1e3, a.gap / 1e3,
+                                tmp))
+            print(rows[-1], flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\n| example | spans >= {a.min_span:g} ms | median |traced/untraced - 1| | 90th "
+          f"percentile | sum traced / untraced | rounds set aside (rank) |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
+
+
+if __name__ == "__main__":
+    main()
