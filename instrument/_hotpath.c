@@ -14,6 +14,7 @@
 #include <frameobject.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
@@ -235,6 +236,12 @@ static PyObject *leave_ex(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
+static void unmap_buf(void) {
+    if (buf != NULL)
+        munmap(buf, (size_t)cap * sizeof(record_t));
+    buf = NULL;
+}
+
 /* start(fd, origin, capacity, flush_seconds, on_flush, on_site, side_list) */
 static PyObject *start(PyObject *self, PyObject *args) {
     Py_ssize_t capacity;
@@ -243,9 +250,14 @@ static PyObject *start(PyObject *self, PyObject *args) {
                           &PyList_Type, &c))
         return NULL;
     if (x_tag == NULL && (x_tag = PyUnicode_InternFromString("x")) == NULL) return NULL;
-    PyMem_Free(buf);
-    buf = PyMem_Calloc((size_t)capacity, sizeof(record_t));
-    if (buf == NULL) return PyErr_NoMemory();
+    unmap_buf();
+    /* mapped, not allocated: a block of the tracer's own on the
+     * application's heap moves where its temporaries fall, and with them
+     * whether glibc trims the heap at every step (bench/RESULTS.md) */
+    void *m = mmap(NULL, (size_t)capacity * sizeof(record_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return PyErr_NoMemory();
+    buf = m;
     cap = capacity; used = 0; nevents = 0; polls = 0;
     last_end = last_flush = wall();
     last_cpu = cpu();
@@ -271,8 +283,8 @@ static PyObject *now(PyObject *self, PyObject *unused) {
 
 static PyObject *stop(PyObject *self, PyObject *unused) {
     if (buf != NULL && do_flush() < 0) return NULL;
-    PyMem_Free(buf);
-    buf = NULL; fd = -1;
+    unmap_buf();
+    fd = -1;
     Py_RETURN_NONE;
 }
 
