@@ -275,8 +275,8 @@ def test_a_numpy_loop_keeps_its_temporaries_traced_as_alone(tmp_path):
     traced: loaded after the tool's own modules, NumPy's import-time
     allocations left glibc's heap so that the loop's temporaries were
     trimmed and faulted in again at every step (17,958 page faults
-    against 8).  Traced, counted, recorded and replayed, the loop keeps
-    them as it does alone."""
+    against 8).  Traced, counted, recorded, replayed and timed by
+    validate, the loop keeps them as it does alone."""
     app = [APPS / "heap_steps.py"]
     alone = host_lines(mpirun(2, app).stdout, "rank ")
     assert list(alone.values()) == ["rank 0 loop temporaries kept",
@@ -288,6 +288,9 @@ def test_a_numpy_loop_keeps_its_temporaries_traced_as_alone(tmp_path):
     assert host_lines(p.stdout, "rank ") == alone
     replay(tmp_path / "log", tmp_path / "rep", app, ranks=[1])
     assert (tmp_path / "rep" / "rank1.out").read_text().strip() == alone[1]
+    # and the real run that validate times
+    p = mpirun(2, ["-m", "validate.clock", "--out", tmp_path / "clock"] + app)
+    assert host_lines(p.stdout, "rank ") == alone
 
 
 def test_a_full_disk_names_the_log_and_the_record():
