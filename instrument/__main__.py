@@ -9,22 +9,11 @@
 """
 from __future__ import annotations
 
-# NumPy before anything of the tool's own, as an application loads it: its
-# import-time allocations then sit where they do in the real run.  Loaded
-# after the tool's modules, they left glibc's heap so that an
-# application's temporaries were trimmed and faulted in again at every
-# step: examples/uneven.py computed 2.5x longer on every other iteration
-# traced (bench/RESULTS.md, "span by span")
-try:
-    import numpy  # noqa: F401
-except ImportError:
-    pass
+import argparse
+import os
+import sys
 
-import argparse  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-
-from launch import split_command  # noqa: E402
+from launch import split_command
 
 from .waits import choose_waits
 

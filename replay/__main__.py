@@ -1,19 +1,11 @@
 """python -m replay: run representatives alone, answered from their message logs."""
 from __future__ import annotations
 
-# NumPy before the tool's own modules, as the application loads it (see
-# instrument/__main__.py): loaded after them, a NumPy loop's temporaries
-# were trimmed from glibc's heap and faulted in again at every step
-try:
-    import numpy  # noqa: F401
-except ImportError:
-    pass
+import argparse
+import os
+import sys
 
-import argparse  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-
-from launch import split_command  # noqa: E402
+from launch import split_command
 
 VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
           "--concurrent", "--repeats", "--load", "--watchdog")

@@ -270,29 +270,6 @@ def test_every_stage_leaves_the_allocator_as_the_application_has_it(tmp_path):
     assert (tmp_path / "rep" / "rank1.out").read_text().strip() == alone[1]
 
 
-def test_a_numpy_loop_keeps_its_temporaries_traced_as_alone(tmp_path):
-    """examples/uneven.py computed 2.5x longer on every other iteration
-    traced: loaded after the tool's own modules, NumPy's import-time
-    allocations left glibc's heap so that the loop's temporaries were
-    trimmed and faulted in again at every step (17,958 page faults
-    against 8).  Traced, counted, recorded, replayed and timed by
-    validate, the loop keeps them as it does alone."""
-    app = [APPS / "heap_steps.py"]
-    alone = host_lines(mpirun(2, app).stdout, "rank ")
-    assert list(alone.values()) == ["rank 0 loop temporaries kept",
-                                    "rank 1 loop temporaries kept"], alone
-    assert host_lines(trace(2, tmp_path / "t", app).stdout, "rank ") == alone
-    p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "tc"] + app)
-    assert host_lines(p.stdout, "rank ") == alone
-    p = record(2, tmp_path / "log", [1], app)
-    assert host_lines(p.stdout, "rank ") == alone
-    replay(tmp_path / "log", tmp_path / "rep", app, ranks=[1])
-    assert (tmp_path / "rep" / "rank1.out").read_text().strip() == alone[1]
-    # and the real run that validate times
-    p = mpirun(2, ["-m", "validate.clock", "--out", tmp_path / "clock"] + app)
-    assert host_lines(p.stdout, "rank ") == alone
-
-
 def test_a_full_disk_names_the_log_and_the_record():
     """Recording the OSU demo once filled the disk: the error names the file,
     the record and the call, and says what is kept."""

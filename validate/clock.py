@@ -12,18 +12,10 @@ application unmodified as ``__main__`` and writes ``DIR/rank<R>.json`` with
 """
 from __future__ import annotations
 
-# NumPy before anything else, as the application loads it (see
-# instrument/__main__.py): loaded after this launcher's modules, a NumPy
-# loop's temporaries were trimmed from glibc's heap at every step
-try:
-    import numpy  # noqa: F401
-except ImportError:
-    pass
-
-import json  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import json
+import os
+import sys
+import time
 
 
 def main(argv=None) -> int:
