@@ -60,19 +60,12 @@ def build() -> Path:
     if lib.exists() and lib.stat().st_mtime > (ROOT / "bench" / "span_probe.c").stat().st_mtime:
         return OUT
     mpicc = ccount._mpicc()
-    wrappers, seen = [], set()
-    for name, params in ccount._prototypes(mpicc):
-        if name in seen or not (ccount.COUNTED.match(name) or MANAGED.match(name)):
-            continue
-        args = ccount._param_names(params)
-        if args is None:
-            continue
-        seen.add(name)
-        wrappers.append(f"int MPI_{name}({params})\n{{\n    rr_enter();\n    int r = PMPI_{name}("
-                        f"{', '.join(args)});\n    rr_leave();\n    return r;\n}}\n")
+    made = ccount.wrappers(
+        mpicc, lambda name: ccount.COUNTED.match(name) or MANAGED.match(name),
+        lambda i, call: f"    rr_enter();\n    int r = {call};\n    rr_leave();\n    return r;\n")
     OUT.mkdir(parents=True, exist_ok=True)
     src = OUT / "probe.c"
-    src.write_text('#include "span_probe.c"\n\n' + "\n".join(wrappers))
+    src.write_text('#include "span_probe.c"\n\n' + "\n".join(c for _, c in made))
     tmp = ccount._compile(mpicc, str(lib), ["-I", str(ROOT / "bench"), str(src)], "the probe")
     os.replace(tmp, lib)
     return OUT

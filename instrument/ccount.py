@@ -114,22 +114,29 @@ def _param_names(params: str) -> list[str] | None:
     return names
 
 
-def generate(mpicc: str) -> str:
-    """The C source of the shim for the MPI library behind ``mpicc``."""
-    wrappers, names = [], []
-    seen = set()
+def wrappers(mpicc: str, wanted, body) -> list[tuple[str, str]]:
+    """(name, C source) of a wrapper MPI_X for every PMPI_X that the MPI
+    header behind ``mpicc`` declares and ``wanted(X)`` accepts, each
+    once.  ``body(i, call)`` gives the i-th wrapper's statements, ``call``
+    being the PMPI_X call with the wrapper's arguments."""
+    out, seen = [], set()
     for name, params in _prototypes(mpicc):
-        if name in seen or not COUNTED.match(name):
+        if name in seen or not wanted(name):
             continue
         args = _param_names(params)
         if args is None:
             continue
         seen.add(name)
-        i = len(names)
-        names.append("MPI_" + name)
-        wrappers.append(f"int MPI_{name}({params})\n{{\n    rr_count({i}, "
-                        f"__builtin_return_address(0));\n    return PMPI_{name}("
-                        f"{', '.join(args)});\n}}\n")
+        call = f"PMPI_{name}({', '.join(args)})"
+        out.append((name, f"int MPI_{name}({params})\n{{\n{body(len(out), call)}}}\n"))
+    return out
+
+
+def generate(mpicc: str) -> str:
+    """The C source of the shim for the MPI library behind ``mpicc``."""
+    made = wrappers(mpicc, COUNTED.match, lambda i, call: (
+        f"    rr_count({i}, __builtin_return_address(0));\n    return {call};\n"))
+    names = ["MPI_" + name for name, _ in made]
     if len(names) > 1024:
         raise CcountError("more counted MPI functions than the shim's table holds")
     table = ",\n    ".join(f'"{n}"' for n in names)
@@ -138,7 +145,7 @@ def generate(mpicc: str) -> str:
             f"static const char *rr_names[] = {{\n    {table}\n}};\n"
             f"static int rr_n_functions(void) {{ return {len(names)}; }}\n"
             "static const char *rr_function_name(int i) { return rr_names[i]; }\n\n"
-            + "\n".join(wrappers))
+            + "\n".join(src for _, src in made))
 
 
 def cache_dir() -> str:
