@@ -175,5 +175,6 @@ def main():
     for row in rows:
         print(row)
 
+
 if __name__ == "__main__":
     main()

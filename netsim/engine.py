@@ -262,8 +262,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         link[prev] = link[m]
                     if unex_tail[h] == m:
                         unex_tail[h] = prev
-                    link[m] = -1
-                    link[op] = m
+                    link[op] = m                 # partners from now on
                     link[m] = op
                     ev = -1                      # handled below as a match at time t
                 else:
@@ -330,8 +329,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         link[prev] = link[m]
                     if post_tail[d] == m:
                         post_tail[d] = prev
-                    link[m] = -1
-                    link[m] = op
+                    link[m] = op                 # partners from now on
                     link[op] = m
                     op = m                        # continue as a match of receive m
                     ev = -1

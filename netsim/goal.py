@@ -91,7 +91,7 @@ def read_goal(path: str) -> Schedule:
         o, d, p = goal_scan.count(data, p, min(p + CHUNK, n))
         ops, deps = ops + o, deps + d
         _let_go(m, p)
-    index = index_type(max(ops, deps))
+    index = index_type(ops)                       # dependencies hold op indices
     a = (np.empty(ops, np.int32), np.empty(ops, np.int8), np.empty(ops, np.int32),
          np.empty(ops, np.int64), np.empty(ops, np.int32), np.empty(ops, np.float64),
          np.empty(deps, index), np.empty(deps, index), np.empty(deps, np.bool_))

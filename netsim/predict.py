@@ -144,7 +144,7 @@ def _tally(kind, rank, dur, start, end, matched, nranks):
     """Per rank: seconds of computation, seconds its receives waited for a
     late sender (from the receive's start to the send's, at most the
     receive's duration), and when its last op ended.  One pass, no
-    per-op temporaries (at 262,144 ranks they weighed 40 % of the peak)."""
+    per-op temporaries (they raised the process's peak at 262,144 ranks)."""
     comp = np.zeros(nranks)
     wait = np.zeros(nranks)
     last = np.zeros(nranks)

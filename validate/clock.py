@@ -37,6 +37,8 @@ class _StartAtInit(importlib.abc.MetaPathFinder):
             return None
         sys.meta_path.remove(self)                # once; the real finders do the rest
         spec = importlib.util.find_spec(name)
+        if spec is None:                          # the application's import fails as usual
+            return None
         load = spec.loader.exec_module
 
         def exec_module(module):
