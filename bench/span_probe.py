@@ -22,18 +22,15 @@ Goal: the traced computation within 3 % of the untraced, span by span.
 """
 from __future__ import annotations
 
-import argparse
-import ctypes
 import os
-import re
-import runpy
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+# the rest is imported where used: the probed run (probe_main) must start
+# the application as a plain run does, with nothing else in its heap
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -48,20 +45,22 @@ EXAMPLES = {
 }
 # what the tracer records beside communication: communicator, topology and
 # window management (a probe call must stand where a traced event does)
-MANAGED = re.compile(r"^(Comm_(dup|idup|split|split_type|create|create_group|free|spawn|"
-                     r"accept|connect)\w*|Cart_(create|sub)|Graph_create|Dist_graph_create\w*|"
-                     r"Intercomm_\w+|Win_(create|allocate|free)\w*)(_c)?$")
+MANAGED = (r"^(Comm_(dup|idup|split|split_type|create|create_group|free|spawn|"
+           r"accept|connect)\w*|Cart_(create|sub)|Graph_create|Dist_graph_create\w*|"
+           r"Intercomm_\w+|Win_(create|allocate|free)\w*)(_c)?$")
 
 
 def build() -> Path:
     """Generate and compile the probe for this MPI library (once)."""
+    import re
+
     from instrument import ccount
     lib = OUT / f"lib{LIB}.so"
     if lib.exists() and lib.stat().st_mtime > (ROOT / "bench" / "span_probe.c").stat().st_mtime:
         return OUT
     mpicc = ccount._mpicc()
     made = ccount.wrappers(
-        mpicc, lambda name: ccount.COUNTED.match(name) or MANAGED.match(name),
+        mpicc, lambda name: ccount.COUNTED.match(name) or re.match(MANAGED, name),
         lambda i, call: f"    rr_enter();\n    int r = {call};\n    rr_leave();\n    return r;\n")
     OUT.mkdir(parents=True, exist_ok=True)
     src = OUT / "probe.c"
@@ -71,14 +70,25 @@ def build() -> Path:
     return OUT
 
 
-def probe_main(out: str, app: list[str]) -> None:
-    """In each rank: load the probe before MPI, run the application, write
-    this rank's calls to ``out``/rank<r>.bin."""
+def _load_probe() -> None:
     import mpi4py
     mpi4py.profile(LIB, path=[str(OUT)])
+
+
+def probe_main(out: str, app: list[str]) -> None:
+    """In each rank: load the probe before MPI (away from the application's
+    heap), run the application as the tools do (launch.run_app: MPI
+    initialised at its own import), write this rank's calls to
+    ``out``/rank<r>.bin."""
+    sys.path.insert(0, str(ROOT))
+    from launch import in_own_arena, run_app
+    in_own_arena(_load_probe)
+    status, code = run_app(app, "path")
+    if code:
+        raise SystemExit(f"span probe: {app[0]} {status}")
+    import ctypes
+
     from mpi4py import MPI
-    sys.argv = app
-    runpy.run_path(app[0], run_name="__main__")
     lib = ctypes.CDLL(str(OUT / f"lib{LIB}.so"), mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
     lib.span_probe_dump.restype = ctypes.c_long
     path = os.path.join(out, f"rank{MPI.COMM_WORLD.Get_rank()}.bin")
@@ -94,12 +104,14 @@ def env() -> dict:
 
 
 def run(cmd: list[str]) -> None:
+    import subprocess
     p = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
 
 
 def untraced_spans(d: Path, rank: int) -> np.ndarray:
+    import numpy as np
     calls = np.fromfile(d / f"rank{rank}.bin", dtype=np.float64).reshape(-1, 2)
     return calls[1:, 0] - calls[:-1, 1]
 
@@ -113,6 +125,7 @@ def traced_spans(d: Path, rank: int) -> np.ndarray:
 
 def compare(name: str, app: list[str], rounds: int, min_span: float, gap: float,
             tmp: Path) -> str:
+    import numpy as np
     per = {0: ([], []), 1: ([], [])}            # rank -> (traced rounds, untraced rounds)
     dropped = 0
     for _ in range(rounds):
@@ -151,6 +164,9 @@ def main():
     if "--probe" in sys.argv:
         i = sys.argv.index("--probe")
         return probe_main(sys.argv[i + 1], sys.argv[sys.argv.index("--") + 1:])
+    import argparse
+    import shutil
+    import tempfile
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--min-span", type=float, default=1.0, help="milliseconds")

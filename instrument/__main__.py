@@ -9,13 +9,10 @@
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-from launch import split_command
-
-from .waits import choose_waits
+from launch import in_own_arena, split_command
 
 VALUED = ("-o", "--output", "--ranks", "--reps")
 
@@ -30,6 +27,18 @@ def parse_ranks(ranks: str) -> list[int]:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the parser and the tool's modules stay out of the application's heap
+    # (launch.in_own_arena); the application runs in this thread
+    run = in_own_arena(_plan, argv)
+    return run() if callable(run) else run
+
+
+def _plan(argv: list[str]):
+    """What ``main`` does: a function that traces or records (run in the
+    main thread, where the application runs), or an exit code."""
+    import argparse
+
+    from .waits import choose_waits
     parser = argparse.ArgumentParser(
         prog="python -m instrument",
         description="Trace mpi4py applications (communication sequence and computation "
@@ -86,9 +95,9 @@ def main(argv=None) -> int:
                 return 2
         waits = choose_waits()              # before MPI reads its variables
         from .run import trace_main
-        return trace_main(args.output, target, mode, force=args.force,
-                          keep_raw=True if args.keep_raw else None,
-                          count_c_calls=args.count_c_calls, waits=waits)
+        return lambda: trace_main(args.output, target, mode, force=args.force,
+                                  keep_raw=True if args.keep_raw else None,
+                                  count_c_calls=args.count_c_calls, waits=waits)
     if argv and argv[0] == "record":
         opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["record"] + opts)
@@ -101,8 +110,9 @@ def main(argv=None) -> int:
         except ValueError as e:
             parser.error(f"record: {e}")
         from .run import record_main
-        return record_main(args.output, ranks, target, mode, force=args.force, reps=args.reps,
-                           waits=choose_waits())
+        waits = choose_waits()
+        return lambda: record_main(args.output, ranks, target, mode, force=args.force,
+                                   reps=args.reps, waits=waits)
     args = parser.parse_args(argv)
     from .merge import TraceError
     try:

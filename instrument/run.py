@@ -19,7 +19,7 @@ import time
 TRACER_VERSION = "1.1"   # 1.1: empty polls folded (polls, poll_cpu, poll_gap)
 
 
-from launch import abort_job, run_app  # noqa: E402  (standard library only)
+from launch import AtMPIImport, abort_job, in_own_arena, run_app  # noqa: E402  (standard library only)
 
 from .output import write_json  # noqa: E402  (json only: no heavy imports)
 from .waits import recorded  # noqa: E402  (standard library only)
@@ -162,54 +162,92 @@ def _prepare(trace_dir: str, force: bool, argv: list[str], size: int,
     return None
 
 
-def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False,
-               keep_raw: bool | None = None, count_c_calls: bool = False,
-               waits: str | None = None) -> int:
-    """Entry point run by every rank; returns the process exit code.
+class SetupError(Exception):
+    """A trace or a message log that cannot start: ``message`` for the
+    user, said by ``rank`` (every rank raises it: the run stops before the
+    application computes anything)."""
 
-    ``count_c_calls``: the C-level call counter (instrument/ccount.py) was
-    loaded before MPI; its counts go beside the trace.  ``waits``: what
-    instrument/waits.py chose for this node, said by rank 0."""
-    from mpi4py import MPI
+    def __init__(self, message: str, rank: int):
+        super().__init__(message)
+        self.rank = rank
+
+
+def _hotpath_errors():
+    """The tracer's write error class, its C module loaded away from the
+    application's heap (launch.in_own_arena)."""
+    from ._hotpath import WriteError
+    return WriteError
+
+
+def _start_trace(MPI, trace_dir: str, force: bool, argv: list[str], waits: str | None):
+    """Every rank, once MPI is initialised: rank 0 prepares the directory
+    (every rank raises its error), then the interception is installed.
+    Returns (rank, size, the intercept module)."""
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     err = None
     if rank == 0:
         try:
-            err = _prepare(trace_dir, force, [mode] + target if mode != "path" else target, size,
-                           waits)
+            err = _prepare(trace_dir, force, argv, size, waits)
         except OSError as e:
             err = f"{trace_dir}: {e}"
     err = world.bcast(err, root=0)
     if err:
-        if rank == 0:
-            print(f"instrument trace: error: {err}", file=sys.stderr)
-        return 2
+        raise SetupError(err, rank)
     if waits and rank == 0:
         print(f"instrument: trace: {waits}", file=sys.stderr, flush=True)
-
     from . import intercept
     # the allocator is left as the application has it: a heap top pad
     # (M_TOP_PAD) once set here kept NumPy temporaries in the heap and made
     # traced computation up to 6x faster than the real run's
     intercept.install(trace_dir)
+    from ._hotpath import count, late
     if rank == 0:
-        from ._hotpath import count
         report_progress(f"instrument: trace: rank 0 of {size}", count, "events")
+    report_late_calls(f"instrument: trace: rank {rank}", late)
+    return rank, size, intercept
 
-    # killed by the launcher or the batch system: keep what we have, also
-    # while blocked in MPI; and flush every second meanwhile
+
+def _on_sigterm(started) -> None:
+    """Killed by the launcher or the batch system: keep what we have, also
+    while blocked in MPI, and flush every second meanwhile (in the main
+    thread, where signal handlers are set)."""
+    rank, _, intercept = started
     R = intercept.R
     end_on_sigterm(intercept.finish, flush=_when_idle(lambda: R.n, R.flush,
                                                       f"instrument trace: rank {rank}"))
-    from ._hotpath import WriteError, late
-    report_late_calls(f"instrument: trace: rank {rank}", late)
+
+
+def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False,
+               keep_raw: bool | None = None, count_c_calls: bool = False,
+               waits: str | None = None) -> int:
+    """Entry point run by every rank; returns the process exit code.
+
+    The application initialises MPI at its own import of ``mpi4py.MPI``;
+    the tracer is set up right after, away from the application's heap
+    (launch.AtMPIImport), and the first span starts there.
+    ``count_c_calls``: the C-level call counter (instrument/ccount.py) was
+    loaded before MPI; its counts go beside the trace.  ``waits``: what
+    instrument/waits.py chose for this node, said by rank 0."""
+    WriteError = in_own_arena(_hotpath_errors)
+    argv = [mode] + target if mode != "path" else target
+    hook = AtMPIImport(lambda MPI: _start_trace(MPI, trace_dir, force, argv, waits), _on_sigterm)
+    sys.meta_path.insert(0, hook)
     try:
-        status, code = run_app(target, mode, ours=(WriteError,))
-    except WriteError as e:
-        print(f"instrument trace: rank {rank}: error: {R.named(e)}; the events written before "
-              f"are kept", file=sys.stderr, flush=True)
-        status, code = f"failed: {e}", 2
+        try:
+            status, code = run_app(target, mode, ours=(WriteError, SetupError))
+        except WriteError as e:
+            intercept = hook.result[2]
+            print(f"instrument trace: rank {hook.result[0]}: error: {intercept.R.named(e)}; "
+                  f"the events written before are kept", file=sys.stderr, flush=True)
+            status, code = f"failed: {e}", 2
+        rank, size, intercept = hook.ensure()
+    except SetupError as e:
+        if e.rank == 0:
+            print(f"instrument trace: error: {e}", file=sys.stderr)
+        return 2
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
     intercept.finish(status)
     if _shown(rank, size):
         print(f"instrument: trace: rank {rank} finished ({status}, {intercept.R.n} events)",
@@ -302,14 +340,18 @@ def script_digest(target: list[str], mode: str) -> str | None:
         return None
 
 
-def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
-                force: bool = False, reps: str | None = None, waits: str | None = None) -> int:
-    """Entry point of ``instrument record`` on every rank.
+def _log_errors():
+    """The message log's error class, its modules loaded away from the
+    application's heap (launch.in_own_arena)."""
+    from .msglog import LogError
+    return LogError
 
-    ``ranks``: the world ranks to record, or None to take the representatives
-    of the file ``reps`` (read by rank 0 alone: pandas in every rank would
-    add its import time to the full-scale run)."""
-    from mpi4py import MPI
+
+def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits):
+    """Every rank, once MPI is initialised: rank 0 checks the ranks and
+    prepares the log directory (every rank raises its error); the ranks
+    recorded install the message log.  Returns (rank, ranks, the record
+    module or None)."""
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     err = None
@@ -320,32 +362,57 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
             err = str(e)
     err, ranks = world.bcast((err, ranks), root=0)
     if err:
-        if rank == 0:
-            print(f"instrument record: error: {err}", file=sys.stderr)
-        return 2
+        raise SetupError(err, rank)
     if waits and rank == 0:
         print(f"instrument: record: {waits}", file=sys.stderr, flush=True)
-    rec = None
-    if rank in ranks:
-        from . import record
-        from .msglog import log_path
-        rec = record
-        record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
-                                                 "argv": target, "mode": mode,
-                                                 "script_sha256": script_digest(target, mode)})
+    if rank not in ranks:
+        return rank, ranks, None
+    from . import record
+    from .msglog import log_path
+    record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
+                                             "argv": target, "mode": mode,
+                                             "script_sha256": script_digest(target, mode)})
+    report_late_calls(f"instrument: record: rank {rank}", lambda: record.W.late)
+    if rank == ranks[0]:
+        report_progress(f"instrument: record: rank {rank}", lambda: record.W.index, "records")
+    return rank, ranks, record
+
+
+def _on_sigterm_record(started) -> None:
+    """As :func:`_on_sigterm`, for a recorded rank's log."""
+    rank, _, record = started
+    if record is not None:
         W = record.W
         end_on_sigterm(record.finish, flush=_when_idle(
             lambda: W.index, W.flush, f"instrument record: rank {rank}: {W.path}"))
-        report_late_calls(f"instrument: record: rank {rank}", lambda: W.late)
-        if rank == ranks[0]:
-            report_progress(f"instrument: record: rank {rank}", lambda: record.W.index,
-                            "records")
-    from .msglog import LogError
+
+
+def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
+                force: bool = False, reps: str | None = None, waits: str | None = None) -> int:
+    """Entry point of ``instrument record`` on every rank.
+
+    Set up as the tracer is (at the application's import of ``mpi4py.MPI``,
+    away from its heap).  ``ranks``: the world ranks to record, or None to
+    take the representatives of the file ``reps`` (read by rank 0 alone:
+    pandas in every rank would add its import time to the full-scale run)."""
+    LogError = in_own_arena(_log_errors)
+    hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
+                                                 waits), _on_sigterm_record)
+    sys.meta_path.insert(0, hook)
     try:
-        status, code = run_app(target, mode, ours=(LogError,))
-    except LogError as e:
-        print(f"instrument record: error: rank {rank}: {e}", file=sys.stderr, flush=True)
-        status, code = f"failed: {e}", 2
+        try:
+            status, code = run_app(target, mode, ours=(LogError, SetupError))
+        except LogError as e:
+            print(f"instrument record: error: rank {hook.result[0]}: {e}", file=sys.stderr,
+                  flush=True)
+            status, code = f"failed: {e}", 2
+        rank, ranks, rec = hook.ensure()
+    except SetupError as e:
+        if e.rank == 0:
+            print(f"instrument record: error: {e}", file=sys.stderr)
+        return 2
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
     if rec is not None:
         records = rec.W.index
         try:

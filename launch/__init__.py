@@ -10,16 +10,119 @@ abort the job so that the others are not left blocked.
 Only the standard library is imported here: this module runs in every
 rank before the application starts, and what it imports would change the
 application's start-up cost.
+
+The tools also keep out of the application's heap.  glibc's malloc
+trims its heap, or keeps freed memory, according to thresholds that the
+process's whole allocation history moves: a NumPy loop whose temporaries
+are handed back to the kernel and faulted in again at every step runs up
+to 2.5x slower, and which side a process lands on flips with anything
+allocated before the application (one more module imported suffices).
+So a tool lets the application initialise MPI at its own import of
+``mpi4py.MPI``, as a plain run does, and does its own set-up there in a
+short-lived thread (:func:`in_own_arena`): glibc gives a new thread a
+malloc arena of its own, and the main arena, where the application's
+heap lives, sees what it would see without the tool.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
 import runpy
 import sys
+import threading
 import time
 import traceback
 
-__all__ = ["split_command", "run_app", "abort_job"]
+__all__ = ["split_command", "run_app", "abort_job", "in_own_arena", "AtMPIImport"]
+
+
+def in_own_arena(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` run in a short-lived thread: its result, or
+    its exception raised here.
+
+    What ``fn`` allocates through malloc (modules imported, libraries
+    loaded, buffers) goes to that thread's own arena, not to the main
+    arena that the application's heap shares (see the module's docstring).
+    Where ``MALLOC_ARENA_MAX=1`` is set, every thread shares the main
+    arena and this shields nothing."""
+    box = {}
+
+    def work():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:              # raised in the caller's thread
+            box["error"] = e
+    t = threading.Thread(target=work, name="repreplay-setup")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class AtMPIImport(importlib.abc.MetaPathFinder):
+    """Run a tool's ``setup(MPI)`` right after the application's own import
+    of ``mpi4py.MPI``, which initialises MPI, and before the application
+    gets the module.
+
+    MPI is initialised by the application's thread where a plain run
+    initialises it; ``setup`` runs :func:`in_own_arena` and its result is
+    kept in ``result``; ``then(result)``, if given, runs after it in the
+    application's thread (what must: signal handlers).  Insert into
+    ``sys.meta_path`` before the application runs; after it, :meth:`ensure`
+    runs the set-up for an application that never imported ``mpi4py.MPI``,
+    and raises the set-up's error if it failed (the application then saw
+    that error at its import)."""
+
+    def __init__(self, setup, then=None):
+        self.setup, self.then = setup, then
+        self.done, self.result, self.error, self.module = False, None, None, None
+
+    def find_spec(self, name, path, target=None):
+        if name != "mpi4py.MPI":
+            return None
+        sys.meta_path.remove(self)                # once; the real finders do the rest
+        spec = importlib.util.find_spec(name)
+        if spec is None:                          # the application's import fails as usual
+            return None
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            # the set-up's thread imports modules that import mpi4py.MPI: they
+            # must find it loaded, not wait for this import to finish
+            module.__spec__._initializing = False
+            self._run(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+    def _run(self, module):
+        self.done, self.module = True, module
+        try:
+            self.result = in_own_arena(self.setup, module)
+        except BaseException as e:
+            self.error = e
+            raise
+        if self.then is not None:
+            self.then(self.result)
+
+    def ensure(self):
+        """The set-up's result; run now if the application never imported
+        ``mpi4py.MPI``; its error raised again if it failed."""
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        if self.error is not None:
+            # a failed import is taken out of sys.modules; MPI itself is
+            # initialised and the tool still needs the module
+            import mpi4py
+            sys.modules.setdefault("mpi4py.MPI", self.module)
+            mpi4py.MPI = self.module
+            raise self.error
+        if not self.done:
+            from mpi4py import MPI
+            self._run(MPI)
+        return self.result
 
 
 def split_command(argv: list[str], valued=(), prog: str = "tool"):

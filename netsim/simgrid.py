@@ -14,6 +14,13 @@ a completion call completed (SimGrid finds a request by that triple),
 ``finalize``.  Sizes are bytes (``init`` without arguments selects
 MPI_BYTE).  SMPI replays collectives on MPI_COMM_WORLD only, and has no
 scan or exscan: such calls are reported and left out.
+
+To replay as netsim simulates, give smpirun the platform's eager limit
+twice: ``--cfg=smpi/send-is-detached-thresh:LIMIT`` (the sender does not
+wait) and ``--cfg=smpi/async-small-thresh:LIMIT`` (the message travels
+when sent, not when its receive is posted: without it, SimGrid ended a
+halo exchange up to 4 % later), and the same collective algorithm
+(``--cfg=smpi/allreduce:rdb`` for ``recursive_doubling``).
 """
 from __future__ import annotations
 

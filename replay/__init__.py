@@ -7,9 +7,18 @@
 Python API: :func:`replay_rank`, :func:`replay_many` here;
 ``replay.expand.expand``, ``replay.replayed.read_replayed`` and
 ``replay.compute.read_compute`` in their modules.  This package imports
-nothing heavy (numpy, pandas): a replayed rank imports it before the
-application, whose start-up span must cost what it cost when traced.
+nothing until used: a replayed rank imports it before the application,
+whose heap must stay as a plain run has it.
 """
-from .run import ReplayError, replay_many, replay_rank
+from .errors import ReplayError
 
 __all__ = ["replay_rank", "replay_many", "ReplayError"]
+
+
+def __getattr__(name):
+    # the runners on first use: a replayed rank loads them away from the
+    # application's heap (launch.in_own_arena)
+    if name in ("replay_rank", "replay_many"):
+        from . import run
+        return getattr(run, name)
+    raise AttributeError(f"module 'replay' has no attribute {name!r}")

@@ -1,11 +1,10 @@
 """python -m replay: run representatives alone, answered from their message logs."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-from launch import split_command
+from launch import in_own_arena, split_command
 
 VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
           "--concurrent", "--repeats", "--load", "--watchdog")
@@ -47,9 +46,9 @@ def _logged_size(log_dir: str) -> int | None:
         return None
 
 
-def main(argv=None) -> int:
-    _alone()
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _parse(argv: list[str]):
+    """The options, the application and the parser (for its errors)."""
+    import argparse
     ap = argparse.ArgumentParser(
         prog="python -m replay",
         usage="python -m replay (--rank R | --ranks R1,R2 | --reps REPS.csv) --log LOG_DIR "
@@ -106,10 +105,26 @@ def main(argv=None) -> int:
             ap.error("--watchdog must be >= 0")
         from .watchdog import ENV
         os.environ[ENV] = repr(a.watchdog)      # this process and the replays it starts
+    return a, mode, target, ap
+
+
+def _log_error():
+    """The log's error class; the replay's own modules loaded with it."""
     from instrument.msglog import LogError
 
-    from .fake import Divergence
-    from .run import ReplayError, replay_many, replay_rank
+    from . import run  # noqa: F401
+    return LogError
+
+
+def main(argv=None) -> int:
+    _alone()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # parsing and the tool's modules stay out of the application's heap
+    a, mode, target, ap = in_own_arena(_parse, argv)
+    LogError = in_own_arena(_log_error)
+    # not replay.fake, which imports mpi4py.MPI: the application initialises MPI
+    from .errors import Divergence, ReplayError
+    from .run import replay_many, replay_rank
     try:
         if a.rank is not None and not a.force:
             _refuse_to_overwrite([a.rank], a.output)

@@ -35,15 +35,10 @@ from instrument.kinds import (
 from instrument.msglog import LogError, LogReader
 from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS
 
+from .errors import Divergence
+
 REAL: dict = {}
 _CLS: dict = {}
-
-
-class Divergence(BaseException):
-    """The application did something other than what the log recorded.
-
-    A BaseException: an application's ``except Exception`` must not carry
-    on past it with answers meant for another call."""
 
 
 def _said(op, peer, tag, nbytes, comm) -> str:

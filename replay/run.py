@@ -12,9 +12,7 @@ from instrument.msglog import LogError, LogReader, log_path
 from instrument.output import OutputError, write_atomic
 from launch import command_line
 
-
-class ReplayError(Exception):
-    """A replay that cannot run or did not finish (rank named)."""
+from .errors import Divergence, ReplayError
 
 
 def check_command(header: dict, path: str, target: list[str], mode: str) -> None:
@@ -56,6 +54,22 @@ def open_log(rank: int, size: int | None, log_dir: str, target: list[str], mode:
     return log
 
 
+def _install(log, rank: int):
+    """Make this process ``rank`` of the logged run (replay.fake), with a
+    progress line, a note of calls after the end and a watchdog."""
+    from . import fake
+    rp = fake.install(log, rank)
+    from instrument.run import report_late_calls, report_progress
+    report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
+    # calls after finalize were not logged: answered with nothing
+    report_late_calls(f"replay: rank {rank}", lambda: rp.late)
+    # a replay never hangs: stopped, with where it is stuck, when no call
+    # comes for a long time (MPI below Python blocks in a one-process world)
+    from .watchdog import watch
+    watch(rank, rp)
+    return rp
+
+
 def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
                 target: list[str], mode: str, any_command: bool = False) -> str:
     """Run the application as ``rank`` from its log; write OUT/rank<R>.csv.
@@ -71,24 +85,20 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     "nothing" because the recorded run found nothing there) and
     ``poll_cpu`` (the CPU seconds from the first of them to the call:
     work the application did between them)."""
-    from launch import run_app
-    log = open_log(rank, size, log_dir, target, mode, any_command)
-    # the allocator as the application has it (no heap top pad): the
-    # replay measures the computation with its own page faults (heat's
-    # KMeans.fit: 1.1 s for real, 0.55-0.7 s replayed with a 64 MiB pad)
-    from . import fake
-    rp = fake.install(log, rank)
-    from instrument.run import report_late_calls, report_progress
-    report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
-    # calls after finalize were not logged: answered with nothing
-    report_late_calls(f"replay: rank {rank}", lambda: rp.late)
-    # a replay never hangs: stopped, with where it is stuck, when no call
-    # comes for a long time (MPI below Python blocks in a one-process world)
-    from .watchdog import watch
-    watch(rank, rp)
+    from launch import AtMPIImport, in_own_arena, run_app
+    # the replay's own modules, log and threads stay out of the
+    # application's heap, and MPI is initialised by the application's own
+    # import of mpi4py.MPI, as in a plain run (launch.AtMPIImport); no heap
+    # top pad either: heat's KMeans.fit took 1.1 s for real, 0.55-0.7 s
+    # replayed with a 64 MiB pad
+    log = in_own_arena(open_log, rank, size, log_dir, target, mode, any_command)
+    hook = AtMPIImport(lambda MPI: _install(log, rank))
+    sys.meta_path.insert(0, hook)
     # a divergence or a damaged record is reported as itself, not as the
     # application's failure with its traceback
-    status, code = run_app(target, mode, ours=(fake.Divergence, LogError))
+    status, code = run_app(target, mode, ours=(Divergence, LogError))
+    rp = hook.ensure()
+    from . import fake
     if code != 0:
         raise ReplayError(f"rank {rank}: the application {status} during replay "
                           f"(at event {rp.seq}, log record {log.index})")

@@ -271,13 +271,15 @@ def test_every_stage_leaves_the_allocator_as_the_application_has_it(tmp_path):
     assert (tmp_path / "rep" / "rank1.out").read_text().strip() == alone[1]
 
 
-def test_the_timed_real_run_keeps_the_plain_runs_heap(tmp_path):
-    """The launcher that times the real run for validation initialised MPI
-    before the application imported NumPy; its heap then took another
-    shape, and a NumPy loop's temporaries were trimmed and faulted in again
-    at every step (17,958 page faults against 8 alone; examples/uneven.py
-    ran 1.7x slower timed than run plainly).  It now lets the application
-    initialise MPI and starts its clock there."""
+def test_every_stage_keeps_the_plain_runs_loop_temporaries(tmp_path):
+    """Every tool initialised MPI, and loaded its own modules, before the
+    application imported NumPy; the heap then took another shape, and a
+    NumPy loop's temporaries were trimmed and faulted in again at every step
+    (17,958 page faults against 8 alone; examples/uneven.py ran 1.7x slower
+    timed, traced and replayed than run plainly).  Now the application
+    initialises MPI and each tool sets itself up there, in a thread of its
+    own (launch.AtMPIImport): the timed real run, the trace, the record and
+    the replay keep the loop's temporaries as the plain run does."""
     app = [APPS / "heap_steps.py"]
     alone = host_lines(mpirun(2, app).stdout, "rank ")
     assert list(alone.values()) == ["rank 0 loop temporaries kept",
@@ -286,6 +288,13 @@ def test_the_timed_real_run_keeps_the_plain_runs_heap(tmp_path):
     assert host_lines(p.stdout, "rank ") == alone
     spans = [json.loads((tmp_path / "clock" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [s["rank"] for s in spans] == [0, 1] and all(s["span"] > 0 for s in spans)
+    p = trace(2, tmp_path / "t", app)
+    assert host_lines(p.stdout, "rank ") == alone
+    p = record(2, tmp_path / "log", [0, 1], app)
+    assert host_lines(p.stdout, "rank ") == alone
+    replay(tmp_path / "log", tmp_path / "rep", app, ranks=[0, 1])
+    assert [(tmp_path / "rep" / f"rank{r}.out").read_text().strip() for r in (0, 1)] == \
+        list(alone.values())
 
 
 def test_a_full_disk_names_the_log_and_the_record():

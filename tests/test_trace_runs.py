@@ -348,8 +348,10 @@ def test_ranks_spin_in_waits_unless_the_node_is_oversubscribed(tmp_path):
     more slowly afterwards.  The tracer lets waiting ranks yield only when
     the node has more ranks than cores, and never overrides the user."""
     from instrument.waits import YIELD, cores
-    show = ("import os; from mpi4py import MPI; "
-            f"print('rank', MPI.COMM_WORLD.rank, 'yield', os.environ.get('{YIELD}'))")
+    # one write per line: lines that ranks print at once stay whole
+    show = ("import os, sys; from mpi4py import MPI; "
+            f"sys.stdout.write('rank %d yield %s\\n' % (MPI.COMM_WORLD.rank, "
+            f"os.environ.get('{YIELD}'))); sys.stdout.flush()")
     env = mpi_env()
     env.pop(YIELD, None)
     for n in (2, 3):

@@ -3,10 +3,15 @@
 ``python -m validate --prediction P.json -o V.json -- app.py [args]`` runs
 the untraced application (each rank under ``python -m validate.clock``,
 which times it from MPI initialisation to its end, as a prediction covers)
-and writes predicted against measured.  Only the standard library is
-imported here: ``validate.clock`` runs in every rank before the
-application.
+and writes predicted against measured.  Nothing is imported here until
+used: ``validate.clock`` runs in every rank before the application.
 """
-from .run import measure
-
 __all__ = ["measure"]
+
+
+def __getattr__(name):
+    # on first use: validate.clock runs in every rank before the application
+    if name == "measure":
+        from .run import measure
+        return measure
+    raise AttributeError(f"module 'validate' has no attribute {name!r}")

@@ -37,12 +37,18 @@ for _ in range(3):
     places.append("heap" if in_heap(b) else "mapped")
     libc.free(b)
     comm.Barrier()
-blocks = [libc.malloc(100_000) for _ in range(1000)]   # below the mmap threshold: the heap
+# below the mmap threshold: the heap.  Their addresses go into an array
+# made beforehand: a list growing between them would put its own storage
+# between two blocks, where it stops the heap's top from being trimmed
+# (or not, depending on the holes the process's history left)
+blocks = (ctypes.c_void_p * 1000)()
+for i in range(1000):
+    blocks[i] = libc.malloc(100_000)
 for b in blocks:
     ctypes.memset(b, 1, 100_000)
 before = rss()
-for b in reversed(blocks):
-    libc.free(b)
+for i in range(999, -1, -1):
+    libc.free(blocks[i])
 kept = (rss() - (before - 100_000_000)) >> 20
 comm.Barrier()
 # glibc's default trims all of it (a 64 MiB top pad would keep 63-64 MiB)

@@ -1,0 +1,14 @@
+"""The replay's errors, in a module that imports nothing: a replay's
+start-up loads them before the application initialises MPI."""
+from __future__ import annotations
+
+
+class ReplayError(Exception):
+    """A replay that cannot run or did not finish (rank named)."""
+
+
+class Divergence(BaseException):
+    """The application did something other than what the log recorded.
+
+    A BaseException: an application's ``except Exception`` must not carry
+    on past it with answers meant for another call."""
