@@ -1,4 +1,5 @@
-/* Span probe: when each MPI call of an untraced run began and ended, taken
+/* Span probe: when each MPI call of an untraced run began and ended (wall
+ * clock and the process's CPU clock), taken
  * below Python, so that its computation spans (the time between two calls)
  * can be set beside a traced run's.  The fixed part of the PMPI shim that
  * bench/span_probe.py generates; every wrapper calls rr_enter() before
@@ -14,22 +15,24 @@
 #include <mpi.h>
 
 #define RR_MAX_CALLS (1 << 21)
-static double rr_t[RR_MAX_CALLS][2];
+static double rr_t[RR_MAX_CALLS][4];
 static long rr_n, rr_lost;
 static int rr_depth;
-static double rr_t0;
+static double rr_t0, rr_c0;
 
-static double rr_now(void)
+static double rr_clock(clockid_t which)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(which, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 static inline void rr_enter(void)
 {
-    if (rr_depth++ == 0)
-        rr_t0 = rr_now();
+    if (rr_depth++ == 0) {
+        rr_t0 = rr_clock(CLOCK_MONOTONIC);
+        rr_c0 = rr_clock(CLOCK_PROCESS_CPUTIME_ID);
+    }
 }
 
 static inline void rr_leave(void)
@@ -37,15 +40,18 @@ static inline void rr_leave(void)
     if (--rr_depth)
         return;
     if (rr_n < RR_MAX_CALLS) {
+        rr_t[rr_n][3] = rr_clock(CLOCK_PROCESS_CPUTIME_ID);
+        rr_t[rr_n][1] = rr_clock(CLOCK_MONOTONIC);
         rr_t[rr_n][0] = rr_t0;
-        rr_t[rr_n][1] = rr_now();
+        rr_t[rr_n][2] = rr_c0;
         rr_n++;
     } else {
         rr_lost++;
     }
 }
 
-/* Write the calls' (begin, end) as float64 pairs; returns the number of
+/* Write the calls' (begin, end, CPU clock at begin, at end) as float64
+ * rows; returns the number of
  * calls not kept (beyond the table), or -1 on a write error. */
 long span_probe_dump(const char *path)
 {
