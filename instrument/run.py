@@ -218,6 +218,25 @@ def _on_sigterm(started) -> None:
                                                       f"instrument trace: rank {rank}"))
 
 
+def _run_hooked(hook, target: list[str], mode: str, error: type, who: str, said):
+    """Run the application with the tool's ``hook`` (launch.AtMPIImport) in
+    place: ``(status, code, the set-up's result)``, or None when the set-up
+    failed (rank 0 says why).  ``error``: the tool's write error class; one
+    raised in a call ends the run with code 2 and ``said(result, e)``."""
+    sys.meta_path.insert(0, hook)
+    try:
+        try:
+            status, code = run_app(target, mode, ours=(error, SetupError))
+        except error as e:
+            print(f"{who}: error: {said(hook.result, e)}", file=sys.stderr, flush=True)
+            status, code = f"failed: {e}", 2
+        return status, code, hook.ensure()
+    except SetupError as e:
+        if e.rank == 0:
+            print(f"{who}: error: {e}", file=sys.stderr)
+        return None
+
+
 def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False,
                keep_raw: bool | None = None, count_c_calls: bool = False,
                waits: str | None = None) -> int:
@@ -232,20 +251,12 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     WriteError = in_own_arena(_hotpath_errors)
     argv = [mode] + target if mode != "path" else target
     hook = AtMPIImport(lambda MPI: _start_trace(MPI, trace_dir, force, argv, waits), _on_sigterm)
-    sys.meta_path.insert(0, hook)
-    try:
-        try:
-            status, code = run_app(target, mode, ours=(WriteError, SetupError))
-        except WriteError as e:
-            intercept = hook.result[2]
-            print(f"instrument trace: rank {hook.result[0]}: error: {intercept.R.named(e)}; "
-                  f"the events written before are kept", file=sys.stderr, flush=True)
-            status, code = f"failed: {e}", 2
-        rank, size, intercept = hook.ensure()
-    except SetupError as e:
-        if e.rank == 0:
-            print(f"instrument trace: error: {e}", file=sys.stderr)
+    ran = _run_hooked(hook, target, mode, WriteError, "instrument trace",
+                      lambda started, e: f"rank {started[0]}: {started[2].R.named(e)}; the "
+                                         f"events written before are kept")
+    if ran is None:
         return 2
+    status, code, (rank, size, intercept) = ran
     from mpi4py import MPI
     world = MPI.COMM_WORLD
     intercept.finish(status)
@@ -398,19 +409,11 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
     LogError = in_own_arena(_log_errors)
     hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
                                                  waits), _on_sigterm_record)
-    sys.meta_path.insert(0, hook)
-    try:
-        try:
-            status, code = run_app(target, mode, ours=(LogError, SetupError))
-        except LogError as e:
-            print(f"instrument record: error: rank {hook.result[0]}: {e}", file=sys.stderr,
-                  flush=True)
-            status, code = f"failed: {e}", 2
-        rank, ranks, rec = hook.ensure()
-    except SetupError as e:
-        if e.rank == 0:
-            print(f"instrument record: error: {e}", file=sys.stderr)
+    ran = _run_hooked(hook, target, mode, LogError, "instrument record",
+                      lambda started, e: f"rank {started[0]}: {e}")
+    if ran is None:
         return 2
+    status, code, (rank, ranks, rec) = ran
     from mpi4py import MPI
     world = MPI.COMM_WORLD
     if rec is not None:
