@@ -1,9 +1,9 @@
-/* Span probe: when each MPI call of an untraced run began and ended (wall
- * clock and the process's CPU clock), taken
+/* Span probe: which MPI function each call of an untraced run was, and
+ * when it began and ended (wall clock and the process's CPU clock), taken
  * below Python, so that its computation spans (the time between two calls)
  * can be set beside a traced run's.  The fixed part of the PMPI shim that
  * bench/span_probe.py generates; every wrapper calls rr_enter() before
- * PMPI_X and rr_leave() after.
+ * PMPI_X and rr_leave(its index) after.
  *
  * The times go to a static table (no allocation: the application's heap is
  * what the comparison is about); calls beyond its size are counted, not
@@ -15,7 +15,7 @@
 #include <mpi.h>
 
 #define RR_MAX_CALLS (1 << 21)
-static double rr_t[RR_MAX_CALLS][4];
+static double rr_t[RR_MAX_CALLS][5];
 static long rr_n, rr_lost;
 static int rr_depth;
 static double rr_t0, rr_c0;
@@ -35,7 +35,7 @@ static inline void rr_enter(void)
     }
 }
 
-static inline void rr_leave(void)
+static inline void rr_leave(int function)
 {
     if (--rr_depth)
         return;
@@ -44,14 +44,15 @@ static inline void rr_leave(void)
         rr_t[rr_n][1] = rr_clock(CLOCK_MONOTONIC);
         rr_t[rr_n][0] = rr_t0;
         rr_t[rr_n][2] = rr_c0;
+        rr_t[rr_n][4] = function;
         rr_n++;
     } else {
         rr_lost++;
     }
 }
 
-/* Write the calls' (begin, end, CPU clock at begin, at end) as float64
- * rows; returns the number of
+/* Write the calls' (begin, end, CPU clock at begin, at end, function's
+ * index) as float64 rows; returns the number of
  * calls not kept (beyond the table), or -1 on a write error. */
 long span_probe_dump(const char *path)
 {

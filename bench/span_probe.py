@@ -1,31 +1,30 @@
 """The traced run's computation against the untraced run's, span by span.
 
-    python bench/span_probe.py [--rounds 5] [--min-span 1.0] [--gap 0.1] [--apps jacobi,...]
+    python bench/span_probe.py [--rounds 5] [--min-span 1.0] [--apps jacobi,...]
     python bench/span_probe.py --recipes bench/apps/recipes.yaml [--apps heat-kmeans,...]
 
 An untraced run has no spans to compare, so it carries a probe below
 Python: a PMPI shim (bench/span_probe.c; wrappers generated from the MPI
 library's header like instrument/ccount.py's, for the calls the tracer
-records) loaded through mpi4py's profiling hook, which notes when each
-call began and ended, by the wall clock and the process's CPU clock, in
-a static table: no allocation, 4 clock reads per call.  The application
-runs as the tools run it (launch.run_app, MPI initialised at its own
-import).  A computation span is the time between two calls: in the
-traced run, an event's ``comp`` and ``cpu``.  Untraced (with the probe) and traced
-runs alternate, ``--rounds`` times, 2 ranks each (the examples of
-bench/tracer_overhead.py).  Per rank, the spans of at least
-``--min-span`` ms untraced, in call order, are matched one to one
-(a span: a gap of at least ``--gap`` ms between calls, as a Python call
-may make several C calls close together; a rank's round whose count of spans
-differs is set aside and counted);
-each span's median over the rounds, traced against untraced.  Reported
-per example: spans compared, the median and 90th percentile of
-|traced / untraced - 1| over spans, by wall clock and by CPU time (which
-a rank descheduled by a busy neighbour does not accrue; page faults
-count in both), and the ratio of their wall sums.  The noise floor
-beside it: a second untraced run in every round, alternated with the
-others, against the first, the same way.  Where that floor is above
-3 %, this machine cannot resolve 3 % on that example.
+records) loaded through mpi4py's profiling hook, which notes which
+function each call was and when it began and ended, by the wall clock
+and the process's CPU clock, in a static table: no allocation, 4 clock
+reads per call.  The application runs as the tools run it
+(launch.run_app, MPI initialised at its own import).  Each round runs
+it untraced (with the probe), traced, and untraced again, 2 ranks each
+(the examples of bench/tracer_overhead.py, or the recipes' applications
+at 2 ranks).  The traced events and the probed calls are aligned by name
+(:func:`aligned_spans`); the span before each shared call is compared:
+traced, the event's ``comp`` and ``cpu``; untraced, the gap since the C
+call before it.  Spans matched in every round and lasting ``--min-span``
+ms untraced (median over the rounds) count.  Reported per application:
+spans compared, the median and 90th percentile of |traced / untraced -
+1| over spans, by wall clock and by CPU time (which a rank descheduled
+by a busy neighbour does not accrue; page faults count in both), the
+same median for the second untraced run against the first (the noise
+floor: where it is above 3 %, this machine cannot resolve 3 % on that
+application), and the ratio of the wall sums.  difflib's alignment is
+quadratic at worst: runs of 100,000s of calls take too long.
 Goal: the traced computation within 3 % of the untraced, span by span.
 """
 from __future__ import annotations
@@ -69,8 +68,10 @@ def build() -> Path:
     mpicc = ccount._mpicc()
     made = ccount.wrappers(
         mpicc, lambda name: ccount.COUNTED.match(name) or re.match(MANAGED, name),
-        lambda i, call: f"    rr_enter();\n    int r = {call};\n    rr_leave();\n    return r;\n")
+        lambda i, call: (f"    rr_enter();\n    int r = {call};\n    rr_leave({i});\n"
+                         "    return r;\n"))
     OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "names.txt").write_text("".join(name + "\n" for name, _ in made))
     src = OUT / "probe.c"
     src.write_text('#include "span_probe.c"\n\n' + "\n".join(c for _, c in made))
     tmp = ccount._compile(mpicc, str(lib), ["-I", str(ROOT / "bench"), str(src)], "the probe")
@@ -127,76 +128,88 @@ def run(cmd: list[str]) -> None:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
 
 
-def untraced_spans(d: Path, rank: int) -> np.ndarray:
-    """(wall, CPU) seconds of each span between two calls, one row each."""
+def untraced_calls(d: Path, rank: int) -> tuple[list[str], np.ndarray]:
+    """The probed run's calls: lower-case names (MPI_Isend: "isend") and
+    rows of (begin, end, CPU at begin, CPU at end)."""
     import numpy as np
-    calls = np.fromfile(d / f"rank{rank}.bin", dtype=np.float64).reshape(-1, 4)
-    return np.column_stack([calls[1:, 0] - calls[:-1, 1], calls[1:, 2] - calls[:-1, 3]])
+    names = (OUT / "names.txt").read_text().split()
+    calls = np.fromfile(d / f"rank{rank}.bin", dtype=np.float64).reshape(-1, 5)
+    # MPI-4's large-count variants (MPI_Send_c) are the same call to the tracer
+    return ([names[int(i)].lower().removesuffix("_c") for i in calls[:, 4]],
+            calls[:, :4])
 
 
-def traced_spans(d: Path, rank: int) -> np.ndarray:
-    """(comp, cpu) of each traced event after the first call."""
+def traced_events(d: Path, rank: int):
+    """The traced run's events of ``rank`` in order: op names and rows of
+    (comp, cpu)."""
     import pandas as pd
     ev = pd.read_parquet(d / "events.parquet", columns=["rank", "seq", "op", "comp", "cpu"])
-    ev = ev[(ev["rank"] == rank) & (ev["op"] != "finalize")].sort_values("seq")
-    return ev[["comp", "cpu"]].to_numpy()[2:]  # after init, and the span before the first call
+    ev = ev[ev["rank"] == rank].sort_values("seq")
+    return ev["op"].tolist(), ev[["comp", "cpu"]].to_numpy()
 
 
-def _deviation(a: np.ndarray, b: np.ndarray, min_span: float) -> np.ndarray:
-    """|a / b - 1| (wall, CPU columns) of the spans that last ``min_span`` untraced."""
-    import numpy as np
-    keep = b[:, 0] >= min_span
-    return np.abs(a[keep] / b[keep] - 1) * 100
+def aligned_spans(traced, untraced) -> dict:
+    """Trace event index -> (traced (wall, CPU), untraced (wall, CPU)) of
+    the span before it, for every call the two runs share.  The call
+    sequences are aligned by name (difflib): a Python call may make C
+    calls of other names (mpi4py's allreduce of Python objects: a dup,
+    receives and a broadcast), and those are left out as anchors; the
+    untraced span is the gap between the shared call and whatever C call
+    ended before it."""
+    import difflib
+    (t_ops, t_rows), (u_ops, u_rows) = traced, untraced
+    blocks = difflib.SequenceMatcher(None, t_ops, u_ops, autojunk=False).get_matching_blocks()
+    out = {}
+    for i, j, n in blocks:
+        for k in range(n):
+            ti, uj = i + k, j + k
+            if uj == 0:
+                continue
+            gap = (u_rows[uj, 0] - u_rows[uj - 1, 1], u_rows[uj, 2] - u_rows[uj - 1, 3])
+            out[ti] = (tuple(t_rows[ti]), gap)
+    return out
 
 
-def compare(name: str, app: list[str], rounds: int, min_span: float, gap: float,
-            tmp: Path) -> str:
+def compare(name: str, app: list[str], rounds: int, min_span: float, tmp: Path) -> str:
     """One row of the table: the traced run's spans against the untraced
-    run's, and a second untraced run's against the first (the noise floor)."""
+    run's, and a second untraced run's against the first (the noise
+    floor).  Spans are matched by :func:`aligned_spans`; a span counts if
+    it was matched in every round and lasts ``min_span`` untraced (median
+    over the rounds)."""
     import numpy as np
-    runs = {k: {0: [], 1: []} for k in ("untraced", "traced", "again")}  # rank -> rounds
-    expected, dropped = {}, 0                   # rank -> its count of spans
+    pairs = {0: [], 1: []}                      # rank -> per round: {event: (traced, u, u2)}
     probe = [MPIEXEC, "-n", "2", sys.executable, __file__, "--probe", str(tmp / "u"), "--"]
     for _ in range(rounds):
-        got = {}
-        for kind in ("untraced", "traced", "again"):
-            if kind == "traced":
-                run([MPIEXEC, "-n", "2", sys.executable, "-m", "instrument", "trace", "--force",
-                     "-o", str(tmp / "t")] + app)
-                got[kind] = {r: traced_spans(tmp / "t", r) for r in (0, 1)}
-            else:
-                run(probe + app)
-                got[kind] = {r: untraced_spans(tmp / "u", r) for r in (0, 1)}
-        for kind, spans in got.items():
-            # one Python call may make several C calls (a pickled sendrecv:
-            # send, probe, receive), close together: spans are the gaps of
-            # at least ``gap`` seconds
-            got[kind] = {r: s[s[:, 0] >= gap] for r, s in spans.items()}
+        run(probe + app)
+        first = {r: untraced_calls(tmp / "u", r) for r in (0, 1)}
+        run([MPIEXEC, "-n", "2", sys.executable, "-m", "instrument", "trace", "--force", "-o",
+             str(tmp / "t")] + app)
+        traced = {r: traced_events(tmp / "t", r) for r in (0, 1)}
+        run(probe + app)
+        again = {r: untraced_calls(tmp / "u", r) for r in (0, 1)}
         for r in (0, 1):
-            counts = {len(got[k][r]) for k in runs} | ({expected[r]} if r in expected else set())
-            if len(counts) != 1:                # spans that cannot be matched one to one
-                dropped += 1
-                continue
-            expected[r] = counts.pop()
-            for k in runs:
-                runs[k][r].append(got[k][r])
-    dev, floor, sums = [], [], [0.0, 0.0]
-    for r in (0, 1):
-        if not runs["untraced"][r]:
+            a, b = aligned_spans(traced[r], first[r]), aligned_spans(traced[r], again[r])
+            pairs[r].append({k: a[k] + (b[k][1],) for k in a.keys() & b.keys()})
+    dev, floor, sums, shared = [], [], [0.0, 0.0], 0
+    for per_round in pairs.values():
+        keys = sorted(set.intersection(*(set(p) for p in per_round)))
+        shared += len(keys)
+        if not keys:
             continue
-        t, u, u2 = (np.median(runs[k][r], axis=0) for k in ("traced", "untraced", "again"))
-        dev.append(_deviation(t, u, min_span))
-        floor.append(_deviation(u2, u, min_span))
-        keep = u[:, 0] >= min_span
-        sums[0] += t[keep, 0].sum()
-        sums[1] += u[keep, 0].sum()
+        # per event: traced wall, CPU; untraced wall, CPU; again wall, CPU
+        m = np.median([[sum(p[k], ()) for k in keys] for p in per_round], axis=0)
+        m = m[m[:, 2] >= min_span]
+        dev.append(np.abs(m[:, 0:2] / m[:, 2:4] - 1) * 100)
+        floor.append(np.abs(m[:, 4:6] / m[:, 2:4] - 1) * 100)
+        sums[0] += m[:, 0].sum()
+        sums[1] += m[:, 2].sum()
     dev, floor = (np.concatenate(x) if x else np.empty((0, 2)) for x in (dev, floor))
-    if not len(dev):                            # nothing matched, or no span that long
-        return f"| {name} | 0 | - | - | - | - | - | - | {dropped} |"
+    if not len(dev):
+        return f"| {name} | 0 | - | - | - | - | - | - | {shared} |"
     return (f"| {name} | {len(dev)} | {np.median(dev[:, 0]):.1f} % | "
             f"{np.percentile(dev[:, 0], 90):.1f} % | {np.median(dev[:, 1]):.1f} % | "
             f"{np.median(floor[:, 0]):.1f} % | {np.median(floor[:, 1]):.1f} % | "
-            f"{sums[0] / sums[1]:.3f} | {dropped} |")
+            f"{sums[0] / sums[1]:.3f} | {shared} |")
 
 
 def main():
@@ -209,8 +222,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--min-span", type=float, default=1.0, help="milliseconds")
-    ap.add_argument("--gap", type=float, default=0.1,
-                    help="milliseconds: shorter gaps between calls are no span")
     ap.add_argument("--recipes", help="take the applications from this bench/apps recipes file "
                                        "(those at 2 ranks) instead of the examples")
     ap.add_argument("--apps", help="comma-separated names (default: all)")
@@ -222,14 +233,13 @@ def main():
     rows = []
     try:
         for name in a.apps.split(",") if a.apps else apps:
-            rows.append(compare(name, apps[name], a.rounds, a.min_span / 1e3, a.gap / 1e3,
-                                tmp))
+            rows.append(compare(name, apps[name], a.rounds, a.min_span / 1e3, tmp))
             print(rows[-1], flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\n| example | spans >= {a.min_span:g} ms | traced/untraced - 1, wall: median | "
           f"90th percentile | CPU: median | untraced again/untraced - 1, wall: median | "
-          f"CPU: median | sum traced / untraced (wall) | rank-rounds set aside |")
+          f"CPU: median | sum traced / untraced (wall) | spans matched in every round |")
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
