@@ -128,6 +128,41 @@ def is_ours(directory: str, marker: str, kind: str) -> bool:
         return False
 
 
+# (marker file, kind, what it is, what to do): the directories a run writes
+TRACE_DIR = ("meta.json", "trace", "a trace directory",
+             "choose another directory or pass --force to replace it")
+LOG_DIR = ("record.json", "message-log", "a message log directory",
+           "pass --force to replace it")
+
+
+def _refusal(directory: str, force: bool, what: tuple) -> str | None:
+    """Why a run may not write into ``directory`` (``what``: TRACE_DIR or
+    LOG_DIR), or None.  A non-empty directory is replaced only with
+    ``force``, and only if it is ours."""
+    marker, kind, name, hint = what
+    if os.path.exists(directory) and os.listdir(directory):
+        if not force:
+            return f"{directory}: already exists and is not empty; {hint}"
+        if not is_ours(directory, marker, kind):
+            return (f"{directory}: not {name} (no {marker} of kind {kind}); refusing to "
+                    f"clear it even with --force")
+    return None
+
+
+def _refused_before_start(directory: str, force: bool, what: tuple, who: str) -> bool:
+    """Check ``directory`` before the application starts, in every rank
+    (each sees the same directory), and say why it is refused once: from
+    the rank the launcher numbers 0, or every rank if it numbers none.
+    rank 0 checks again when it creates it."""
+    refused = _refusal(directory, force, what)
+    if refused:
+        rank = next((os.environ[k] for k in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK",
+                                             "SLURM_PROCID") if k in os.environ), "0")
+        if rank == "0":
+            print(f"{who}: error: {refused}", file=sys.stderr)
+    return bool(refused)
+
+
 def _prepare(trace_dir: str, force: bool, argv: list[str], size: int,
              waits: str | None = None) -> str | None:
     """Rank 0: check the output directory and write the initial meta.json
@@ -136,13 +171,10 @@ def _prepare(trace_dir: str, force: bool, argv: list[str], size: int,
     Returns an error message, or None.  An existing trace is never overwritten
     unless ``force``: a user's earlier full-scale run may have taken hours.
     """
+    refused = _refusal(trace_dir, force, TRACE_DIR)
+    if refused:
+        return refused
     if os.path.exists(trace_dir) and os.listdir(trace_dir):
-        if not force:
-            return (f"{trace_dir}: already exists and is not empty; choose another "
-                    f"directory or pass --force to replace it")
-        if not is_ours(trace_dir, "meta.json", "trace"):
-            return (f"{trace_dir}: not a trace directory (no meta.json of kind trace); "
-                    f"refusing to clear it even with --force")
         import shutil
         shutil.rmtree(trace_dir)
     os.makedirs(os.path.join(trace_dir, "raw"), exist_ok=True)
@@ -248,6 +280,8 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     ``count_c_calls``: the C-level call counter (instrument/ccount.py) was
     loaded before MPI; its counts go beside the trace.  ``waits``: what
     instrument/waits.py chose for this node, said by rank 0."""
+    if _refused_before_start(trace_dir, force, TRACE_DIR, "instrument trace"):
+        return 2
     WriteError = in_own_arena(_hotpath_errors)
     argv = [mode] + target if mode != "path" else target
     hook = AtMPIImport(lambda MPI: _start_trace(MPI, trace_dir, force, argv, waits), _on_sigterm)
@@ -321,13 +355,10 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     bad = [r for r in ranks if not 0 <= r < size]
     if bad:
         raise ValueError(f"--ranks {bad} outside 0..{size - 1}")
+    refused = _refusal(log_dir, force, LOG_DIR)
+    if refused:
+        raise ValueError(refused)
     if os.path.exists(log_dir) and os.listdir(log_dir):
-        if not force:
-            raise ValueError(f"{log_dir}: already exists and is not empty; pass --force to "
-                             f"replace it")
-        if not is_ours(log_dir, "record.json", "message-log"):
-            raise ValueError(f"{log_dir}: not a message log directory (no record.json of "
-                             f"kind message-log); refusing to clear it even with --force")
         import shutil
         shutil.rmtree(log_dir)
     os.makedirs(log_dir, exist_ok=True)
@@ -406,6 +437,8 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
     away from its heap).  ``ranks``: the world ranks to record, or None to
     take the representatives of the file ``reps`` (read by rank 0 alone:
     pandas in every rank would add its import time to the full-scale run)."""
+    if _refused_before_start(log_dir, force, LOG_DIR, "instrument record"):
+        return 2
     LogError = in_own_arena(_log_errors)
     hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
                                                  waits), _on_sigterm_record)

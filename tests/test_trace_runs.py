@@ -80,6 +80,11 @@ def test_existing_trace_is_never_overwritten(tmp_path):
     before = (out / "events.parquet").read_bytes()
     p = trace(2, out, [EXAMPLES / "uneven.py"] + SMALL["uneven.py"], check=False)
     assert p.returncode != 0 and "already exists" in p.stderr
+    assert p.stderr.count("already exists") == 1
+    # refused before the application starts, not at its import of mpi4py.MPI
+    p = trace(2, out, ["-c", "print('started', flush=True)\nfrom mpi4py import MPI"],
+              check=False)
+    assert p.returncode != 0 and "started" not in p.stdout and "already exists" in p.stderr
     assert (out / "events.parquet").read_bytes() == before
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "precious.txt").write_text("x")
