@@ -25,7 +25,7 @@ META_TYPES = {"argv": list, "complete": bool, "merged": bool, "events": int,
               "invisible_calls": dict, "c_calls_counted_ranks": int, "cwd": str,
               "tracer_version": str, "mpi_library": str, "mpi_version": str,
               "mpi4py_version": str, "python": str, "start": (str, type(None)),
-              "end": (str, type(None))}
+              "end": (str, type(None)), "waits": dict}
 # the lowest of MPI's negative rank constants a peer column may hold
 # (PROC_NULL, ANY_SOURCE, ROOT: -1..-3 in MPICH, -1..-4 in Open MPI)
 PEER_MIN = -4
@@ -67,6 +67,10 @@ def _check_meta_items(meta: dict, path: str) -> None:
     for key in ("unmodelled", "invisible_calls"):
         if not all(type(v) is int and v >= 0 for v in (meta.get(key) or {}).values()):
             raise TraceError(f"{path}: {key} must count calls (whole numbers >= 0)")
+    waits = meta.get("waits")
+    if waits is not None and not (isinstance(waits.get("yield"), bool)
+                                  and isinstance(waits.get("why"), str)):
+        raise TraceError(f"{path}: waits must hold yield (true or false) and why (text)")
     inc = meta.get("incomplete_ranks", [])
     if not all(type(r) is int and 0 <= r < size for r in inc):
         raise TraceError(f"{path}: incomplete_ranks must list ranks of 0..{size - 1}")
