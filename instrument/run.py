@@ -7,6 +7,7 @@ trace.  Rank 0 prepares the trace directory first and merges it at the end.
 from __future__ import annotations
 
 import datetime
+import importlib
 import json
 import os
 import signal
@@ -149,6 +150,16 @@ def _refusal(directory: str, force: bool, what: tuple) -> str | None:
     return None
 
 
+def _make_room(directory: str, force: bool, what: tuple) -> str | None:
+    """Rank 0, creating the run's directory: why it is refused, or None
+    once an earlier run of ours in it is cleared away (``force``)."""
+    refused = _refusal(directory, force, what)
+    if refused is None and os.path.exists(directory) and os.listdir(directory):
+        import shutil
+        shutil.rmtree(directory)
+    return refused
+
+
 def _refused_before_start(directory: str, force: bool, what: tuple, who: str) -> bool:
     """Check ``directory`` before the application starts, in every rank
     (each sees the same directory), and say why it is refused once: from
@@ -171,12 +182,9 @@ def _prepare(trace_dir: str, force: bool, argv: list[str], size: int,
     Returns an error message, or None.  An existing trace is never overwritten
     unless ``force``: a user's earlier full-scale run may have taken hours.
     """
-    refused = _refusal(trace_dir, force, TRACE_DIR)
+    refused = _make_room(trace_dir, force, TRACE_DIR)
     if refused:
         return refused
-    if os.path.exists(trace_dir) and os.listdir(trace_dir):
-        import shutil
-        shutil.rmtree(trace_dir)
     os.makedirs(os.path.join(trace_dir, "raw"), exist_ok=True)
     import mpi4py
     from mpi4py import MPI
@@ -202,13 +210,6 @@ class SetupError(Exception):
     def __init__(self, message: str, rank: int):
         super().__init__(message)
         self.rank = rank
-
-
-def _hotpath_errors():
-    """The tracer's write error class, its C module loaded away from the
-    application's heap (launch.in_own_arena)."""
-    from ._hotpath import WriteError
-    return WriteError
 
 
 def _start_trace(MPI, trace_dir: str, force: bool, argv: list[str], waits: str | None):
@@ -282,7 +283,8 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     instrument/waits.py chose for this node, said by rank 0."""
     if _refused_before_start(trace_dir, force, TRACE_DIR, "instrument trace"):
         return 2
-    WriteError = in_own_arena(_hotpath_errors)
+    # the tracer's C module, loaded away from the application's heap
+    WriteError = in_own_arena(importlib.import_module, "instrument._hotpath").WriteError
     argv = [mode] + target if mode != "path" else target
     hook = AtMPIImport(lambda MPI: _start_trace(MPI, trace_dir, force, argv, waits), _on_sigterm)
     ran = _run_hooked(hook, target, mode, WriteError, "instrument trace",
@@ -355,12 +357,9 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     bad = [r for r in ranks if not 0 <= r < size]
     if bad:
         raise ValueError(f"--ranks {bad} outside 0..{size - 1}")
-    refused = _refusal(log_dir, force, LOG_DIR)
+    refused = _make_room(log_dir, force, LOG_DIR)
     if refused:
         raise ValueError(refused)
-    if os.path.exists(log_dir) and os.listdir(log_dir):
-        import shutil
-        shutil.rmtree(log_dir)
     os.makedirs(log_dir, exist_ok=True)
     write_json(os.path.join(log_dir, "record.json"), {
         "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
@@ -380,13 +379,6 @@ def script_digest(target: list[str], mode: str) -> str | None:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
         return None
-
-
-def _log_errors():
-    """The message log's error class, its modules loaded away from the
-    application's heap (launch.in_own_arena)."""
-    from .msglog import LogError
-    return LogError
 
 
 def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits):
@@ -439,7 +431,7 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
     pandas in every rank would add its import time to the full-scale run)."""
     if _refused_before_start(log_dir, force, LOG_DIR, "instrument record"):
         return 2
-    LogError = in_own_arena(_log_errors)
+    LogError = in_own_arena(importlib.import_module, "instrument.msglog").LogError
     hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
                                                  waits), _on_sigterm_record)
     ran = _run_hooked(hook, target, mode, LogError, "instrument record",

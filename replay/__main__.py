@@ -1,6 +1,7 @@
 """python -m replay: run representatives alone, answered from their message logs."""
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -108,21 +109,17 @@ def _parse(argv: list[str]):
     return a, mode, target, ap
 
 
-def _log_error():
-    """The log's error class; the replay's own modules loaded with it."""
-    from instrument.msglog import LogError
-
-    from . import run  # noqa: F401
-    return LogError
-
-
 def main(argv=None) -> int:
     _alone()
     argv = list(sys.argv[1:] if argv is None else argv)
     # parsing and the tool's modules stay out of the application's heap
     a, mode, target, ap = in_own_arena(_parse, argv)
-    LogError = in_own_arena(_log_error)
-    # not replay.fake, which imports mpi4py.MPI: the application initialises MPI
+    # the runners and the log's reader loaded there too (not replay.fake,
+    # which imports mpi4py.MPI: the application initialises MPI); the
+    # imports below then find them loaded
+    in_own_arena(importlib.import_module, "replay.run")
+    from instrument.msglog import LogError
+
     from .errors import Divergence, ReplayError
     from .run import replay_many, replay_rank
     try:

@@ -26,11 +26,11 @@ import time
 
 def _at_init(MPI):
     """Every rank at once: this rank (None if the application keeps MPI
-    uninitialised at its import)."""
+    uninitialised at its import) and the clock after the barrier."""
     if not MPI.Is_initialized():
-        return None
+        return None, time.perf_counter()
     MPI.COMM_WORLD.Barrier()
-    return MPI.COMM_WORLD.Get_rank()
+    return MPI.COMM_WORLD.Get_rank(), time.perf_counter()
 
 
 def main(argv=None) -> int:
@@ -43,19 +43,21 @@ def main(argv=None) -> int:
         return 2
     out = opts[1]
     from launch import AtMPIImport, abort_job, run_app
-    t0 = [time.perf_counter()]                    # if it never imports mpi4py.MPI
-    start = AtMPIImport(_at_init, then=lambda rank: t0.append(time.perf_counter()))
+    t_launch = time.perf_counter()
+    start = AtMPIImport(_at_init)
     sys.meta_path.insert(0, start)
     status, code = run_app(target, mode)
     end = time.perf_counter()
     started = start.done
-    rank = start.ensure()
+    rank, t0 = start.ensure()
+    if not started:                               # it never imported mpi4py.MPI
+        t0 = t_launch
     from mpi4py import MPI
     if rank is None:
         rank = MPI.COMM_WORLD.Get_rank()
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-        json.dump({"rank": rank, "span": end - (t0[-1] if started else t0[0]), "status": status}, f)
+        json.dump({"rank": rank, "span": end - t0, "status": status}, f)
     if code:
         abort_job(MPI.COMM_WORLD, code, MPI.Comm.Abort)
     return code
