@@ -24,6 +24,11 @@ With the peer -1 row, that cost becomes ``network.call_overhead``
 latency, so that a ping-pong (one call per
 one-way trip on its critical path) still costs what was measured while a
 collective or a window of Isends pays it once per call, not per message.
+The ``warmup`` rows give the ``warmup`` of the level joining ranks 0 and
+1 (place them on two nodes to measure the network's): what the
+exchanges of the first half of the bytes on their new connection cost
+beyond the median of the second half's, over those bytes, where it
+exceeds 1 % of their time.
 The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
 ranks the model of an alltoall or allgather is one exchange, which the
 model times as one ping-pong trip (the one-way time at 8 bytes, off the
@@ -151,7 +156,8 @@ def read_measurements(raw):
     """The measurements of ``raw`` (a CSV path or a list of them), concatenated
     and checked: columns ``peer`` (world rank, -1 for a rank pair's own
     costs), ``bytes`` (>= 0), ``one_way`` (finite seconds >= 0), ``what``
-    (what was measured: pingpong, stream, call, ...)."""
+    (what was measured: pingpong, stream, call, ...), and ``file``, which
+    of them a row came from (0, 1, ...; rows in each file's order)."""
     import pandas as pd
 
     from instrument.tables import read_table
@@ -168,7 +174,7 @@ def read_measurements(raw):
                                     f"{df['bytes'].iat[i]} out of range")
         if df["what"].isna().any() or not pd.api.types.is_string_dtype(df["what"]):
             raise MeasurementsError(f"{p}: column what must name every row's measurement")
-        frames.append(df)
+        frames.append(df.assign(file=len(frames)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -198,6 +204,30 @@ def _fit_level(name: str, pingpong, stream, eager_limit: int, call: float, excha
     return lv
 
 
+def _warmup(rows, combine: str) -> dict | None:
+    """A new connection's warm-up from the ``warmup`` rows (each file's
+    exchanges in order): the first half of the bytes took ``seconds``
+    longer in all than the median exchange of the second half, combined
+    over the files; None where that is within 1 % of the first half's time
+    (the machine's noise), or the rows are too few."""
+    import numpy as np
+    import pandas as pd
+    fits = []
+    for _, r in rows.groupby("file"):
+        t = r["one_way"].to_numpy(float)
+        half = len(t) // 2
+        if half >= 2:
+            steady = float(np.median(t[half:]))
+            fits.append((half * int(r["bytes"].iat[0]), float((t[:half] - steady).sum()),
+                         half * steady))
+    if not fits:
+        return None
+    f = pd.DataFrame(fits, columns=["bytes", "seconds", "steady"]).agg(combine)
+    if f["bytes"] <= 0 or f["seconds"] <= 0.01 * f["steady"]:
+        return None
+    return {"bytes": int(f["bytes"]), "seconds": float(f["seconds"])}
+
+
 def _agg(rows, combine: str, default: float = 0.0) -> float:
     return float(rows.agg(combine)) if len(rows) else default
 
@@ -220,7 +250,7 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     pack_bt = _pack_byte_time(df[what.isin(PACKING)], combine)
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
     pair = df[~what.isin(["pingpong", "exchange", "stream", "stream_loop", "call", "copy",
-                          "eager_limit", *PACKING])].groupby("what")["one_way"].agg(combine)
+                          "eager_limit", "warmup", *PACKING])].groupby("what")["one_way"].agg(combine)
     exchange = df[what == "exchange"].groupby("bytes")["one_way"].agg(combine)
     # the caller's own cost per message of a window, which the simulator
     # charges as the application's calls and computation, comes off
@@ -243,6 +273,9 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
                         exchange if i == level(1) else None, combine)
         if i < len(spans):
             lv["span"] = spans[i]
+        warm = _warmup(df[what == "warmup"], combine) if i == level(1) else None
+        if warm:
+            lv["warmup"] = warm
         levels.append(lv)
     if not levels:
         raise ValueError(f"{raw}: no measurements")

@@ -45,7 +45,10 @@ neighbour collectives                  (L + o + n G) per neighbour
 =====================================  =====================================
 
 These are the usual Hockney/LogP estimates of the algorithms above
-(Thakur, Rabenseifner and Gropp 2005).
+(Thakur, Rabenseifner and Gropp 2005).  Where the level has a
+connection warm-up (netsim/platform.py), each of the bandwidth term's
+blocks (:func:`blocks`) also pays its share of it, a member's earlier
+blocks over the same communicator having warmed its connections.
 """
 from __future__ import annotations
 
@@ -122,6 +125,21 @@ def analytic_cost(family: str, p: int, n: float, L: float, G: float, o: float,
     if family == "reduce_scatter":
         return c * (L + o) + n * G * (p - 1) / p
     raise ValueError(f"no analytic cost for {family}")
+
+
+def blocks(family: str, p: int, neighbours: int = 0) -> int:
+    """How many blocks one member moves in turn in the analytic cost's
+    bandwidth term (the terms in G above: allreduce and reduce_scatter
+    count blocks of n/p): what a new connection's warm-up is charged on."""
+    if family == "neighbor":
+        return neighbours
+    if p <= 1 or family == "barrier":
+        return 0
+    if family in ("bcast", "reduce", "scan", "exscan"):
+        return _log2c(p)
+    if family == "allreduce":
+        return 2 * (p - 1)
+    return p - 1            # gather, scatter, allgather, alltoall, reduce_scatter
 
 
 # ---------------------------------------------------------------------------

@@ -12,9 +12,10 @@ Timing of a message of s bytes between ranks whose innermost common
 network level has latency L; W is the message's time on the wire, given
 per SEND row (``wire``, from the platform: (s-1)*G with G the level's byte
 time, its rendezvous byte time over the eager limit, or the level's
-measured curve; netsim/predict.py); P its occupancy, how long it holds
-the NIC (``occupy``: W, or the platform's measured streaming time per
-message, so that a window of messages is spaced as measured); o/O send
+measured curve, plus a new connection's warm-up; netsim/predict.py); P
+its occupancy, how long it holds the NIC (``occupy``: W less the
+warm-up, or the platform's measured streaming time per message, so that
+a window of messages is spaced as measured); o/O send
 and receive overheads per message/per byte, g the gap between two
 messages of a NIC:
 

@@ -29,6 +29,11 @@ sender's NIC (and, with contention, the nodes' NICs) for that time less
 is spaced as measured while each message still arrives one wire time
 after it leaves (shared-memory MPICH streamed a window of 4 MiB messages
 at 450-600 us each, one-way trips took 700-860 us at the same moment);
+optionally ``warmup: {bytes, seconds}``: a new connection's first
+``bytes`` bytes from one rank to another over the level cost ``seconds``
+more in all, spread over them in proportion (MPICH over TCP moved its
+first 1 MiB messages to a new peer 3-7 ms slower each than later ones at
+1 Gbit/s, about 30 ms over its first 10 MiB; ``calibrate fit`` writes it);
 ``network.overhead: {send, recv}`` (LogGP o,
 seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
@@ -93,6 +98,7 @@ class Level:
     rendezvous_byte_time: float | None = None   # over the eager limit; None: byte_time
     one_way: list | None = None   # measured [bytes, seconds] ping-pong curve, by size
     stream: list | None = None    # measured [bytes, seconds per message] in a window of sends
+    warmup: tuple | None = None   # (bytes, seconds): a new connection's extra cost
 
 
 @dataclass
@@ -219,6 +225,24 @@ class Platform:
             if level.stream:
                 here = lv == i
                 out[here] = np.maximum(one_way_at(level.stream, nbytes[here]) - self.gap, 0.0)
+        return out
+
+    def warmup_extra(self, level: np.ndarray, before: np.ndarray,
+                     nbytes: np.ndarray) -> np.ndarray:
+        """Seconds of warm-up each message adds: its share of its level's
+        ``warmup`` seconds, for the part of its bytes that falls within the
+        connection's first warm-up bytes, ``before`` being the bytes that
+        connection carried before it (0 where the level has none)."""
+        level = np.asarray(level)
+        before = np.asarray(before, dtype=np.float64)
+        after = before + np.asarray(nbytes, dtype=np.float64)
+        out = np.zeros(len(level))
+        for i, lv in enumerate(self.levels):
+            if lv.warmup:
+                w, secs = lv.warmup
+                here = level == i
+                out[here] = secs * (np.minimum(after[here], w)
+                                    - np.minimum(before[here], w)) / w
         return out
 
     def self_message(self, nbytes: float) -> float:
@@ -367,9 +391,9 @@ def _check_models(d: dict, source: str) -> None:
     if d["network"].get("semantics") == "loggopsim":
         if len(levels) != 1:
             raise PlatformError(f"{source}: loggopsim semantics take one network level (L, G)")
-        if "one_way" in levels[0] or "stream" in levels[0]:
+        if "one_way" in levels[0] or "stream" in levels[0] or "warmup" in levels[0]:
             raise PlatformError(f"{source}: loggopsim semantics take one G: drop the level's "
-                                f"one_way and stream curves")
+                                f"one_way and stream curves and its warmup")
 
 
 def _check(d, source: str) -> None:
@@ -413,7 +437,9 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
     levels = [Level(str(lv.get("name", f"level{i}")), None if i == last else int(lv["span"]),
                     float(lv["latency"]), float(lv["byte_time"]),
                     float(lv["rendezvous_byte_time"]) if "rendezvous_byte_time" in lv else None,
-                    _curve(lv.get("one_way")), _curve(lv.get("stream")))
+                    _curve(lv.get("one_way")), _curve(lv.get("stream")),
+                    (float(lv["warmup"]["bytes"]), float(lv["warmup"]["seconds"]))
+                    if lv.get("warmup") else None)
               for i, lv in enumerate(net["levels"])]
     ov = net.get("overhead") or {}
     ob = net.get("overhead_byte") or {}

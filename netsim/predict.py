@@ -69,6 +69,11 @@ def run(s: Schedule, platform) -> Result:
         occupy = np.zeros(len(s.kind))
         occupy[sends] = platform.occupancy(core[s.rank[sends]], core[s.peer[sends]],
                                            s.size[sends], wire[sends])
+    if any(lv.warmup for lv in platform.levels):
+        # a new connection is slower on the wire, not on the NIC: other
+        # connections may use the NIC meanwhile
+        occupy = occupy.copy() if occupy is wire else occupy
+        wire[sends] += _warmup(s, sends, core, platform)
     ctx, coll = np.ascontiguousarray(s.ctx), np.ascontiguousarray(s.coll)
     (start, end, matched, coll_last, events), secs = _with_room(
         s, lambda graph, room: engine.simulate(
@@ -80,6 +85,27 @@ def run(s: Schedule, platform) -> Result:
         raise ScheduleError(deadlock_report(s, start, end, matched))
     return Result(float(end.max()) if len(end) else 0.0,
                   _breakdown(s, start, end, matched, coll_last), start, end, int(events), secs)
+
+
+def _warmup(s: Schedule, sends: np.ndarray, core: np.ndarray, platform) -> np.ndarray:
+    """Seconds of connection warm-up each SEND adds (platform.warmup_extra),
+    the connection being the ordered pair of ranks and its earlier bytes
+    those of the pair's earlier sends in the schedule's order (a rank's ops
+    are in call order)."""
+    idx = np.flatnonzero(sends)
+    if not len(idx):
+        return np.zeros(0)
+    src, dst = s.rank[idx].astype(np.int64), s.peer[idx].astype(np.int64)
+    size = s.size[idx].astype(np.float64)
+    order = np.lexsort((idx, dst, src))             # by connection, then in order
+    pair = (src * s.nranks + dst)[order]
+    total = np.cumsum(size[order])
+    starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+    base = np.repeat(total[starts] - size[order][starts], np.diff(np.r_[starts, len(pair)]))
+    before = np.empty(len(idx))
+    before[order] = total - size[order] - base
+    level = platform.level_of(core[src], core[dst])
+    return platform.warmup_extra(level, before, size)
 
 
 def _with_room(s: Schedule, simulate):

@@ -399,7 +399,7 @@ class _Lowering(_OneSided):
                          for c, m in self.members.items()}
         self.core = platform.core_of(trace.size)
         self.levels = platform.level_arrays()  # (span, latency, byte time) per level
-        self._widest_cache = {}                # (comm, message bytes) -> (L, G)
+        self._widest_cache = {}                # (comm, message bytes) -> (L, G, level)
         self.neigh = {}
         topo = getattr(trace, "topology", None)
         if topo is not None and len(topo):
@@ -410,6 +410,7 @@ class _Lowering(_OneSided):
         self.B = Builder(trace.size)
         self.coll_ids: dict = {}            # (comm, k) -> coll id (analytic)
         self.ncoll: dict = {}               # (rank, comm) -> collectives so far
+        self.warm: dict = {}                # (rank, comm) -> bytes per peer so far
         self.cols = {k: ev[k].to_numpy() for k in ("rank", "seq", "op", "comm", "peer", "tag",
                                                    "sbytes", "rbytes", "req", "rpeer", "rtag",
                                                    "flags")}
@@ -475,7 +476,7 @@ class _Lowering(_OneSided):
             self.after = self.after + self.pending.pop(int(q), [])
 
     def _widest(self, comm: int, nbytes: float):
-        """(L, G) of the outermost level a communicator's members span, G
+        """(L, G, level) of the outermost level a communicator's members span, G
         per byte of one message of ``nbytes`` there as a point-to-point
         message is charged (the level's measured curve, or its eager or
         rendezvous byte time): over TCP a calibrated level's eager line,
@@ -494,13 +495,13 @@ class _Lowering(_OneSided):
                 lv = i
                 break
         if nbytes <= 1:
-            return lat[lv], bt[lv]
+            return lat[lv], bt[lv], lv
         # two of the members whose cores that level joins (one call for
         # all members: a world communicator has every rank)
         joined = m[1:][self.platform.level_of(np.full(len(m) - 1, m[0]), m[1:]) == lv]
         b = joined[0] if len(joined) else m[-1]
         wire = self.platform.wire(m[:1], np.array([b]), np.array([float(nbytes)]))[0]
-        return lat[lv], wire / (nbytes - 1)
+        return lat[lv], wire / (nbytes - 1), lv
 
     def collective(self, i: int, r: int, op: str):
         cols, plat = self.cols, self.platform
@@ -548,9 +549,16 @@ class _Lowering(_OneSided):
             if cid is None:
                 cid = self.coll_ids[(comm, k)] = self.B.new_coll(p)
             message = {"allreduce": nb / p, "reduce_scatter": nb / p}.get(fam, nb)
-            L, G = self._widest(comm, message)
-            cost = C.analytic_cost(fam, p, nb, L, G, plat.o_send + plat.o_recv,
-                                   self.neigh.get((comm, r), 2))
+            L, G, lv = self._widest(comm, message)
+            neighbours = self.neigh.get((comm, r), 2)
+            cost = C.analytic_cost(fam, p, nb, L, G, plat.o_send + plat.o_recv, neighbours)
+            if plat.levels[lv].warmup and message > 0:
+                # every block goes over a connection of its own, each
+                # warmed by as many bytes as this rank's earlier blocks
+                before = self.warm.get((r, comm), 0.0)
+                self.warm[(r, comm)] = before + message
+                cost += C.blocks(fam, p, neighbours) * float(plat.warmup_extra(
+                    np.array([lv]), np.array([before]), np.array([message]))[0])
             x = self.B.op(COLL, r, self.after, coll=cid, dur=cost, ctx=ctx, event=i)
             return [x], [x]
         return self._steps(i, r, fam, alg, m, self.index_of[comm][r], root, nb, per_peer, k,
