@@ -249,8 +249,9 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     pack_bt = _pack_byte_time(df[what.isin(PACKING)], combine)
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
-    pair = df[~what.isin(["pingpong", "exchange", "stream", "stream_loop", "call", "copy",
-                          "eager_limit", "warmup", *PACKING])].groupby("what")["one_way"].agg(combine)
+    apart = ["pingpong", "exchange", "stream", "stream_loop", "call", "copy", "eager_limit",
+             "warmup", *PACKING]
+    pair = df[~what.isin(apart)].groupby("what")["one_way"].agg(combine)
     exchange = df[what == "exchange"].groupby("bytes")["one_way"].agg(combine)
     # the caller's own cost per message of a window, which the simulator
     # charges as the application's calls and computation, comes off
