@@ -114,6 +114,10 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
           f"call taken out of {len(rows)} computation spans (median of {len(walls)} "
           f"measurements along the run, {walls[0] * 1e6:.2f}-{walls[-1] * 1e6:.2f} us)",
           file=sys.stderr)
+    if rp.fault_seconds:
+        print(f"replay: rank {rank}: {rp.fault_seconds * 1e3:.3f} ms of page faults in "
+              f"receives into memory the application had not touched yet, charged to the "
+              f"spans after those calls (MPI's copy pays them in a real run)", file=sys.stderr)
     path = os.path.join(out_dir, f"rank{rank}.csv")
 
     def write(tmp):

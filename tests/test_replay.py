@@ -1,7 +1,9 @@
 """Message logging and single-node replay with real mpiexec record runs."""
 import json
+import re
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import APPS, EXAMPLES, host_lines, mpi_env, mpirun, record, run, trace
@@ -295,6 +297,34 @@ def test_every_stage_keeps_the_plain_runs_loop_temporaries(tmp_path):
     replay(tmp_path / "log", tmp_path / "rep", app, ranks=[0, 1])
     assert [(tmp_path / "rep" / f"rank{r}.out").read_text().strip() for r in (0, 1)] == \
         list(alone.values())
+
+
+def test_page_faults_of_receives_into_new_memory_go_to_the_next_span(tmp_path):
+    """MPI's copy into a buffer never touched faults its pages in (fft2d's
+    Alltoall into a fresh 2 MiB buffer: 0.82 ms per call against 0.13 ms
+    into a used one), which the network model, calibrated with used
+    buffers, does not hold: fft2d was predicted 20 % fast.  The replay
+    meets the same faults, times them apart and charges them to the span
+    after the call; a receive into a used buffer is charged nothing."""
+    spans = {}
+    for how in ("fresh", "reused"):
+        app = [APPS / "fresh_recv.py", how]
+        record(2, tmp_path / how, [0], app)
+        p = replay(tmp_path / how, tmp_path / f"rep-{how}", app, rank=0)
+        vec = pd.read_csv(tmp_path / f"rep-{how}" / "rank0.csv")
+        after = vec["op"].shift(1) == "sendrecv"
+        spans[how] = vec.loc[after, "cpu"].to_numpy()
+        charged = re.search(r"rank 0: ([0-9.]+) ms of page faults", p.stderr)
+        if how == "fresh":
+            # 1024 pages per receive, each faulted at the replay's touch
+            assert charged and float(charged.group(1)) > 0, p.stderr
+            assert spans[how].sum() * 1e3 >= float(charged.group(1)) * 0.99
+        else:
+            assert charged is None, p.stderr
+    # seven spans after a receive (the eighth call's is finalize's), each
+    # holding its 1024 faults: CPU time, counted alike on a busy machine
+    assert len(spans["fresh"]) == len(spans["reused"]) == 8
+    assert np.median(spans["fresh"]) > 5 * np.median(spans["reused"]), spans
 
 
 def test_a_full_disk_names_the_log_and_the_record():
