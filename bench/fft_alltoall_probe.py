@@ -1,11 +1,17 @@
-"""Where fft2d's Alltoalls lose time on an emulated link: its loop with
-each Alltoall timed, and beside it, in the same run, the same Alltoall back
-to back, with fresh buffers, and a 1 MiB Sendrecv (what the calibration
-measures), all untraced, interleaved over 6 rounds.
+"""Where fft2d's Alltoalls lose time: its loop with each Alltoall timed, and
+beside it, in the same run, the same Alltoall back to back with nothing,
+a CPU spin of 3 ms or a memory sweep of 48 MB between calls.  Per case:
+the mean time in the call per rank, the mean skew between the ranks'
+entries (both ranks read the same monotonic clock: one host), the time
+from the later entry, and the page faults per call.  Untraced, 6 rounds.
 
-    python -m emulate run --nodes 2 --rate 1gbit -- \
+    python -m emulate run --nodes 2 --rate 1gbit -- \\
         sh -c '$EMULATE_MPIEXEC -n 2 .venv/bin/python bench/fft_alltoall_probe.py'
+    mpiexec -n 2 .venv/bin/python bench/fft_alltoall_probe.py     # shared memory
 """
+import resource
+import time
+
 import numpy as np
 from mpi4py import MPI
 
@@ -14,45 +20,52 @@ n, steps = 512, 12
 rows = n // comm.size
 rng = np.random.default_rng(comm.rank)
 field = rng.standard_normal((rows, n)) + 1j * rng.standard_normal((rows, n))
-def tr(a, log):
-    """fft2d's transpose, its Alltoall timed into ``log``."""
+log = {"app": [], "spin": [], "sweep": [], "back-to-back": []}   # (entry, exit, faults)
+
+
+def alltoall(send, recv, case):
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+    comm.Alltoall(send, recv)
+    t1 = time.clock_gettime(time.CLOCK_MONOTONIC)
+    log[case].append((t0, t1, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0))
+
+
+def transpose(a):
+    """fft2d's transpose: fresh send and receive buffers every call."""
     p = comm.size
     send = np.ascontiguousarray(a.reshape(rows, p, rows).transpose(1, 0, 2))
     recv = np.empty_like(send)
-    t0 = MPI.Wtime()
-    comm.Alltoall(send, recv)
-    log.append(MPI.Wtime() - t0)
+    alltoall(send, recv, "app")
     return recv.transpose(2, 0, 1).reshape(rows, p * rows)
-app, b2b, sr, fresh = [], [], [], []   # seconds per call
+
+
+big = np.ones(2 << 20)
 for _round in range(6):
     comm.Barrier()
     for _ in range(steps):
-        spec = np.fft.fft(tr(np.fft.fft(field, axis=1), app), axis=1)
-        field = np.fft.ifft(tr(np.fft.ifft(spec, axis=1), app), axis=1)
-    comm.Barrier()
+        spec = np.fft.fft(transpose(np.fft.fft(field, axis=1)), axis=1)
+        field = np.fft.ifft(transpose(np.fft.ifft(spec, axis=1)), axis=1)
     send = np.ascontiguousarray(field.reshape(rows, comm.size, rows).transpose(1, 0, 2))
     recv = np.empty_like(send)
-    for _ in range(2 * steps):
-        t0 = MPI.Wtime()
-        comm.Alltoall(send, recv)
-        b2b.append(MPI.Wtime() - t0)
-    comm.Barrier()
-    for _ in range(2 * steps):          # fresh buffers each time, no computation
-        s2 = send.copy()
-        r2 = np.empty_like(s2)
-        t0 = MPI.Wtime()
-        comm.Alltoall(s2, r2)
-        fresh.append(MPI.Wtime() - t0)
-    comm.Barrier()
-    peer = 1 - comm.rank
-    sb = np.ones(1 << 17)
-    rb = np.empty(1 << 17)
-    for _ in range(2 * steps):
-        t0 = MPI.Wtime()
-        comm.Sendrecv(sb, peer, 0, rb, peer, 0)
-        sr.append(MPI.Wtime() - t0)
+    for case in ("spin", "sweep", "back-to-back"):
+        comm.Barrier()
+        for _ in range(2 * steps):
+            if case == "spin":
+                until = time.perf_counter() + 0.003
+                while time.perf_counter() < until:
+                    pass
+            elif case == "sweep":
+                for _ in range(3):
+                    big *= 1.0000001
+            alltoall(send, recv, case)
+logs = comm.gather(log, root=0)
 if comm.rank == 0:
-    for name, v in (("app alltoall", app), ("back-to-back", b2b), ("fresh buffers", fresh),
-                    ("sendrecv 1 MiB", sr)):
-        print(f"{name:<18} median {1e3 * np.median(v):.2f} ms  mean {1e3 * np.mean(v):.2f}  "
-              f"min {1e3 * np.min(v):.2f}")
+    for case in log:
+        a, b = np.array(logs[0][case]), np.array(logs[1][case])
+        in_call = (a[:, 1] - a[:, 0] + b[:, 1] - b[:, 0]) / 2
+        skew = np.abs(a[:, 0] - b[:, 0])
+        joint = np.minimum(a[:, 1], b[:, 1]) - np.maximum(a[:, 0], b[:, 0])
+        print(f"{case:<13} in the call {1e3 * in_call.mean():.3f} ms  skew {1e3 * skew.mean():.3f}"
+              f"  from the later entry {1e3 * joint.mean():.3f}  "
+              f"page faults per call {a[:, 2].mean():.0f}")
