@@ -42,6 +42,7 @@ saved under OUT, without running anything (after a change to the model).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -89,7 +90,13 @@ APPS = {
     "uneven": ["examples/uneven.py", "--iters", "300"],
     "rma-halo": ["examples/rma_halo.py", "--n", "1000000", "--iters", "60", "--halo", "8"],
     "futures-julia": ["bench/apps/src/mpi4py/demo/futures/run_julia.py"],
+    "fft-navier-stokes": ["bench/apps/fft_navier_stokes.py", "--n", "64", "--steps", "12"],
+    "pylops-cgls": ["bench/apps/src/pylops_mpi/examples/plot_cgls.py"],
+    "pylops-halo": ["bench/apps/src/pylops_mpi/examples/plot_halo.py"],
 }
+# the module a third-party application needs (bench/apps/install.sh installs it)
+NEEDS = {"fft-navier-stokes": "mpi4py_fft", "pylops-cgls": "pylops_mpi",
+         "pylops-halo": "pylops_mpi"}
 
 
 def link_name(rate: float) -> str:
@@ -311,6 +318,10 @@ def main(argv=None) -> int:
                 app = [str(ROOT / APPS[name][0])] + APPS[name][1:]
                 if not os.path.exists(app[0]):
                     print(f"{name}: {app[0]} missing (bench/apps/install.sh); skipped")
+                    continue
+                if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
+                    print(f"{name}: module {NEEDS[name]} not installed (bench/apps/install.sh); "
+                          f"skipped")
                     continue
                 d = out / name
                 shutil.rmtree(d, ignore_errors=True)
