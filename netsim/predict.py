@@ -99,11 +99,10 @@ def _warmup(s: Schedule, sends: np.ndarray, core: np.ndarray, platform) -> np.nd
     size = s.size[idx].astype(np.float64)
     order = np.lexsort((idx, dst, src))             # by connection, then in order
     pair = (src * s.nranks + dst)[order]
-    total = np.cumsum(size[order])
+    sent = np.cumsum(size[order]) - size[order]     # bytes of all sends before, sorted
     starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
-    base = np.repeat(total[starts] - size[order][starts], np.diff(np.r_[starts, len(pair)]))
-    before = np.empty(len(idx))
-    before[order] = total - size[order] - base
+    before = np.empty(len(idx))                     # less those of earlier connections
+    before[order] = sent - np.repeat(sent[starts], np.diff(np.r_[starts, len(pair)]))
     level = platform.level_of(core[src], core[dst])
     return platform.warmup_extra(level, before, size)
 

@@ -98,10 +98,10 @@ class Replayer:
         # recorder let through unlogged; answered with nothing, counted
         self.finished = False
         self.late = 0
-        # seconds of page faults in this call's copies into the application's
-        # buffers (see _copy_in), carried into the span after the call
+        # seconds of page faults in the last call's copies into the
+        # application's buffers (see _copy_in): the next enter() adds them
+        # to the span after that call
         self.faulted = 0.0
-        self._carry = 0.0
         self.fault_seconds = 0.0          # in all, for the replay's summary
 
     # The clocks are read so that their own cost (process_time is a system
@@ -109,14 +109,13 @@ class Replayer:
     def enter(self):
         t = time.perf_counter()
         c = time.process_time()
-        self._span = (t - self.last_exit + self._carry, c - self.last_cpu + self._carry)
-        self._carry = 0.0
+        self._span = (t - self.last_exit + self.faulted, c - self.last_cpu + self.faulted)
+        self.faulted = 0.0
         self._entry_cpu = c
 
     def leave(self, op, empty=False):
         """End a call; ``empty``: a poll (Iprobe, Test...) that found or
         completed nothing, folded into the next call (see :meth:`polled`)."""
-        self._carry, self.faulted = self.faulted, 0.0
         if empty:
             if self.polls == 0:
                 self._poll_span, self._poll_cpu0 = self._span, self._entry_cpu
@@ -224,15 +223,15 @@ def _first_touch(view, n: int) -> None:
     """Write one byte of every page of ``view[:n]`` (the copy overwrites
     them next) and, if that faulted pages in, add its time to RP.faulted:
     the faults the real MPI's copy paid, timed apart from the log's own
-    pages, which the copy's source faults in too."""
-    mv = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+    pages, which the copy's source faults in too.  ``view``: a byte view
+    (instrument.calls.bytes_view, or a window's bytearray)."""
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
     step = len(_ZEROS) * PAGE
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        mv[lo:hi:PAGE] = _ZEROS[:len(range(lo, hi, PAGE))]
-    mv[n - 1] = 0
+        view[lo:hi:PAGE] = _ZEROS[:len(range(lo, hi, PAGE))]
+    view[n - 1] = 0
     t1 = time.perf_counter()
     if resource.getrusage(resource.RUSAGE_SELF).ru_minflt > f0:
         RP.faulted += t1 - t0
