@@ -92,12 +92,24 @@ for _ in $(seq 60); do
 done
 sinfo
 
-export PATH="$(dirname "$PY"):$PATH"
+# inside a job, snakemake's jobstep runs each rule under a nested srun and
+# strips every SLURM_* variable first, SLURM_CONF included; a real cluster's
+# srun finds /etc/slurm, ours is told where its config is by this wrapper
+mkdir -p "$RUN/bin"
+printf '#!/bin/sh\nSLURM_CONF=%s exec %s "$@"\n' "$SLURM_CONF" "$(command -v srun)" > "$RUN/bin/srun"
+chmod +x "$RUN/bin/srun"
+export PATH="$RUN/bin:$(dirname "$PY"):$PATH"
 # a run killed earlier may have left its lock behind
 "$PY" -m snakemake --profile slurm --config results="$RESULTS" --unlock >/dev/null 2>&1 || true
 # poll often: this cluster is ours alone (the profile is gentler for real ones)
-"$PY" -m snakemake --profile slurm --config results="$RESULTS" --forceall \
-    --seconds-between-status-checks 1 --slurm-init-seconds-before-status-checks 1
+if ! "$PY" -m snakemake --profile slurm --config results="$RESULTS" --forceall \
+    --seconds-between-status-checks 1 --slurm-init-seconds-before-status-checks 1; then
+    # the jobs' own logs say why a job failed; snakemake only names them
+    for log in "$ROOT"/.snakemake/slurm_logs/rule_*/*.log; do
+        [ -f "$log" ] && { echo "== $log"; tail -n 15 "$log"; }
+    done >&2
+    exit 1
+fi
 test -s "$RESULTS/report.html"
 # what ran where: partition and the executor's comment (rule and wildcards)
 echo "slurm jobs (partition comment):"
