@@ -23,9 +23,10 @@ spans compared, the median and 90th percentile of |traced / untraced -
 by a busy neighbour does not accrue; page faults count in both), the
 same median for the second untraced run against the first (the noise
 floor: where it is above 3 %, this machine cannot resolve 3 % on that
-application), and the ratio of the wall sums.  difflib aligns runs of
-one name, not single calls (quadratic at worst: 100,000s of calls took
-too long), and a run of polls the tracer folded pairs its first call only.
+application), and the ratio of the wall sums.  The alignment walks runs
+of one name, resynchronising where the two runs part (linear where they
+differ only here and there), and a run of polls the tracer folded pairs
+its first call only.
 Goal: the traced computation within 3 % of the untraced, span by span.
 """
 from __future__ import annotations
@@ -152,41 +153,91 @@ def traced_events(d: Path, rank: int):
 def aligned_spans(traced, untraced) -> dict:
     """Trace event index -> (traced (wall, CPU), untraced (wall, CPU)) of
     the span before it, for every call the two runs share.  The call
-    sequences are aligned by name (difflib, over runs of one name): a Python call may make C
-    calls of other names (mpi4py's allreduce of Python objects: a dup,
-    receives and a broadcast), and those are left out as anchors; the
-    untraced span is the gap between the shared call and whatever C call
-    ended before it."""
-    import difflib
+    sequences are aligned by the names both have, as runs of one name
+    (:func:`_matched`): a Python call may make C calls of other names
+    (mpi4py's allreduce of Python objects: a dup, receives and a
+    broadcast), and those are left out as anchors; the untraced span is
+    the gap between the shared call and whatever C call ended before it."""
     (t_ops, t_rows), (u_ops, u_rows) = traced, untraced
-    t_runs, u_runs = _runs(t_ops), _runs(u_ops)
-    blocks = difflib.SequenceMatcher(None, [r[0] for r in t_runs], [r[0] for r in u_runs],
-                                     autojunk=False).get_matching_blocks()
+    shared = set(t_ops) & set(u_ops)
+    t_runs, u_runs = _runs(t_ops, shared), _runs(u_ops, shared)
     out = {}
-    for i, j, n in blocks:
-        for k in range(n):
-            (_, ti, tn), (_, uj, un) = t_runs[i + k], u_runs[j + k]
-            # a run of the same call pairs call by call where both runs
-            # made as many; else (polls the tracer folded) only its first
-            for m in range(tn if tn == un else 1):
-                if uj + m == 0:
-                    continue
-                u = uj + m
-                gap = (u_rows[u, 0] - u_rows[u - 1, 1], u_rows[u, 2] - u_rows[u - 1, 3])
-                out[ti + m] = (tuple(t_rows[ti + m]), gap)
+    for i, j in _matched([r[0] for r in t_runs], [r[0] for r in u_runs]):
+        (_, t_at), (_, u_at) = t_runs[i], u_runs[j]
+        # a run of the same call pairs call by call where both runs made
+        # as many; else (polls the tracer folded) only its first
+        for t, u in zip(t_at, u_at) if len(t_at) == len(u_at) else [(t_at[0], u_at[0])]:
+            if u == 0:
+                continue
+            gap = (u_rows[u, 0] - u_rows[u - 1, 1], u_rows[u, 2] - u_rows[u - 1, 3])
+            out[t] = (tuple(t_rows[t]), gap)
     return out
 
 
-def _runs(ops: list) -> list:
-    """The sequence as runs of one name: (name, first index, length); an
-    OSU demo's 330,000 calls are a few hundred runs, which difflib aligns
-    in moments."""
+def _matched(a: list, b: list, k: int = 8):
+    """Pairs (i, j) of equal names of ``a`` and ``b``, in order: walk both
+    while they agree; where they part, go on at the nearest place (least
+    skipped on both sides together) where the next ``k`` names agree, and
+    align what was skipped in full where it is short.  Linear in the
+    length where the runs differ only here and there, as a traced and an
+    untraced run of one program do; a general alignment (difflib's) is
+    quadratic on sequences that alternate a few names, as an RMA loop's
+    lock, get_accumulate, unlock does 76,000 times."""
+    import difflib
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] != b[j]:
+            step = _resync(a, b, i, j, k)
+            gap = (len(a), len(b)) if step is None else step
+            # what lies between, if short, aligned in full
+            if (gap[0] - i) * (gap[1] - j) <= 1 << 20:
+                for bi, bj, n in difflib.SequenceMatcher(
+                        None, a[i:gap[0]], b[j:gap[1]], autojunk=False).get_matching_blocks():
+                    yield from ((i + bi + m, j + bj + m) for m in range(n))
+            if step is None:
+                return
+            i, j = step
+        yield i, j
+        i, j = i + 1, j + 1
+
+
+def _resync(a: list, b: list, i: int, j: int, k: int):
+    """The nearest (i', j') at or after (i, j) where ``k`` names agree (fewer
+    at the end), searching windows that grow fourfold; None if none."""
+    w = 64
+    while True:
+        n = min(k, len(a) - i, len(b) - j)
+        first = {}                  # k names of b -> their first offset
+        for dj in range(min(w, len(b) - j - n + 1)):
+            first.setdefault(tuple(b[j + dj:j + dj + n]), dj)
+        best = None
+        for di in range(min(w, len(a) - i - n + 1)):
+            if best is not None and di >= best[0] + best[1]:
+                break
+            dj = first.get(tuple(a[i + di:i + di + n]))
+            if dj is not None and (best is None or di + dj < best[0] + best[1]):
+                best = (di, dj)
+        if best is not None:
+            return i + best[0], j + best[1]
+        if w >= len(a) - i and w >= len(b) - j:
+            return None
+        w *= 4
+
+
+def _runs(ops: list, shared: set) -> list:
+    """The calls of names in ``shared`` as runs of one name: (name, their
+    indices in ``ops``).  The other names (the traced ``recv`` of an object,
+    the probe's ``mprobe`` and ``mrecv`` that make it) anchor nothing; an
+    OSU demo's 330,000 calls are a few hundred runs, and a polling loop's
+    folded polls one run on either side."""
     runs = []
     for i, op in enumerate(ops):
+        if op not in shared:
+            continue
         if runs and runs[-1][0] == op:
-            runs[-1][2] += 1
+            runs[-1][1].append(i)
         else:
-            runs.append([op, i, 1])
+            runs.append((op, [i]))
     return runs
 
 
