@@ -1,10 +1,11 @@
 """Micro-benchmark application: a ping-pong, a collective loop, polls.
 
-    python bench/_calls.py pingpong|allreduce|isend|iprobe|test CALLS
+    python bench/_calls.py pingpong|allreduce|isend|rma|iprobe|test CALLS
 
 ``iprobe`` and ``test`` poll for something that never comes (Iprobe for a
 tag nobody sends, Test of a receive nobody matches): the cost of a poll
-that finds nothing.
+that finds nothing.  ``rma`` is a shared counter's draw on the rank's own
+window: Lock, Get_accumulate, Unlock.
 Prints ``CALLS <n> SECONDS <s>`` on rank 0 (n = MPI calls made by rank 0)."""
 import sys
 import time
@@ -37,6 +38,15 @@ elif kind == "isend":
         a = w.Irecv(out, me, 0)
         b = w.Isend(buf, me, 0)
         MPI.Request.Waitall([a, b])
+elif kind == "rma":
+    me = w.rank
+    win = MPI.Win.Allocate(8, 8, comm=MPI.COMM_SELF)
+    one = np.ones(1, dtype="i8")
+    got = np.zeros(1, dtype="i8")
+    for _ in range(n // 3):
+        win.Lock(0)
+        win.Get_accumulate(one, got, 0, op=MPI.SUM)
+        win.Unlock(0)
 elif kind == "iprobe":
     for _ in range(n):
         w.Iprobe(MPI.ANY_SOURCE, 99)
@@ -48,5 +58,7 @@ t = time.perf_counter() - t0
 if kind == "test":
     req.Cancel()
     req.Wait()
+if kind == "rma":
+    win.Free()
 if r == 0:
     print(f"CALLS {n} SECONDS {t:.6f}", flush=True)

@@ -32,6 +32,7 @@ MICRO = [
     ("ping-pong 8 B (Send/Recv)", 2, ["pingpong", "200000"], 2),
     ("Allreduce 8 B", 2, ["allreduce", "100000"], 1),
     ("Irecv+Isend+Waitall to self", 1, ["isend", "150000"], 1),
+    ("Lock+Get_accumulate+Unlock, self", 1, ["rma", "150000"], 1),
     ("Iprobe finding nothing", 1, ["iprobe", "300000"], 1),
     ("Test completing nothing", 1, ["test", "300000"], 1),
 ]

@@ -39,7 +39,15 @@ from .bufsize import (
 )
 from .calls import Meta
 from .kinds import POLLS, found_nothing
-from .writer import FLAG_ANY_SOURCE, FLAG_ANY_TAG, FLAG_INPLACE, FLAG_NONCONTIG, FLAG_NONE, Recorder
+from .writer import (
+    FLAG_ANY_SOURCE,
+    FLAG_ANY_TAG,
+    FLAG_INPLACE,
+    FLAG_NONCONTIG,
+    FLAG_NONE,
+    FLAG_OBJECT,
+    Recorder,
+)
 
 R: Recorder = None            # set by install()
 PK = PickleCounter()
@@ -538,7 +546,7 @@ def _obj_done(s, self, root, res, op):
         sb = rb = PK.first if PK.first >= 0 else PK.dumped
     else:
         sb, rb = PK.dumped, PK.loaded
-    leave_ex(s, op, self._tidx, peer, -1, sb, rb, -1, -1, -1, -1, 0, None, 2)
+    leave_ex(s, op, self._tidx, peer, -1, sb, rb, -1, -1, -1, -1, FLAG_OBJECT, None, 2)
     return res
 
 

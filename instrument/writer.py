@@ -37,6 +37,7 @@ FLAG_ANY_TAG = 2
 FLAG_NONE = 8            # a test/probe that found nothing (folded, never written)
 FLAG_NONCONTIG = 16      # a v/w collective with a non-contiguous derived datatype
 FLAG_INPLACE = 32        # a collective called with MPI.IN_PLACE (no local copy)
+FLAG_OBJECT = 64         # a lower-case collective of Python objects (mpi4py's own algorithm)
 
 CHUNK = 8192
 FLUSH_SECONDS = 1.0

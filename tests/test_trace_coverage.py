@@ -150,6 +150,12 @@ def test_collectives(tr):
     assert rows(tr, 1, "allgather", sbytes=24).iloc[0].rbytes == 96
     # IN_PLACE is flagged: no local copy of the own block to simulate
     assert list(ip["flags"] & 32)[:2] == [0, 32]      # Allreduce(a, b), then in place
+    # collectives of objects are flagged (mpi4py's own algorithm below), the
+    # buffer forms are not
+    for op in ("bcast", "allgather", "allreduce"):
+        objects = rows(tr, 1, op)["flags"] & 64
+        assert (objects != 0).any() and (objects == 0).any(), op
+    assert ((rows(tr, 1, "iallreduce")["flags"] & 64) == 0).all()
 
 
 def test_derived_communicators_name_world_ranks(tr):
