@@ -2,6 +2,7 @@
 
     python bench/span_probe.py [--rounds 5] [--min-span 1.0] [--apps jacobi,...]
     python bench/span_probe.py --recipes bench/apps/recipes.yaml [--apps heat-kmeans,...]
+                               [--pin-malloc]
 
 An untraced run has no spans to compare, so it carries a probe below
 Python: a PMPI shim (bench/span_probe.c; wrappers generated from the MPI
@@ -27,6 +28,8 @@ application), and the ratio of the wall sums.  The alignment walks runs
 of one name, resynchronising where the two runs part (linear where they
 differ only here and there), and a run of polls the tracer folded pairs
 its first call only.
+``--pin-malloc`` pins glibc's heap in every run, for an application
+whose own page faults vary from run to run (heat-kmeans).
 Goal: the traced computation within 3 % of the untraced, span by span.
 """
 from __future__ import annotations
@@ -110,10 +113,14 @@ def probe_main(out: str, app: list[str]) -> None:
                          f"span probe: cannot write {path}")
 
 
-def env() -> dict:
+# --pin-malloc: every temporary from the heap, never trimmed, in all runs
+PINNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+
+
+def env(pin_malloc: bool = False) -> dict:
     return dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="0", OMP_NUM_THREADS="1",
                 OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg",
-                PYTHONPATH=str(ROOT))
+                PYTHONPATH=str(ROOT), **(PINNED_MALLOC if pin_malloc else {}))
 
 
 def recipes(path: str) -> dict:
@@ -123,9 +130,9 @@ def recipes(path: str) -> dict:
     return {name: app_args(r) for name, r in load_recipes(path).items() if r["ranks"] == 2}
 
 
-def run(cmd: list[str]) -> None:
+def run(cmd: list[str], pin_malloc: bool = False) -> None:
     import subprocess
-    p = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=ROOT, env=env(pin_malloc), capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
 
@@ -150,28 +157,40 @@ def traced_events(d: Path, rank: int):
     ev = pd.read_parquet(d / "events.parquet",
                          columns=["rank", "seq", "op", "flags", "comp", "cpu"])
     ev = ev[ev["rank"] == rank].sort_values("seq")
-    # a collective of objects is point-to-point calls and broadcasts below
-    # mpi4py, not the C call of its name: renamed, it anchors nothing
-    obj = (ev["flags"] & FLAG_OBJECT) != 0
+    # mpi4py reduces objects with point-to-point calls and broadcasts of its
+    # own, no C call of the name: renamed, such a call anchors nothing (its
+    # other collectives of objects start with the C call of their name:
+    # allgather with an MPI_Allgather of the sizes, then MPI_Allgatherv)
+    obj = ((ev["flags"] & FLAG_OBJECT) != 0) & (
+        ev["op"].isin(["allreduce", "reduce", "scan", "exscan"])
+        | ev["op"].str.startswith("neighbor_"))
     return ev["op"].where(~obj, ev["op"] + " of objects").tolist(), ev[["comp", "cpu"]].to_numpy()
 
 
 def aligned_spans(traced, untraced) -> dict:
     """Trace event index -> (traced (wall, CPU), untraced (wall, CPU)) of
     the span before it, for every call the two runs share.  The call
-    sequences are aligned by the names both have, as runs of one name
-    (:func:`_matched`): a Python call may make C calls of other names
-    (mpi4py's allreduce of Python objects: a dup, receives and a
-    broadcast), and those are left out as anchors; the untraced span is
+    sequences are aligned (:func:`_matched`) by the names both call about
+    as often, polls as runs: a Python call may make C calls of other
+    names (mpi4py's allreduce of Python objects: receives and
+    broadcasts), and those are left out as anchors; the untraced span is
     the gap between the shared call and whatever C call ended before it."""
+    from collections import Counter
+
+    from instrument.kinds import POLLS
     (t_ops, t_rows), (u_ops, u_rows) = traced, untraced
-    shared = set(t_ops) & set(u_ops)
-    t_runs, u_runs = _runs(t_ops, shared), _runs(u_ops, shared)
+    # a name both runs call about as often (polls aside: the tracer folds
+    # those that find nothing); one called far more often below Python is
+    # not the same call (the broadcasts inside mpi4py's allreduce of objects)
+    t_n, u_n = Counter(t_ops), Counter(u_ops)
+    shared = {n for n in t_n.keys() & u_n.keys()
+              if n in POLLS or 0.8 <= t_n[n] / u_n[n] <= 1.25}
+    t_runs, u_runs = _runs(t_ops, shared, POLLS), _runs(u_ops, shared, POLLS)
     out = {}
     for i, j in _matched([r[0] for r in t_runs], [r[0] for r in u_runs]):
         (_, t_at), (_, u_at) = t_runs[i], u_runs[j]
-        # a run of the same call pairs call by call where both runs made
-        # as many; else (polls the tracer folded) only its first
+        # a run of polls pairs call by call where both runs made as many;
+        # else (polls the tracer folded) only its first
         for t, u in zip(t_at, u_at) if len(t_at) == len(u_at) else [(t_at[0], u_at[0])]:
             if u == 0:
                 continue
@@ -230,26 +249,25 @@ def _resync(a: list, b: list, i: int, j: int, k: int):
         w *= 4
 
 
-def _runs(ops: list, shared: set) -> list:
-    """The calls of names in ``shared`` as runs of one name: (name, their
-    indices in ``ops``).  The other names (the traced ``recv`` of an object,
-    the probe's ``mprobe`` and ``mrecv`` that make it) anchor nothing but
-    end a run; an
-    OSU demo's 330,000 calls are a few hundred runs, and a polling loop's
-    folded polls one run on either side."""
-    runs, last = [], None
+def _runs(ops: list, shared: set, polls) -> list:
+    """The calls of names in ``shared``, each alone or, for ``polls``, as
+    runs of one name: (name, their indices in ``ops``).  The other names
+    (the traced ``recv`` of an object, the probe's ``mprobe`` and ``mrecv``
+    that make it) anchor nothing; a polling loop's polls are one run on
+    either side, however many the tracer folded."""
+    runs = []
     for i, op in enumerate(ops):
         if op not in shared:
-            last = None                 # a call between ends the run
-        elif op == last:
+            continue
+        if runs and runs[-1][0] == op and op in polls:
             runs[-1][1].append(i)
         else:
             runs.append((op, [i]))
-            last = op
     return runs
 
 
-def compare(name: str, app: list[str], rounds: int, min_span: float, tmp: Path) -> str:
+def compare(name: str, app: list[str], rounds: int, min_span: float, tmp: Path,
+            pin_malloc: bool = False) -> str:
     """One row of the table: the traced run's spans against the untraced
     run's, and a second untraced run's against the first (the noise
     floor).  Spans are matched by :func:`aligned_spans`; a span counts if
@@ -259,12 +277,12 @@ def compare(name: str, app: list[str], rounds: int, min_span: float, tmp: Path) 
     pairs = {0: [], 1: []}                      # rank -> per round: {event: (traced, u, u2)}
     probe = [MPIEXEC, "-n", "2", sys.executable, __file__, "--probe", str(tmp / "u"), "--"]
     for _ in range(rounds):
-        run(probe + app)
+        run(probe + app, pin_malloc)
         first = {r: untraced_calls(tmp / "u", r) for r in (0, 1)}
         run([MPIEXEC, "-n", "2", sys.executable, "-m", "instrument", "trace", "--force", "-o",
-             str(tmp / "t")] + app)
+             str(tmp / "t")] + app, pin_malloc)
         traced = {r: traced_events(tmp / "t", r) for r in (0, 1)}
-        run(probe + app)
+        run(probe + app, pin_malloc)
         again = {r: untraced_calls(tmp / "u", r) for r in (0, 1)}
         for r in (0, 1):
             a, b = aligned_spans(traced[r], first[r]), aligned_spans(traced[r], again[r])
@@ -304,6 +322,10 @@ def main():
     ap.add_argument("--recipes", help="take the applications from this bench/apps recipes file "
                                        "(those at 2 ranks) instead of the examples")
     ap.add_argument("--apps", help="comma-separated names (default: all)")
+    ap.add_argument("--pin-malloc", action="store_true",
+                    help="pin glibc's heap in every run (temporaries from the heap, never "
+                         "trimmed): the application's own page faults then vary no more "
+                         "from run to run")
     a = ap.parse_args()
     apps = recipes(a.recipes) if a.recipes else EXAMPLES
     unknown = [n for n in a.apps.split(",") if n not in apps] if a.apps else []
@@ -316,7 +338,8 @@ def main():
     rows = []
     try:
         for name in a.apps.split(",") if a.apps else apps:
-            rows.append(compare(name, apps[name], a.rounds, a.min_span / 1e3, tmp))
+            rows.append(compare(name, apps[name], a.rounds, a.min_span / 1e3, tmp,
+                                a.pin_malloc))
             print(rows[-1], flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
