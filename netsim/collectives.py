@@ -92,6 +92,19 @@ for _n in NEIGHBOR:
     FAMILY[_n + "_init"] = "neighbor"
 
 
+# A collective of Python objects (comm.allreduce(obj); the trace's flags
+# bit 64) is mpi4py's algorithm, not MPI's collective of that name.  Every
+# one moves the size of each pickle (an MPI_Count) just before the pickle;
+# both go out at once (eager), so the pair costs about what one message of
+# both costs.  Its gather, scatter, bcast, allgather and alltoall are MPI's
+# (size, then the pickles with the v-form), and its reduce a binomial tree
+# of point-to-point messages to member 0 (as MPI's binomial reduce); but
+# allreduce is that reduce followed by a broadcast of the result, where
+# MPI's allreduce exchanges (recursive doubling, ring, Rabenseifner).
+OBJECT_COUNT_BYTES = 8
+OF_OBJECTS = {"allreduce": ("reduce", "bcast")}
+
+
 def choose(family: str, wanted: str) -> str:
     """The algorithm used for ``family`` when the platform asks ``wanted``."""
     if wanted == "analytic" or family == "neighbor":

@@ -40,7 +40,10 @@ long as what it polls for takes to come in the simulation, plus the time
 the loop takes to notice (:func:`_noticed`).  One-sided calls lower
 as :class:`_OneSided` says.
 
-A collective first does its local work as a CALC (the platform's
+A collective of Python objects runs as mpi4py runs it
+(``collectives.OF_OBJECTS``: each pickle with its size; allreduce as a
+reduce, then a broadcast).  A collective
+first does its local work as a CALC (the platform's
 ``collective_overhead`` of its family, and for alltoall and allgather the
 copy of the own block, ``copy_overhead`` plus ``copy_byte_time`` per byte,
 unless called in place; an alltoall's block up to ``alltoall_self_limit``
@@ -57,7 +60,7 @@ import numpy as np
 from numba import njit
 
 from instrument import ops
-from instrument.writer import FLAG_INPLACE, FLAG_NONCONTIG
+from instrument.writer import FLAG_INPLACE, FLAG_NONCONTIG, FLAG_OBJECT
 
 from . import collectives as C
 from .engine import CALC, COLL, RECV, SEND
@@ -530,6 +533,14 @@ class _Lowering(_OneSided):
                 self.after = [(self.B.op(CALC, r, self.after, dur=work, event=i), False)]
         root = self.index_of[comm].get(int(cols["peer"][i]), 0) if cols["peer"][i] >= 0 \
             else 0
+        if cols["flags"][i] & FLAG_OBJECT:
+            nb += C.OBJECT_COUNT_BYTES          # the pickle's size travels with it
+            if fam in C.OF_OBJECTS:
+                # mpi4py's own algorithm: its collectives one after the other
+                for part in C.OF_OBJECTS[fam]:
+                    first, last = self.messages(i, r, part, comm, nb, 0, None)
+                    self.issued(first, last, False, -1)
+                return
         first, last = self.messages(i, r, fam, comm, nb, root, per_peer)
         self.issued(first, last, op.startswith("i") or op.endswith("_init"),
                     int(cols["req"][i]))

@@ -12,8 +12,11 @@ a completion call completed (SimGrid finds a request by that triple),
 ``allreduce <bytes> 0``, ``alltoall <bytes> <bytes>`` (per member),
 ``gather``/``allgather <bytes> <bytes> [root]``, ``reducescatter``,
 ``finalize``.  Sizes are bytes (``init`` without arguments selects
-MPI_BYTE).  SMPI replays collectives on MPI_COMM_WORLD only, and has no
-scan or exscan: such calls are reported and left out.
+MPI_BYTE).  A collective of Python objects is written as mpi4py runs it
+and netsim simulates it (netsim.collectives.OF_OBJECTS): each pickle
+with its size, allreduce as a reduce, then a bcast.  SMPI
+replays collectives on MPI_COMM_WORLD only, and has no scan or exscan:
+such calls are reported and left out.
 
 To replay as netsim simulates, give smpirun the platform's eager limit
 twice: ``--cfg=smpi/send-is-detached-thresh:LIMIT`` (the sender does not
@@ -27,6 +30,9 @@ from __future__ import annotations
 import os
 
 from instrument.ops import ops_of
+from instrument.writer import FLAG_OBJECT
+
+from .collectives import OBJECT_COUNT_BYTES, OF_OBJECTS
 
 _SEND = ops_of("send")
 _ISEND = ops_of("isend")
@@ -58,7 +64,8 @@ class _Requests:
 
 
 def _actions(r: int, op, on_world: bool, peer: int, tag: int, sb, rb, rpeer: int, rtag: int,
-             req: int, reqs, size: int, requests: _Requests) -> list[str] | str:
+             req: int, reqs, size: int, requests: _Requests,
+             objects: bool = False) -> list[str] | str:
     """The SimGrid actions of rank ``r``'s traced call, or the reason it is skipped."""
     if op in ("init", "finalize"):
         return [op]
@@ -84,15 +91,27 @@ def _actions(r: int, op, on_world: bool, peer: int, tag: int, sb, rb, rpeer: int
     if op in _COLLECTIVES:
         if not on_world:
             return op + " (not on COMM_WORLD)"
-        n, root = max(sb, rb), max(peer, 0)
-        return [{"barrier": "barrier", "bcast": f"bcast {n} {root}",
-                 "reduce": f"reduce {sb} 0 {root}", "allreduce": f"allreduce {sb} 0",
-                 "alltoall": f"alltoall {sb // max(size, 1)} {rb // max(size, 1)}",
-                 "gather": f"gather {sb} {sb} {root}", "allgather": f"allgather {sb} {sb}",
-                 }.get(op, "reducescatter " + " ".join([str(rb)] * size) + " 0")]
+        root = max(peer, 0)
+        if objects:
+            # mpi4py's algorithm, as netsim.collectives describes it
+            k = OBJECT_COUNT_BYTES
+            sb, rb = sb + k * (sb > 0), rb + k * (rb > 0)
+            return [_collective(part, sb, rb, root, size) for part in OF_OBJECTS.get(op, (op,))]
+        return [_collective(op, sb, rb, root, size)]
     if op in _NOTHING or op.startswith(_COMM_MANAGEMENT):
         return []
     return op
+
+
+def _collective(op: str, sb, rb, root: int, size: int) -> str:
+    """One collective action of a member that sends ``sb`` and receives
+    ``rb`` bytes."""
+    n = max(sb, rb)
+    return {"barrier": "barrier", "bcast": f"bcast {n} {root}",
+            "reduce": f"reduce {sb} 0 {root}", "allreduce": f"allreduce {sb} 0",
+            "alltoall": f"alltoall {sb // max(size, 1)} {rb // max(size, 1)}",
+            "gather": f"gather {sb} {sb} {root}", "allgather": f"allgather {sb} {sb}",
+            }.get(op, "reducescatter " + " ".join([str(rb)] * size) + " 0")
 
 
 def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "cpu",
@@ -110,15 +129,16 @@ def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "
     for r in range(trace.size):
         files[r] = open(os.path.join(out_dir, f"rank{r}.txt"), "w")
     cols = [ev[c].to_numpy() for c in ("rank", "op", "comm", "peer", "tag", "sbytes", "rbytes",
-                                       "rpeer", "rtag", "req", "reqs")]
+                                       "rpeer", "rtag", "req", "reqs", "flags")]
     requests = {r: _Requests() for r in range(trace.size)}
-    for i, (r, op, comm, peer, tag, sb, rb, rpeer, rtag, req, reqs) in enumerate(zip(*cols)):
+    for i, (r, op, comm, peer, tag, sb, rb, rpeer, rtag, req, reqs, flags) in \
+            enumerate(zip(*cols)):
         f = files[int(r)]
         if op != "init" and comp[i] > 0:
             f.write(f"{r} compute {comp[i] * flops_per_second:.6g}\n")
         actions = _actions(int(r), op, int(comm) in world, int(peer), int(tag), sb, rb,
                            int(rpeer), int(rtag), int(req), reqs, trace.size,
-                           requests[int(r)])
+                           requests[int(r)], bool(flags & FLAG_OBJECT))
         if isinstance(actions, str):
             skipped[actions] = skipped.get(actions, 0) + 1
             continue
