@@ -24,10 +24,10 @@ spans compared, the median and 90th percentile of |traced / untraced -
 by a busy neighbour does not accrue; page faults count in both), the
 same median for the second untraced run against the first (the noise
 floor: where it is above 3 %, this machine cannot resolve 3 % on that
-application), and the ratio of the wall sums.  The alignment walks runs
-of one name, resynchronising where the two runs part (linear where they
-differ only here and there), and a run of polls the tracer folded pairs
-its first call only.
+application), and the ratio of the wall sums.  The alignment walks the
+calls whose names both runs make about as often, resynchronising where
+the two runs part (linear where they differ only here and there); a run
+of polls the tracer folded pairs its first call only.
 ``--pin-malloc`` pins glibc's heap in every run, for an application
 whose own page faults vary from run to run (heat-kmeans).
 Goal: the traced computation within 3 % of the untraced, span by span.

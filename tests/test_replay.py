@@ -321,7 +321,7 @@ def test_page_faults_of_receives_into_new_memory_go_to_the_next_span(tmp_path):
             assert spans[how].sum() * 1e3 >= float(charged.group(1)) * 0.99
         else:
             assert charged is None, p.stderr
-    # seven spans after a receive (the eighth call's is finalize's), each
+    # eight spans after a receive (the last one ends at finalize), each
     # holding its 1024 faults: CPU time, counted alike on a busy machine
     assert len(spans["fresh"]) == len(spans["reused"]) == 8
     assert np.median(spans["fresh"]) > 5 * np.median(spans["reused"]), spans
