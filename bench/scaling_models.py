@@ -36,7 +36,8 @@ from scaling.models import MODELS  # noqa: E402
 FAMILIES = {"archer": "CASTEP, GROMACS and CP2K on ARCHER, repeated runs",
             "wavetrisk": "climate dynamical core, strong scaling, 3 machines",
             "mpi_collectives": "collective latency, 2 MPI libraries",
-            "relearn": "neuroscience code, regions over (procs, size)"}
+            "relearn": "neuroscience code, regions over (procs, size)",
+            "machines": "GROMACS and CASTEP on 21 other machines"}
 
 
 def split(df):

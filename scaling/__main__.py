@@ -109,10 +109,11 @@ def cmd_fit(a) -> int:
         rows.append(_held_out(name, m, test))
         print(f"{name:<11} {m.describe()}")
         if name == "auto":
-            r = m.ranking_[["model", "last", "score"]]
-            print("    candidates by error per doubling at the last cut (all cuts):")
+            r = m.ranking_[["model", "last", "score", "cuts"]]
+            print("    candidates by error per doubling at the last cut (all cuts; cuts):")
             for _, x in r.iterrows():
-                print(f"      {x['model']:<11} {x['last']:7.3f} ({x['score']:.3f})")
+                print(f"      {x['model']:<11} {x['last']:7.3f} ({x['score']:.3f}; "
+                      f"{x['cuts']})")
         if at is not None:
             _print_predictions(m, res, at, train["procs"].max(), a.level, spread, unit)
     table = pd.DataFrame(rows)
@@ -268,9 +269,10 @@ def main(argv=None) -> int:
     f = sub.add_parser(
         "fit", help="fit a model to small runs and extrapolate, with an interval",
         description="Fit execution-time models to measured runs and extrapolate.  The "
-        "default model, auto, judges every candidate by rolling origin (fit the "
-        "smaller runs, predict the larger ones) and answers with the best (with the "
-        "runner-up when it is as good); its interval is split-conformal from the "
+        "default model, auto, answers with loglinear2 (the model that extrapolated "
+        "best on published measurements) unless rolling origin (fit the smaller runs, "
+        "predict the larger ones) at two cuts or more shows another candidate doing "
+        "better at the last cut; its interval is split-conformal from the "
         "candidates' rolling-origin errors, widened with the distance from the "
         "largest training run, never narrower than the repeats' spread.  Models "
         "that do not model 'size' are fitted once per size.",

@@ -11,12 +11,17 @@ is the best bet beyond it.
   (log2(procs / cut), how far out), ``log_ratio`` (log(measured /
   predicted); +inf where the model predicted a non-positive or non-finite
   time, or could not be fitted).
-* :class:`Auto` ranks every candidate model by its relative error per
-  doubling, |log_ratio| / distance, at the last cut (fitted to the most
-  runs), ties broken by the mean over all cuts, and predicts with the
-  best one, joined by the runner-up when that scored within 1.5x (the runs
-  cannot tell them apart); where a model gives a non-positive or
-  non-finite time at a requested point, the next candidate answers.
+* :class:`Auto` answers with the prior model, ``loglinear2``, unless the
+  training runs hold the evidence to overturn it: two cuts or more, and
+  another candidate's relative error per doubling, |log_ratio| / distance,
+  smaller at the last cut (ties broken by the mean over all cuts).  One
+  cut is one fit predicting one process count: a three-coefficient model
+  fitted through three process counts has nothing left over to be judged
+  by, so its single error says more about that fit than about the model.
+  The prior is the model that extrapolated best on published measurements
+  of unrelated codes (bench/RESULTS.md), in every leave-one-family-out
+  fold.  Where a model gives a non-positive or non-finite time at a
+  requested point, the next candidate answers.
 * :func:`interval` turns a model's rolling-origin residuals into a
   split-conformal interval: the error per doubling at the level's quantile
   (with the finite-sample correction), times the distance of the predicted
@@ -98,26 +103,29 @@ def repeat_spread(raw: pd.DataFrame, keys: list[str]) -> float:
 
 
 class Auto:
-    """The candidates that extrapolated best within the training runs.
+    """The prior model, or the candidate that extrapolated best within the
+    training runs when they hold the evidence for it.
 
     Candidates are ranked by their error per doubling at the last cut (the
     one fitted to the most runs, closest to the real extrapolation), ties
-    broken by the mean over all cuts.  The best answers; where the runner-up
-    scored within ``hedge`` times the best, the data cannot tell them apart
-    and both answer (geometric mean).  The interval pools the residuals of
-    every candidate whose score is finite: the choice itself is uncertain,
-    and the chosen model's own residuals are optimistic (it was chosen for
-    having small ones).
+    broken by the mean over all cuts.  The ``prior`` answers unless it was
+    judged on at least ``min_cuts`` cuts and a candidate did better at the
+    last one; without the prior (too few runs to fit it) the best-ranked
+    candidate answers, the power law when nothing could be judged.  The
+    interval pools the residuals of every candidate whose score is finite:
+    the choice itself is uncertain, and a chosen model's own residuals are
+    optimistic (it may have been chosen for having small ones).
 
     ``fit(df)`` on a reduced table; ``predict(df)``; ``interval(df, level)``;
-    ``ranking_`` is the table of candidates (model, last, score), best
-    first; ``name`` says which model(s) answer.
+    ``ranking_`` is the table of candidates (model, last, score, cuts), best
+    first; ``name`` says which model answers and ``why`` why.
     """
 
     def __init__(self, candidates=None, params=(), sizes: int = 1, spread: float = 0.0,
-                 hedge: float = 1.5):
+                 prior: str = "loglinear2", min_cuts: int = 2):
         self.candidates = list(candidates or CANDIDATES)
-        self.params, self.sizes, self.spread, self.hedge = params, sizes, spread, hedge
+        self.params, self.sizes, self.spread = params, sizes, spread
+        self.prior, self.min_cuts = prior, min_cuts
         self.name = "auto"
 
     def fit(self, df):
@@ -130,34 +138,40 @@ class Auto:
                 continue
             last = res[res["cut"] == res["cut"].max()] if len(res) else res
             rows.append({"model": name, "last": score(last), "score": score(res),
-                         "fitted": model, "residuals": res})
+                         "cuts": res["cut"].nunique(), "fitted": model, "residuals": res})
         if not rows:
             raise ValueError(f"no model can be fitted to {n} process count(s)")
         t = pd.DataFrame(rows)
-        # without any cut to judge by (too few runs), the power law: it needs
-        # the fewest runs and extrapolates the most conservatively
-        t["prior"] = t["model"] != "loglinear"
-        t = t.sort_values(["last", "score", "prior"], kind="stable").reset_index(drop=True)
-        self.ranking_ = t.drop(columns="prior")
+        # nothing judged at all (too few runs): the power law, which needs the
+        # fewest runs and extrapolates the most conservatively
+        t["fallback"] = t["model"] != "loglinear"
+        t = t.sort_values(["last", "score", "fallback"], kind="stable").reset_index(drop=True)
+        self.ranking_ = t.drop(columns="fallback")
         best = t.iloc[0]
-        self.chosen_ = [best]
-        close = len(t) > 1 and t.iloc[1]["last"] <= self.hedge * best["last"]
-        if np.isfinite(best["last"]) and close:
-            self.chosen_.append(t.iloc[1])
-        self.name = "+".join(r["model"] for r in self.chosen_)
+        mine = t[t["model"] == self.prior]
+        if mine.empty:
+            chosen, self.why = best, f"best ranked ({self.prior} not fitted)"
+        elif mine.iloc[0]["cuts"] < self.min_cuts or not np.isfinite(best["last"]):
+            chosen = mine.iloc[0]
+            self.why = (f"the prior: {mine.iloc[0]['cuts']} cut(s), fewer than "
+                        f"{self.min_cuts}, cannot overturn it")
+        elif best["model"] != self.prior and best["last"] < mine.iloc[0]["last"]:
+            chosen = best
+            self.why = f"extrapolated best over {best['cuts']} cuts"
+        else:
+            chosen, self.why = mine.iloc[0], "the prior, not bettered over the cuts"
+        self.chosen_ = chosen
+        self.name = chosen["model"]
         finite = t[np.isfinite(t["score"])]
         self.residuals_ = (pd.concat(list(finite["residuals"]), ignore_index=True)
-                           if len(finite) else best["residuals"])
+                           if len(finite) else chosen["residuals"])
         self.cut_ = float(df["procs"].max())
         return self
 
     def predict(self, df):
-        logs = []
-        for r in self.chosen_:
-            with np.errstate(all="ignore"):
-                p = np.asarray(r["fitted"].predict(df), float)
-            logs.append(np.where(np.isfinite(p) & (p > 0), np.log(np.abs(p)), np.nan))
-        out = np.exp(np.nanmean(logs, axis=0)) if len(logs) > 1 else np.exp(logs[0])
+        with np.errstate(all="ignore"):
+            out = np.asarray(self.chosen_["fitted"].predict(df), float).copy()
+        out[~(out > 0)] = np.nan
         # never a non-positive or non-finite time: the next candidate answers
         for m in self.ranking_["fitted"]:
             bad = ~np.isfinite(out)
@@ -174,7 +188,7 @@ class Auto:
         return interval(self.predict(df), d, self.residuals_, level, self.spread)
 
     def describe(self):
-        return " | ".join(f"{r['model']}: {r['fitted'].describe()}" for r in self.chosen_)
+        return f"{self.name} ({self.why}): {self.chosen_['fitted'].describe()}"
 
 
 def fit_model(name: str, train: pd.DataFrame, params=(), sizes: int = 1,

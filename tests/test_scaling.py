@@ -214,6 +214,28 @@ def test_auto_picks_a_model_and_brackets_a_real_held_out_run(tmp_path):
     assert lo <= float(d[d["procs"] == 640]["time"].iloc[0]) <= hi
 
 
+def _training(family, name):
+    d = series(family, name)
+    return reduce(d[d["procs"] <= d["procs"].max() / 2])
+
+
+def test_one_cut_cannot_overturn_the_prior_but_several_can():
+    """Four runs of a published collective latency give one cut, on which
+    the power law beat the prior: too little to judge by, the prior
+    answers.  Eight cuts of a climate code's strong scaling, where another
+    model did better at the last cut, overturn it."""
+    short = Auto().fit(_training("mpi_collectives", "IntelMPI MPI_Alltoall"))
+    r = short.ranking_.set_index("model")
+    assert r.loc["loglinear2", "cuts"] == 1
+    assert r["last"].idxmin() != "loglinear2"
+    assert short.name == "loglinear2" and "prior" in short.describe()
+    long = Auto().fit(_training("wavetrisk", "niagara 2018, 2560 domains"))
+    r = long.ranking_
+    assert r.set_index("model").loc["loglinear2", "cuts"] >= 2
+    assert long.name == r.iloc[0]["model"] != "loglinear2"
+    assert "extrapolated best" in long.describe()
+
+
 def test_auto_never_predicts_a_non_positive_time():
     """Least squares without bounds turns negative far out on this series;
     the automatic choice never answers with that."""

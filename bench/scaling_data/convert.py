@@ -5,9 +5,10 @@
 EXTRAP_CHECKOUT is a checkout of github.com/extra-p/extrap,
 WAVETRISK_SPEEDUP_M the file post/scaling/speedup.m of
 github.com/kevlahan/wavetrisk_hydrostatic, and ARCHER_CHECKOUT a checkout of
-github.com/hpc-uk/archer-benchmarks (commits in SOURCES.md).  Every
-output has the columns ``series, procs, time`` (and ``size`` where the
-source varies a second parameter), one row per measured run.
+github.com/hpc-uk/archer-benchmarks (archer.csv and machines.csv; commits
+in SOURCES.md).  Every output has the columns ``series, procs, time``
+(and ``size`` where the source varies a second parameter), one row per
+measured run.
 """
 from __future__ import annotations
 
@@ -87,9 +88,39 @@ def archer(checkout: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def machines(checkout: Path) -> pd.DataFrame:
+    """GROMACS (1.4M atoms) and CASTEP (al3x3) on the other machines of the
+    same repository: one series per application and machine (build
+    variants and runs of one machine together; the benchmark keeps the
+    fastest run per process count).  GROMACS: nodes, and seconds per
+    simulated ns (its hours/ns: runs differ in step count); GPU runs left
+    out.  CASTEP: MPI processes, and the run's total seconds."""
+    rows = []
+    gro = checkout / "apps/GROMACS/1400k-atoms/results"
+    for f in sorted(gro.rglob("*")):
+        text = f.read_text(errors="replace") if f.is_file() else ""
+        nodes = re.search(r"Running on (\d+) nodes? with total [^\n]*", text)
+        perf = re.findall(r"^Performance:\s+[\d.]+\s+([\d.]+)", text, flags=re.M)
+        if nodes and perf and "GPU" not in nodes[0]:
+            machine = f.relative_to(gro).parts[0]
+            rows.append({"series": f"GROMACS 1400k, {machine}", "procs": int(nodes[1]),
+                         "time": float(perf[-1]) * 3600})
+    cas = checkout / "apps/CASTEP/al3x3/results"
+    for f in sorted(cas.rglob("*")):
+        text = f.read_text(errors="replace") if f.is_file() else ""
+        procs = re.search(r"Calculation parallelised over\s+(\d+) process", text)
+        t = re.findall(r"^Total time\s*=\s*([\d.]+) s", text, flags=re.M)
+        if procs and t:
+            machine = f.relative_to(cas).parts[0]
+            rows.append({"series": f"CASTEP al3x3, {machine}", "procs": int(procs[1]),
+                         "time": float(t[-1])})
+    return pd.DataFrame(rows)
+
+
 if __name__ == "__main__":
     extrap, speedup = Path(sys.argv[1]), Path(sys.argv[2])
     archer(Path(sys.argv[3])).to_csv(HERE / "archer.csv", index=False)
+    machines(Path(sys.argv[3])).to_csv(HERE / "machines.csv", index=False)
     mpi_collectives(extrap).to_csv(HERE / "mpi_collectives.csv", index=False)
     relearn(extrap).to_csv(HERE / "relearn.csv", index=False)
     wavetrisk(speedup).to_csv(HERE / "wavetrisk.csv", index=False)
