@@ -9,10 +9,13 @@ of point-to-point messages to rank 0, then a broadcast), pickling and
 unpickling at every hop and reducing in Python; ``comm.Allreduce(buf)``
 is MPI's.  Per form and size (one float; 131,072 floats, 1 MiB): the
 untraced loop's time per call (least of ``--repeats`` runs), and
-netsim's prediction per call for a trace of the same program (the
-prediction of ``--calls`` calls less that of none: the rest of the run
-cancels).  Runs with more ranks than cores are oversubscribed: compare
-the measured times at most at the number of cores.
+netsim's prediction per call (the prediction of ``--calls`` calls less
+that of none: the rest of the run cancels), from the trace's own
+computation spans and, as the workflow predicts, from replayed ones
+(cluster, record, replay each representative, expand), where the replay
+redoes mpi4py's pickling and reducing (replay/objects.py).  Runs with
+more ranks than cores are oversubscribed: compare the measured times at
+most at the number of cores.
 """
 from __future__ import annotations
 
@@ -20,10 +23,13 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -57,13 +63,25 @@ def run(cmd: list[str]) -> str:
     return p.stdout
 
 
-def predicted(tmp: Path, ranks: int, platform: str, args: list[str]) -> float:
-    out = tmp / "t"
-    run([MPIEXEC, "-n", str(ranks), sys.executable, "-m", "instrument", "trace", "--force",
-         "-o", str(out), str(tmp / "app.py")] + args)
-    run([sys.executable, "-m", "netsim", str(out), "--platform", platform,
-         "-o", str(tmp / "p.json")])
-    return json.loads((tmp / "p.json").read_text())["predicted_time"]
+def predicted(tmp: Path, ranks: int, platform: str, args: list[str]) -> tuple[float, float]:
+    """The prediction from the trace's spans, and from replayed ones."""
+    py, mpi = sys.executable, [MPIEXEC, "-n", str(ranks), sys.executable]
+    app = [str(tmp / "app.py")] + args
+    t, reps, log, rep = tmp / "t", tmp / "reps.csv", tmp / "log", tmp / "replay"
+    run(mpi + ["-m", "instrument", "trace", "--force", "-o", str(t)] + app)
+    run([py, "-m", "netsim", str(t), "--platform", platform, "-o", str(tmp / "p.json")])
+    run([py, "-m", "cluster", str(t), "-o", str(reps)])
+    run(mpi + ["-m", "instrument", "record", "--reps", str(reps), "-o", str(log), "--force"]
+        + app)
+    for r in sorted(set(pd.read_csv(reps)["representative"])):
+        run([py, "-m", "replay", "--rank", str(r), "--size", str(ranks), "--log", str(log),
+             "-o", str(rep)] + app)
+    run([py, "-m", "replay.expand", str(t), str(reps), str(rep), "-o", str(tmp / "c.csv")])
+    run([py, "-m", "netsim", str(t), "--platform", platform, "--compute", str(tmp / "c.csv"),
+         "-o", str(tmp / "q.json")])
+    shutil.rmtree(rep)
+    return tuple(json.loads((tmp / f).read_text())["predicted_time"]
+                 for f in ("p.json", "q.json"))
 
 
 def main():
@@ -76,18 +94,20 @@ def main():
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="object-allreduce-"))
     (tmp / "app.py").write_text(APP)
-    print("| form | bytes | measured us per call | predicted us per call |")
-    print("|---|---|---|---|")
+    print("| form | bytes | measured us per call | predicted from the trace | "
+          "predicted from the replay |")
+    print("|---|---|---|---|---|")
     for n in (1, 131072):
         for form in ("objects", "buffer"):
             args = [form, str(n)]
             loop = min(float(re.search(r"LOOP ([\d.]+)", run(
                 [MPIEXEC, "-n", str(a.ranks), sys.executable, str(tmp / "app.py")]
                 + args + [str(a.calls)])).group(1)) for _ in range(a.repeats))
-            pred = (predicted(tmp, a.ranks, a.platform, args + [str(a.calls)])
-                    - predicted(tmp, a.ranks, a.platform, args + ["0"]))
-            print(f"| {form} | {8 * n} | {loop / a.calls * 1e6:.1f} | "
-                  f"{pred / a.calls * 1e6:.1f} |", flush=True)
+            full = predicted(tmp, a.ranks, a.platform, args + [str(a.calls)])
+            none = predicted(tmp, a.ranks, a.platform, args + ["0"])
+            per = [(f - z) / a.calls * 1e6 for f, z in zip(full, none)]
+            print(f"| {form} | {8 * n} | {loop / a.calls * 1e6:.1f} | {per[0]:.1f} | "
+                  f"{per[1]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

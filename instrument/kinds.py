@@ -285,7 +285,8 @@ class Collective:
 
 
 class ObjectCollective:
-    """An object collective: the returned object, pickled."""
+    """An object collective: the returned object, pickled.  Replay also
+    redoes mpi4py's own pickling and reducing in it (replay/objects.py)."""
 
     @staticmethod
     def record(c, res, log):
@@ -294,7 +295,7 @@ class ObjectCollective:
 
     @staticmethod
     def replay(c, result, payloads, fake):
-        return pickle.loads(payloads[0]), False
+        return fake.object_result(c, payloads[0]), False
 
 
 class Create:

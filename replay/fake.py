@@ -24,6 +24,11 @@ into the same buffers, so it meets the same faults: it takes them apart
 (touching the buffer's pages before the copy, timed, where the page-fault
 count says some were new) and charges their time to the span after the
 call, as work of this node, not of the network.
+
+A collective of Python objects is mpi4py's own algorithm, with pickling
+and reducing in Python at every step: that too is computation of this
+node, and replay/objects.py redoes it and charges it to the spans around
+the call.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ from instrument.kinds import (
 from instrument.msglog import LogError, LogReader
 from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS
 
+from . import objects
 from .errors import Divergence
 
 REAL: dict = {}
@@ -98,19 +104,21 @@ class Replayer:
         # recorder let through unlogged; answered with nothing, counted
         self.finished = False
         self.late = 0
-        # seconds of page faults in the last call's copies into the
-        # application's buffers (see _copy_in): the next enter() adds them
-        # to the span after that call
-        self.faulted = 0.0
+        # seconds of the last call's own work that the next enter() adds to
+        # the span after that call: page faults in its copies into the
+        # application's buffers (see _copy_in), mpi4py's work in a collective
+        # of objects (see charge())
+        self.carried = 0.0
         self.fault_seconds = 0.0          # in all, for the replay's summary
+        self.object_seconds = 0.0         # likewise
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
     def enter(self):
         t = time.perf_counter()
         c = time.process_time()
-        self._span = (t - self.last_exit + self.faulted, c - self.last_cpu + self.faulted)
-        self.faulted = 0.0
+        self._span = (t - self.last_exit + self.carried, c - self.last_cpu + self.carried)
+        self.carried = 0.0
         self._entry_cpu = c
 
     def leave(self, op, empty=False):
@@ -137,6 +145,14 @@ class Replayer:
             self._next_probe = time.perf_counter() + self._probe_every
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
+
+    def charge(self, before: float, after: float):
+        """Seconds of the current call's own computation: ``before`` its
+        first message, added to the span that ends at the call; ``after``,
+        to the span after it."""
+        self._span = (self._span[0] + before, self._span[1] + before)
+        self.carried += after
+        self.object_seconds += before + after
 
     def next(self, op, call=None):
         """The next record, which must be ``op``, and for a communicator
@@ -221,7 +237,7 @@ def _copy_in(view, payload, what):
 
 def _first_touch(view, n: int) -> None:
     """Write one byte of every page of ``view[:n]`` (the copy overwrites
-    them next) and, if that faulted pages in, add its time to RP.faulted:
+    them next) and, if that faulted pages in, add its time to RP.carried:
     the faults the real MPI's copy paid, timed apart from the log's own
     pages, which the copy's source faults in too.  ``view``: a byte view
     (instrument.calls.bytes_view, or a window's bytearray)."""
@@ -234,7 +250,7 @@ def _first_touch(view, n: int) -> None:
     view[n - 1] = 0
     t1 = time.perf_counter()
     if resource.getrusage(resource.RUSAGE_SELF).ru_minflt > f0:
-        RP.faulted += t1 - t0
+        RP.carried += t1 - t0
         RP.fault_seconds += t1 - t0
 
 
@@ -299,6 +315,14 @@ class _Fake:
 
     new_comm = staticmethod(_new_comm)
     copy_in = staticmethod(_copy_in)
+
+    @staticmethod
+    def object_result(c, payload):
+        """The logged result of a collective of objects, after redoing
+        mpi4py's own work in it on this core (charged to the spans)."""
+        res, before, after = objects.answer(c.name, c.a, payload)
+        RP.charge(before, after)
+        return res
 
     @staticmethod
     def completed(r):
@@ -728,6 +752,14 @@ class _Canned(Replayer):
         self.warm = calls // 10                 # the first calls warm the caches up
         self.walls = [0.0] * (calls - self.warm)
         self.cpus = [0.0] * (calls - self.warm)
+
+    def charge(self, before: float, after: float):
+        """Seconds of the current call's own computation: ``before`` its
+        first message, added to the span that ends at the call; ``after``,
+        to the span after it."""
+        self._span = (self._span[0] + before, self._span[1] + before)
+        self.carried += after
+        self.object_seconds += before + after
 
     def next(self, op, call=None):
         return None, []

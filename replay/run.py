@@ -118,6 +118,10 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         print(f"replay: rank {rank}: {rp.fault_seconds * 1e3:.3f} ms of page faults in "
               f"receives into memory the application had not touched yet, charged to the "
               f"spans after those calls (MPI's copy pays them in a real run)", file=sys.stderr)
+    if rp.object_seconds:
+        print(f"replay: rank {rank}: {rp.object_seconds * 1e3:.3f} ms of mpi4py's pickling and "
+              f"reducing in collectives of Python objects, redone and charged to the spans "
+              f"around those calls", file=sys.stderr)
     path = os.path.join(out_dir, f"rank{rank}.csv")
 
     def write(tmp):
