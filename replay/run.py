@@ -115,13 +115,13 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
           f"measurements along the run, {walls[0] * 1e6:.2f}-{walls[-1] * 1e6:.2f} us)",
           file=sys.stderr)
     if rp.fault_seconds:
-        print(f"replay: rank {rank}: {rp.fault_seconds * 1e3:.3f} ms of page faults in "
+        print(f"replay: note: rank {rank}: {rp.fault_seconds * 1e3:.3f} ms of page faults in "
               f"receives into memory the application had not touched yet, charged to the "
               f"spans after those calls (MPI's copy pays them in a real run)", file=sys.stderr)
     if rp.object_seconds:
-        print(f"replay: rank {rank}: {rp.object_seconds * 1e3:.3f} ms of mpi4py's pickling and "
-              f"reducing in collectives of Python objects, redone and charged to the spans "
-              f"around those calls", file=sys.stderr)
+        print(f"replay: note: rank {rank}: {rp.object_seconds * 1e3:.3f} ms of mpi4py's "
+              f"pickling and reducing in collectives of Python objects, redone and charged "
+              f"to the spans around those calls", file=sys.stderr)
     path = os.path.join(out_dir, f"rank{rank}.csv")
 
     def write(tmp):
@@ -312,9 +312,10 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
                 err = p.stderr.read()
                 del running[r]
                 if p.returncode == 0:
-                    # the replayed rank's own warnings (a busy node) reach the user
+                    # the replayed rank's own warnings (a busy node) and notes
+                    # (work charged that the log skipped) reach the user
                     for ln in err.splitlines():
-                        if ln.startswith("replay: warning: "):
+                        if ln.startswith(("replay: warning: ", "replay: note: ")):
                             print(ln, file=sys.stderr, flush=True)
                     done.append(os.path.join(out_dir, f"rank{r}.csv"))
                     print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, "
