@@ -113,11 +113,10 @@ def probe_main(out: str, app: list[str]) -> None:
                          f"span probe: cannot write {path}")
 
 
-# --pin-malloc: every temporary from the heap, never trimmed, in all runs
-PINNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
-
-
 def env(pin_malloc: bool = False) -> dict:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from launch import PINNED_MALLOC
     return dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="0", OMP_NUM_THREADS="1",
                 OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg",
                 PYTHONPATH=str(ROOT), **(PINNED_MALLOC if pin_malloc else {}))

@@ -34,7 +34,15 @@ import threading
 import time
 import traceback
 
-__all__ = ["split_command", "run_app", "abort_job", "in_own_arena", "AtMPIImport"]
+__all__ = ["split_command", "run_app", "abort_job", "in_own_arena", "AtMPIImport",
+           "PINNED_MALLOC"]
+
+# The environment that pins glibc's heap: every allocation below 32 MiB
+# from the heap, never trimmed below 256 MiB, so that a process's
+# allocation history no longer decides whether a loop's temporaries are
+# faulted in again at every step (for measurements that must not depend
+# on it: tests, bench/span_probe.py --pin-malloc)
+PINNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
 def in_own_arena(fn, *args, **kwargs):

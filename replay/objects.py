@@ -121,6 +121,7 @@ def answer(name: str, a: dict, payload: bytes):
     if not known:
         if name != "barrier":
             w.timed(MPI.pickle.dumps, a.get("sendobj", a.get("obj")))
+        unpickle_result = name != "barrier"
     elif name in ("reduce", "allreduce") and not inter:
         result = _reduce_to_zero(w, a["sendobj"], op, rank, size)
         if name == "allreduce" and rank == 0:
@@ -140,7 +141,9 @@ def answer(name: str, a: dict, payload: bytes):
         if name != "scatter" or _is_root(inter, rank, root):
             for item in a["sendobj"] or ():
                 w.timed(MPI.pickle.dumps, item)
-    elif name != "barrier":     # gather, allgather, the rest: one contribution out
+    elif name == "barrier":     # an MPI barrier: nothing pickled
+        unpickle_result = False
+    else:                       # gather, allgather, the rest: one contribution out
         w.timed(MPI.pickle.dumps, a.get("sendobj"))
         unpickle_result = name != "gather" or _is_root(inter, rank, root)
     w.talk()

@@ -8,6 +8,7 @@ from conftest import APPS, EXAMPLES, mpi_env, run, trace
 
 from cluster import ClusterError, cluster_group, read_rank_vectors, select, select_representatives
 from cluster.select import representatives
+from launch import PINNED_MALLOC
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +25,7 @@ def uneven_trace(tmp_path_factory):
     # the process's allocation history, which the tracer's own allocations
     # change (2x on whole ranks: bench/heap_trim_probe.py); pinned, traced
     # and untraced computation agree (0.055 / 0.10 s per class, both).
-    env = dict(mpi_env(), MALLOC_MMAP_THRESHOLD_=str(32 << 20),
-               MALLOC_TRIM_THRESHOLD_=str(256 << 20))
+    env = dict(mpi_env(), **PINNED_MALLOC)
     for _attempt in range(3):
         out = tmp_path_factory.mktemp("uneven") / "trace"
         trace(8, out, [EXAMPLES / "uneven.py", "--iters", "8", "--work", "300000",
