@@ -753,14 +753,6 @@ class _Canned(Replayer):
         self.walls = [0.0] * (calls - self.warm)
         self.cpus = [0.0] * (calls - self.warm)
 
-    def charge(self, before: float, after: float):
-        """Seconds of the current call's own computation: ``before`` its
-        first message, added to the span that ends at the call; ``after``,
-        to the span after it."""
-        self._span = (self._span[0] + before, self._span[1] + before)
-        self.carried += after
-        self.object_seconds += before + after
-
     def next(self, op, call=None):
         return None, []
 
