@@ -37,7 +37,8 @@ rendezvous byte time), o the send+receive overhead, and
 =====================================  =====================================
 barrier                                c (L + o)
 bcast, reduce, scan, exscan            c (L + o + n G)
-allreduce                              2 c (L + o) + 2 n G (p-1)/p
+allreduce up to the short limit        s (L + o + n G)
+allreduce beyond it                    2 c (L + o) + 2 n G (p-1)/p
 gather, scatter, allgather             c (L + o) + (p-1) n G
 alltoall                               (p-1) (L + o) + (p-1) n G
 reduce_scatter                         c (L + o) + n G (p-1)/p
@@ -45,7 +46,14 @@ neighbour collectives                  (L + o + n G) per neighbour
 =====================================  =====================================
 
 These are the usual Hockney/LogP estimates of the algorithms above
-(Thakur, Rabenseifner and Gropp 2005).  Where the level has a
+(Thakur, Rabenseifner and Gropp 2005).  An allreduce of at most the
+platform's ``allreduce_short_limit`` bytes (MPICH's 2048 by default) is
+recursive doubling, as MPICH runs it: s = log2 of the largest power of
+two <= p exchanges of the whole n, two more where p is no power of two
+(the extra ranks fold in first and get the result back last); beyond the
+limit, a reduce-scatter and an allgather (Rabenseifner).  MPICH's
+allreduce of 8 bytes between two ranks of this host took 2.3 us, about
+one one-way trip, where reduce then broadcast would take two.  Where the level has a
 connection warm-up (netsim/platform.py), each of the bandwidth term's
 blocks (:func:`blocks`) also pays its share of it, a member's earlier
 blocks over the same communicator having warmed its connections.
@@ -117,9 +125,18 @@ def _log2c(p: int) -> int:
     return max(0, math.ceil(math.log2(p))) if p > 1 else 0
 
 
+def short_allreduce_steps(p: int) -> int:
+    """Exchanges of a recursive-doubling allreduce of p members."""
+    if p <= 1:
+        return 0
+    p2 = 1 << (p.bit_length() - 1)
+    return p2.bit_length() - 1 + (2 if p2 != p else 0)
+
+
 def analytic_cost(family: str, p: int, n: float, L: float, G: float, o: float,
                   neighbours: int = 0) -> float:
-    """Seconds one collective costs every member (formulas in the module doc)."""
+    """Seconds one collective costs every member (formulas in the module
+    doc; ``allreduce_short``: an allreduce up to the short limit)."""
     if family == "neighbor":
         return neighbours * (L + o + n * G)
     if p <= 1:
@@ -131,6 +148,8 @@ def analytic_cost(family: str, p: int, n: float, L: float, G: float, o: float,
         return c * (L + o + n * G)
     if family == "allreduce":
         return 2 * c * (L + o) + 2 * n * G * (p - 1) / p
+    if family == "allreduce_short":
+        return short_allreduce_steps(p) * (L + o + n * G)
     if family in ("gather", "scatter", "allgather"):
         return c * (L + o) + (p - 1) * n * G
     if family == "alltoall":
@@ -152,6 +171,8 @@ def blocks(family: str, p: int, neighbours: int = 0) -> int:
         return _log2c(p)
     if family == "allreduce":
         return 2 * (p - 1)
+    if family == "allreduce_short":
+        return short_allreduce_steps(p)
     return p - 1            # gather, scatter, allgather, alltoall, reduce_scatter
 
 

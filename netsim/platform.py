@@ -65,6 +65,10 @@ copy: MPICH's "scattered" alltoall, its choice up to
 MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE (32768), does so, and that message
 costs like one to another core (measured: 8-32 KiB blocks 5-8 us more
 than the pairwise exchange that MPICH uses above);
+``network.allreduce_short_limit`` (bytes; default 2048, MPICH's): an
+analytic allreduce of at most this many bytes is charged as recursive
+doubling, a larger one as a reduce-scatter and an allgather
+(netsim/collectives.py);
 ``network.collective_overhead: {family: seconds}`` (CPU time per call of a
 collective family beyond its messages, e.g. MPICH's alltoall posting a
 message to itself; default none); ``network.semantics``: ``detailed`` (default,
@@ -120,6 +124,7 @@ class Platform:
     copy_byte_time: float = 0.0
     copy_overhead: float = 0.0
     alltoall_self_limit: int = 0
+    allreduce_short_limit: int = 2048
     collective_overhead: dict = field(default_factory=dict)   # family -> seconds
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
@@ -274,6 +279,7 @@ class Platform:
                 "call_overhead": self.call_overhead, "copy_byte_time": self.copy_byte_time,
                 "copy_overhead": self.copy_overhead,
                 "alltoall_self_limit": self.alltoall_self_limit,
+                "allreduce_short_limit": self.allreduce_short_limit,
                 "collective_overhead": self.collective_overhead, "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
@@ -457,6 +463,7 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         copy_byte_time=float(net.get("copy_byte_time", 0.0)),
         copy_overhead=float(net.get("copy_overhead", 0.0)),
         alltoall_self_limit=int(net.get("alltoall_self_limit", 0)),
+        allreduce_short_limit=int(net.get("allreduce_short_limit", 2048)),
         collective_overhead={k: float(v) for k, v in
                              (net.get("collective_overhead") or {}).items()},
         compute_scale=float(d.get("compute_scale", 1.0)),

@@ -559,6 +559,8 @@ class _Lowering(_OneSided):
             cid = self.coll_ids.get((comm, k))
             if cid is None:
                 cid = self.coll_ids[(comm, k)] = self.B.new_coll(p)
+            if fam == "allreduce" and nb <= plat.allreduce_short_limit:
+                fam = "allreduce_short"             # recursive doubling, whole blocks
             message = {"allreduce": nb / p, "reduce_scatter": nb / p}.get(fam, nb)
             L, G, lv = self._widest(comm, message)
             neighbours = self.neigh.get((comm, r), 2)
