@@ -53,7 +53,9 @@ two <= p exchanges of the whole n, two more where p is no power of two
 (the extra ranks fold in first and get the result back last); beyond the
 limit, a reduce-scatter and an allgather (Rabenseifner).  MPICH's
 allreduce of 8 bytes between two ranks of this host took 2.3 us, about
-one one-way trip, where reduce then broadcast would take two.  Where the level has a
+one one-way trip, where reduce then broadcast would take two.
+
+Where the level has a
 connection warm-up (netsim/platform.py), each of the bandwidth term's
 blocks (:func:`blocks`) also pays its share of it, a member's earlier
 blocks over the same communicator having warmed its connections.
@@ -126,11 +128,12 @@ def _log2c(p: int) -> int:
 
 
 def short_allreduce_steps(p: int) -> int:
-    """Exchanges of a recursive-doubling allreduce of p members."""
+    """Exchanges of a recursive-doubling allreduce of p members: those of
+    its power-of-two core, and the fold in and out where p is none."""
     if p <= 1:
         return 0
-    p2 = 1 << (p.bit_length() - 1)
-    return p2.bit_length() - 1 + (2 if p2 != p else 0)
+    p2, rem, _ = _fold(0, p)
+    return p2.bit_length() - 1 + (2 if rem else 0)
 
 
 def analytic_cost(family: str, p: int, n: float, L: float, G: float, o: float,

@@ -149,17 +149,17 @@ class Auto:
         self.ranking_ = t.drop(columns="fallback")
         best = t.iloc[0]
         mine = t[t["model"] == self.prior]
-        if mine.empty:
+        prior = mine.iloc[0] if len(mine) else None
+        if prior is None:
             chosen, self.why = best, f"best ranked ({self.prior} not fitted)"
-        elif mine.iloc[0]["cuts"] < self.min_cuts or not np.isfinite(best["last"]):
-            chosen = mine.iloc[0]
-            self.why = (f"the prior: {mine.iloc[0]['cuts']} cut(s), fewer than "
-                        f"{self.min_cuts}, cannot overturn it")
-        elif best["model"] != self.prior and best["last"] < mine.iloc[0]["last"]:
-            chosen = best
-            self.why = f"extrapolated best over {best['cuts']} cuts"
+        elif prior["cuts"] < self.min_cuts:
+            chosen = prior
+            self.why = (f"the prior: {prior['cuts']} cut(s), fewer than {self.min_cuts}, "
+                        f"cannot overturn it")
+        elif best["last"] < prior["last"]:
+            chosen, self.why = best, f"extrapolated best over {best['cuts']} cuts"
         else:
-            chosen, self.why = mine.iloc[0], "the prior, not bettered over the cuts"
+            chosen, self.why = prior, "the prior, not bettered over the cuts"
         self.chosen_ = chosen
         self.name = chosen["model"]
         finite = t[np.isfinite(t["score"])]

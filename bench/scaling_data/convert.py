@@ -88,6 +88,14 @@ def archer(checkout: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _runs(folder: Path):
+    """(machine, text) of every file under ``folder``, the machine being the
+    first folder below it."""
+    for f in sorted(folder.rglob("*")):
+        if f.is_file():
+            yield f.relative_to(folder).parts[0], f.read_text(errors="replace")
+
+
 def machines(checkout: Path) -> pd.DataFrame:
     """GROMACS (1.4M atoms) and CASTEP (al3x3) on the other machines of the
     same repository: one series per application and machine (build
@@ -96,26 +104,19 @@ def machines(checkout: Path) -> pd.DataFrame:
     simulated ns (its hours/ns: runs differ in step count); GPU runs left
     out.  CASTEP: MPI processes, and the run's total seconds."""
     rows = []
-    gro = checkout / "apps/GROMACS/1400k-atoms/results"
-    for f in sorted(gro.rglob("*")):
-        text = f.read_text(errors="replace") if f.is_file() else ""
+    for machine, text in _runs(checkout / "apps/GROMACS/1400k-atoms/results"):
         nodes = re.search(r"Running on (\d+) nodes? with total [^\n]*", text)
         perf = re.findall(r"^Performance:\s+[\d.]+\s+([\d.]+)", text, flags=re.M)
         if nodes and perf and "GPU" not in nodes[0]:
-            machine = f.relative_to(gro).parts[0]
             rows.append({"series": f"GROMACS 1400k, {machine}", "procs": int(nodes[1]),
                          "time": float(perf[-1]) * 3600})
-    cas = checkout / "apps/CASTEP/al3x3/results"
-    for f in sorted(cas.rglob("*")):
-        text = f.read_text(errors="replace") if f.is_file() else ""
+    for machine, text in _runs(checkout / "apps/CASTEP/al3x3/results"):
         procs = re.search(r"Calculation parallelised over\s+(\d+) process", text)
         t = re.findall(r"^Total time\s*=\s*([\d.]+) s", text, flags=re.M)
         if procs and t:
-            machine = f.relative_to(cas).parts[0]
             rows.append({"series": f"CASTEP al3x3, {machine}", "procs": int(procs[1]),
                          "time": float(t[-1])})
     return pd.DataFrame(rows)
-
 
 if __name__ == "__main__":
     extrap, speedup = Path(sys.argv[1]), Path(sys.argv[2])
