@@ -19,9 +19,10 @@ is the best bet beyond it.
   fitted through three process counts has nothing left over to be judged
   by, so its single error says more about that fit than about the model.
   The prior is the model that extrapolated best on published measurements
-  of unrelated codes (bench/RESULTS.md), in every leave-one-family-out
-  fold.  Where a model gives a non-positive or non-finite time at a
-  requested point, the next candidate answers.
+  of unrelated codes (bench/RESULTS.md): whichever family of them is left
+  out, it has the lowest error on the others, each family weighted alike.
+  Where a model gives a non-positive or non-finite time at a requested
+  point, the next candidate answers.
 * :func:`interval` turns a model's rolling-origin residuals into a
   split-conformal interval: the error per doubling at the level's quantile
   (with the finite-sample correction), times the distance of the predicted

@@ -5,7 +5,7 @@
 EXTRAP_CHECKOUT is a checkout of github.com/extra-p/extrap,
 WAVETRISK_SPEEDUP_M the file post/scaling/speedup.m of
 github.com/kevlahan/wavetrisk_hydrostatic, and ARCHER_CHECKOUT a checkout of
-github.com/hpc-uk/archer-benchmarks (archer.csv and machines.csv; commits
+github.com/hpc-uk/archer-benchmarks (archer.csv, machines.csv and opensbli.csv; commits
 in SOURCES.md).  Every output has the columns ``series, procs, time``
 (and ``size`` where the source varies a second parameter), one row per
 measured run.
@@ -88,12 +88,13 @@ def archer(checkout: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _runs(folder: Path):
+def _runs(folder: Path, names: bool = False):
     """(machine, text) of every file under ``folder``, the machine being the
-    first folder below it."""
+    first folder below it; (machine, file name, text) with ``names``."""
     for f in sorted(folder.rglob("*")):
         if f.is_file():
-            yield f.relative_to(folder).parts[0], f.read_text(errors="replace")
+            machine, text = f.relative_to(folder).parts[0], f.read_text(errors="replace")
+            yield (machine, f.name, text) if names else (machine, text)
 
 
 def machines(checkout: Path) -> pd.DataFrame:
@@ -118,10 +119,29 @@ def machines(checkout: Path) -> pd.DataFrame:
                          "time": float(t[-1])})
     return pd.DataFrame(rows)
 
+
+def opensbli(checkout: Path) -> pd.DataFrame:
+    """OpenSBLI's Taylor-Green vortex (512^3 and 1024^3 grid points) on the
+    same repository's machines: one series per grid and machine (compilers
+    and thread counts of one machine together), nodes from the file name,
+    and the seconds one time step took (runs differ in step count)."""
+    rows = []
+    for case in ("TGV512ss", "TGV1024ss"):
+        for machine, name, text in _runs(checkout / f"apps/OpenSBLI/{case}/results",
+                                         names=True):
+            nodes = re.search(r"[_-](\d+)nodes", name)
+            t = re.findall(r"^Time taken for 1 iteration, ([\d.]+)", text, flags=re.M)
+            if nodes and t:                  # job logs without a node count are left out
+                rows.append({"series": f"OpenSBLI {case}, {machine}",
+                             "procs": int(nodes[1]), "time": float(t[-1])})
+    return pd.DataFrame(rows)
+
+
 if __name__ == "__main__":
     extrap, speedup = Path(sys.argv[1]), Path(sys.argv[2])
     archer(Path(sys.argv[3])).to_csv(HERE / "archer.csv", index=False)
     machines(Path(sys.argv[3])).to_csv(HERE / "machines.csv", index=False)
+    opensbli(Path(sys.argv[3])).to_csv(HERE / "opensbli.csv", index=False)
     mpi_collectives(extrap).to_csv(HERE / "mpi_collectives.csv", index=False)
     relearn(extrap).to_csv(HERE / "relearn.csv", index=False)
     wavetrisk(speedup).to_csv(HERE / "wavetrisk.csv", index=False)
