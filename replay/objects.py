@@ -22,7 +22,8 @@ same type and size).  Operations are applied again only when predefined
 might do more than reduce.  Work in the middle of the call that delays a
 partner (the root's pickling of the result before its broadcast) lands in
 the root's next span, not in the partner's wait: the simulator's
-collective has no step for it.
+collective has no step for it.  The share is this rank's place in the
+tree: the members of its cluster take it whatever their own place.
 """
 from __future__ import annotations
 
