@@ -80,6 +80,8 @@ def _print_summary(d: dict) -> None:
               "ns per byte sent and received")
     for fam, t in net.get("collective_overhead", {}).items():
         print(f"{fam}: {t * 1e6:.3f} us per call beyond its messages")
+    if net.get("rma_overhead"):
+        print(f"one-sided calls: {net['rma_overhead'] * 1e6:.3f} us each beyond the call")
 
 
 def main(argv=None) -> int:

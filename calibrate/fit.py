@@ -29,6 +29,7 @@ The ``warmup`` rows give the ``warmup`` of the level joining ranks 0 and
 exchanges of the first half of the bytes on their new connection cost
 beyond the median of the second half's, over those bytes, where it
 exceeds 1 % of their time.
+The ``rma`` row, less the call's cost, gives ``network.rma_overhead``.
 The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
 ranks the model of an alltoall or allgather is one exchange, which the
 model times as one ping-pong trip (the one-way time at 8 bytes, off the
@@ -245,12 +246,14 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
         # default over a network
         eager_limit = int(_agg(df.loc[what == "eager_limit", "bytes"], "min", 65536))
     call = _agg(df.loc[what == "call", "one_way"], combine)
+    # MPI's own work in a one-sided call, beyond the binding's call
+    rma = max(_agg(df.loc[what == "rma", "one_way"], combine, call) - call, 0.0)
     copy = df[what == "copy"].groupby("bytes", as_index=False)["one_way"].agg(combine)
     copy_bt = _line(copy)[1] if len(copy) >= 2 else 0.0
     pack_bt = _pack_byte_time(df[what.isin(PACKING)], combine)
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
     apart = ["pingpong", "exchange", "stream", "stream_loop", "call", "copy", "eager_limit",
-             "warmup", *PACKING]
+             "warmup", "rma", *PACKING]
     pair = df[~what.isin(apart)].groupby("what")["one_way"].agg(combine)
     exchange = df[what == "exchange"].groupby("bytes")["one_way"].agg(combine)
     # the caller's own cost per message of a window, which the simulator
@@ -285,7 +288,8 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     net = {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
            "eager_limit": eager_limit, "contention": nodes > 1}
     optional = {"call_overhead": call, "copy_byte_time": copy_bt, "copy_overhead": copy_over,
-                "pack_byte_time": pack_bt, "collective_overhead": coll_over}
+                "pack_byte_time": pack_bt, "collective_overhead": coll_over,
+                "rma_overhead": rma}
     net.update({k: v for k, v in optional.items() if v})
     if coll_over and alltoall_self_limit:
         net["alltoall_self_limit"] = alltoall_self_limit
@@ -297,8 +301,8 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
 def into_template(fitted: dict, template: dict) -> dict:
     """``template`` (a platform description) with its innermost level's
     network replaced by the fitted one: latency, byte times and curves,
-    eager limit, call overhead, local copy, packing and collective
-    overheads.  The template's per-message overheads (o) are part of the
+    eager limit, call overhead, local copy, packing, collective and
+    one-sided overheads.  The template's per-message overheads (o) are part of the
     fitted one-way time, so they come off its latency.  Everything else
     (nodes, placement, outer levels, collective algorithms) is kept: the
     user's description of the machine around the measured node."""
@@ -313,7 +317,7 @@ def into_template(fitted: dict, template: dict) -> dict:
         if key in flv:
             lv[key] = flv[key]
     for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit",
-                "pack_byte_time"):
+                "pack_byte_time", "rma_overhead"):
         net[key] = fnet.get(key, 0)
     net["collective_overhead"] = fnet.get("collective_overhead", {})
     net["eager_limit"] = fnet["eager_limit"]

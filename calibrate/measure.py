@@ -21,7 +21,10 @@ rank 1 also an ``exchange`` (a Sendrecv, both directions at once) per
 size.  Further rows, peer -1:
 ``call``, the cost of one call that MPI completes at once (a Send to and a
 Recv from ``MPI.PROC_NULL``, median per call): the binding's own per-call
-cost (mpi4py: about 0.5 us); ``copy``, seconds to copy ``bytes`` within a
+cost (mpi4py: about 0.5 us); ``rma``, the cost of one one-sided call on a
+window of rank 0 itself (Lock, Get_accumulate of 8 bytes and Unlock in
+turn, median per call: MPI's own work in them besides any message; MPICH
+on shared memory: 2-4 us); ``copy``, seconds to copy ``bytes`` within a
 process (a memory copy, as MPI copies a collective's own block); and, from
 ranks 0 and 1, seconds per call of ``sendrecv``, ``alltoall``,
 ``allgather`` and ``allgather_inplace`` (``MPI.IN_PLACE``) with 8 bytes per
@@ -58,6 +61,24 @@ def _median_per_call(fn, calls: int, repeats: int) -> float:
             fn()
         spans.append((MPI.Wtime() - t0) / calls)
     return statistics.median(spans)
+
+
+def _rma_per_call(w, repeats: int) -> float:
+    """Seconds per one-sided call on a window of rank 0 itself: Lock,
+    Get_accumulate (8 bytes) and Unlock, in turn, as a shared counter
+    draws (median per call; returned on rank 0, 0 elsewhere)."""
+    import numpy as np
+    from mpi4py import MPI
+    win = MPI.Win.Allocate(8 if w.rank == 0 else 0, 8, comm=w)
+    one, got = np.ones(1, np.int64), np.zeros(1, np.int64)
+
+    def draw():
+        win.Lock(0)
+        win.Get_accumulate(one, got, 0, op=MPI.SUM)
+        win.Unlock(0)
+    t = _median_per_call(draw, 500, repeats) / 3 if w.rank == 0 else 0.0
+    win.Free()
+    return t
 
 
 def _first_two(w):
@@ -318,6 +339,7 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
         w.Send(buf, MPI.PROC_NULL, 7)
         w.Recv(buf, MPI.PROC_NULL, 7)
     rows.append((-1, 0, _median_per_call(null_pair, 2000, repeats) / 2, "call"))
+    rows.append((-1, 8, _rma_per_call(w, repeats), "rma"))
     # the stream's own loop: the same window to MPI.PROC_NULL, per message
     post, _ = _stream(w, MPI.PROC_NULL, buf, buf)
     rows.append((-1, 8, _median_per_call(post, 20, repeats) / WINDOW, "stream_loop"))

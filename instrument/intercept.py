@@ -43,6 +43,7 @@ from .writer import (
     FLAG_ANY_SOURCE,
     FLAG_ANY_TAG,
     FLAG_INPLACE,
+    FLAG_LOCK_SHARED,
     FLAG_NONCONTIG,
     FLAG_NONE,
     FLAG_OBJECT,
@@ -1003,6 +1004,7 @@ def _traced_win():
         transfer = plain in ops.WIN_TRANSFERS
         out = ops.WIN_TRANSFERS.get(plain)
         args_of = _args_of(base, ("target_rank", "origin", out) if transfer else
+                           (ops.WIN_SYNCS.get(name), "lock_type") if name == "Lock" else
                            (ops.WIN_SYNCS.get(name),))
 
         def f(self, *args, **kw):
@@ -1020,6 +1022,11 @@ def _traced_win():
                 res._rx = res._pinfo = None
                 res._tid = leave(s, op, getattr(self, "_tcomm", -1), peer,
                                  getattr(self, "_wid", -1), sb, rb, -2)
+                return res
+            if name == "Lock":                          # exclusive unless said otherwise
+                shared = a[1] is not None and a[1] == MPI.LOCK_SHARED
+                leave_ex(s, op, getattr(self, "_tcomm", -1), peer, getattr(self, "_wid", -1),
+                         0, 0, -1, -1, -1, -1, FLAG_LOCK_SHARED if shared else 0, None, 1)
                 return res
             leave(s, op, getattr(self, "_tcomm", -1), peer, getattr(self, "_wid", -1), sb, rb,
                   -1)

@@ -38,6 +38,7 @@ FLAG_NONE = 8            # a test/probe that found nothing (folded, never writte
 FLAG_NONCONTIG = 16      # a v/w collective with a non-contiguous derived datatype
 FLAG_INPLACE = 32        # a collective called with MPI.IN_PLACE (no local copy)
 FLAG_OBJECT = 64         # a lower-case collective of Python objects (mpi4py's own algorithm)
+FLAG_LOCK_SHARED = 128   # a window Lock of type MPI.LOCK_SHARED (else exclusive)
 
 CHUNK = 8192
 FLUSH_SECONDS = 1.0

@@ -71,7 +71,11 @@ doubling, a larger one as a reduce-scatter and an allgather
 (netsim/collectives.py);
 ``network.collective_overhead: {family: seconds}`` (CPU time per call of a
 collective family beyond its messages, e.g. MPICH's alltoall posting a
-message to itself; default none); ``network.semantics``: ``detailed`` (default,
+message to itself; default none); ``network.rma_overhead`` (CPU seconds
+per one-sided call, transfers, Lock, Unlock and Flush, beyond the
+binding's call and its messages: MPICH's own work in them, 2-4 us on
+shared memory, which a window on the calling rank itself pays as much as
+one elsewhere; default 0); ``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
@@ -126,6 +130,7 @@ class Platform:
     alltoall_self_limit: int = 0
     allreduce_short_limit: int = 2048
     collective_overhead: dict = field(default_factory=dict)   # family -> seconds
+    rma_overhead: float = 0.0
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
     semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
@@ -280,7 +285,8 @@ class Platform:
                 "copy_overhead": self.copy_overhead,
                 "alltoall_self_limit": self.alltoall_self_limit,
                 "allreduce_short_limit": self.allreduce_short_limit,
-                "collective_overhead": self.collective_overhead, "semantics": self.semantics,
+                "collective_overhead": self.collective_overhead,
+                "rma_overhead": self.rma_overhead, "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
 
@@ -466,6 +472,7 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         allreduce_short_limit=int(net.get("allreduce_short_limit", 2048)),
         collective_overhead={k: float(v) for k, v in
                              (net.get("collective_overhead") or {}).items()},
+        rma_overhead=float(net.get("rma_overhead", 0.0)),
         compute_scale=float(d.get("compute_scale", 1.0)),
         semantics=net.get("semantics", "detailed"), source=source)
 

@@ -60,7 +60,7 @@ import numpy as np
 from numba import njit
 
 from instrument import ops
-from instrument.writer import FLAG_INPLACE, FLAG_NONCONTIG, FLAG_OBJECT
+from instrument.writer import FLAG_INPLACE, FLAG_LOCK_SHARED, FLAG_NONCONTIG, FLAG_OBJECT
 
 from . import collectives as C
 from .engine import CALC, COLL, RECV, SEND
@@ -278,10 +278,57 @@ _RMA_COLLECTIVE = ("win_fence", "win_create", "win_allocate", "win_allocate_shar
 _RMA_COMPLETE_ONE = ("win_unlock", "win_flush", "win_flush_local")
 _RMA_COMPLETE_ALL = ("win_unlock_all", "win_flush_all", "win_flush_local_all", "win_complete",
                      "win_fence")
+# the calls that pay the platform's rma_overhead (MPI's own work in them)
+_RMA_CHARGED = _RMA_PUT + _RMA_GET + _RMA_COMPLETE_ONE + (
+    "win_lock", "win_lock_all", "win_unlock_all", "win_flush_all", "win_flush_local_all")
 
 
 def _rma_ctx(comm: int) -> int:
     return -1 - comm
+
+
+# tags of the messages that hand an exclusive lock on, apart from the
+# transfers' (numbered from 1 by _Lowering.rma_tag)
+_HANDOFF_TAG0 = 1 << 30
+
+
+def _lock_handoffs(ev) -> tuple[dict, dict]:
+    """Who hands each exclusive lock epoch on to whom, in the traced order.
+
+    An epoch is a rank's Lock of a target's window and its next Unlock of
+    the same; exclusive epochs of one window at one target cannot overlap,
+    and the trace says in which order they ran (their Unlocks' ends, on
+    the clock the ranks share from their start-up barrier).  Returns
+    ``acquire`` (Lock event -> (rank the hand-over comes from, tag)) and
+    ``release`` (Unlock event -> (next holder, tag, the target it goes
+    through or -1)): from one holder to the next directly where either is
+    the target itself, else through the target, which grants the lock.
+    Shared epochs are in no order (nor kept apart from exclusive ones)."""
+    op = ev["op"].to_numpy()
+    at = np.flatnonzero((op == "win_lock") | (op == "win_unlock"))
+    if not len(at):
+        return {}, {}
+    rank, comm, win, target, flags, end = (ev[c].to_numpy()[at] for c in
+                                           ("rank", "comm", "tag", "peer", "flags", "t_end"))
+    held, epochs = {}, []
+    for k, i in enumerate(at):
+        key = (int(rank[k]), int(comm[k]), int(win[k]), int(target[k]))
+        if op[i] == "win_lock":
+            if not flags[k] & FLAG_LOCK_SHARED and target[k] >= 0:
+                held[key] = int(i)
+        elif key in held:
+            epochs.append((key[1:], float(end[k]), key[0], held.pop(key), int(i)))
+    epochs.sort(key=lambda e: (e[0], e[1]))
+    acquire, release = {}, {}
+    for a, b in zip(epochs, epochs[1:]):
+        if a[0] != b[0] or a[2] == b[2]:        # another lock, or the same holder
+            continue
+        tag = _HANDOFF_TAG0 + len(release)
+        t = a[0][2]
+        via = t if t not in (a[2], b[2]) else -1
+        release[a[4]] = (b[2], tag, via)
+        acquire[b[3]] = (a[2] if via < 0 else via, tag)
+    return acquire, release
 
 
 class _OneSided:
@@ -301,9 +348,18 @@ class _OneSided:
     * Fence, and the window's creation and Free (collective, synchronising
       in MPI): then a barrier over the window's communicator (for creation
       and Free, after every transfer of the rank on the window completed).
-    * Lock, Lock_all, Post, Start, Wait, Test, Sync, Attach, Detach,
-      Shared_query: no cost (lock acquisition is lazy in MPICH; the
-      Post/Start handshake of general active target is not modelled).
+    * Lock (exclusive): the rank holds the target's window alone until its
+      Unlock, so it waits for the previous holder's hand-over, in the
+      order the traced run took the lock (:func:`_lock_handoffs`): a
+      message from the previous holder at its Unlock, relayed by the
+      target where neither holder is the target (the target grants it).
+    * Lock (shared), Lock_all, Post, Start, Wait, Test, Sync, Attach,
+      Detach, Shared_query: no cost (the Post/Start handshake of general
+      active target is not modelled).
+
+    Transfers, Lock, Unlock and Flush first busy the rank's CPU for the
+    platform's ``rma_overhead`` (MPI's own work in the call, which a
+    window of the rank itself costs as well).
     """
 
     def one_sided(self, i: int, r: int, op: str):
@@ -312,6 +368,9 @@ class _OneSided:
         win = (comm, int(cols["tag"][i]))
         ctx = _rma_ctx(comm)
         open_ = self.rma.setdefault(win, [])
+        if op in _RMA_CHARGED and self.platform.rma_overhead > 0:
+            self.after = [(B.op(CALC, r, self.after, dur=self.platform.rma_overhead, event=i),
+                           False)]
         if op in _RMA_PUT or op in _RMA_GET:
             if t < 0 or t == r:
                 return                      # PROC_NULL or itself: local
@@ -343,9 +402,25 @@ class _OneSided:
                 need.append((B.op(RECV, r, self.after, peer=target, size=0, tag=self.rma_tag,
                                   ctx=ctx, event=i), False))
             self.after = self.after + need
+            if i in self.release:
+                self._hand_over(i, r, ctx)
+        elif op == "win_lock" and i in self.acquire:
+            src, tag = self.acquire[i]
+            x = B.op(RECV, r, self.after, peer=src, size=0, tag=tag, ctx=ctx, event=i)
+            self.after = [(x, False)]
         if op in _RMA_COLLECTIVE:
             self.after = self.after + [(o, False) for _, o, _ in self.rma.pop(win, [])]
             self.barrier(i, r, comm)
+
+    def _hand_over(self, i: int, r: int, ctx: int):
+        """Rank r's Unlock (event i) hands the lock on, once its epoch is done."""
+        nxt, tag, via = self.release[i]
+        if via < 0:
+            self.B.op(SEND, r, self.after, peer=nxt, size=0, tag=tag, ctx=ctx, event=i)
+            return
+        x = self.B.op(SEND, r, self.after, peer=via, size=0, tag=tag, ctx=ctx, event=i)
+        y = self.B.op(RECV, via, [(x, True)], peer=r, size=0, tag=tag, ctx=ctx, event=i)
+        self.B.op(SEND, via, [(y, False)], peer=nxt, size=0, tag=tag, ctx=ctx, event=i)
 
     def barrier(self, i: int, r: int, comm: int):
         """A barrier over ``comm`` for event i (the platform's algorithm)."""
@@ -425,6 +500,7 @@ class _Lowering(_OneSided):
         self.pending: dict = {}             # request id -> [(op, started?)] to complete
         self.rma: dict = {}                 # (comm, window) -> [(target, op, put?)] open
         self.rma_tag = 0                    # one tag per one-sided message exchange
+        self.acquire, self.release = _lock_handoffs(ev)
 
     def _charged(self, comp: np.ndarray) -> np.ndarray:
         """Computation per event, with what the platform charges the CPU per call."""

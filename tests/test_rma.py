@@ -3,6 +3,7 @@ targets and bytes, recorded, replayed with the same output, simulated."""
 import json
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import APPS, EXAMPLES, ROOT, host_lines, record, run, trace
@@ -52,6 +53,52 @@ def test_one_sided_calls_are_traced_replayed_in_step_and_simulated(tmp_path):
          "-o", str(out)])
     pred = json.loads(out.read_text())
     assert pred["warnings"] == [] and pred["predicted_time"] > 0
+
+
+def test_exclusive_lock_epochs_take_turns_in_the_traced_order(tmp_path):
+    """A window locked exclusively is held by one rank at a time: simulated,
+    no two exclusive epochs at one target overlap, and they come in the
+    order the traced run took the lock.  A shared lock is traced as such
+    and waits for no one."""
+    from instrument import load_trace
+    from instrument.writer import FLAG_LOCK_SHARED
+    from netsim.platform import load_platform
+    from netsim.predict import run as simulate
+    from netsim.schedule import from_trace
+    trace(3, tmp_path / "t", [APPS / "rma_counter.py"])
+    t = load_trace(str(tmp_path / "t"))
+    ev = t.events
+    locks = ev[ev["op"] == "win_lock"]
+    shared = (locks["flags"] & FLAG_LOCK_SHARED) != 0
+    assert shared.sum() == 3                     # one read per rank
+    plat = load_platform(PLATFORM)
+    s = from_trace(t, plat)
+    res = simulate(s, plat)
+    # each exclusive epoch: its transfers' ops (both sides), from the first
+    # start to the last end, against its traced Unlock's end
+    epochs = []
+    for r in range(t.size):
+        idx = np.flatnonzero(ev["rank"].to_numpy() == r)      # event positions
+        mine = ev.iloc[idx]
+        ops = mine["op"].to_numpy()
+        for k in np.flatnonzero(ops == "win_lock"):
+            if mine["flags"].iat[k] & FLAG_LOCK_SHARED:
+                continue
+            u = k + 1 + int(np.argmax(ops[k + 1:] == "win_unlock"))
+            moved = np.isin(s.event, idx[k + 1:u])
+            epochs.append((mine["t_end"].iat[u], res.start[moved].min(), res.end[moved].max()))
+    traced = sorted(epochs)
+    assert len(traced) >= 3 * 6
+    for (_, s0, e0), (_, s1, e1) in zip(traced, traced[1:]):
+        assert e0 <= s1, (s0, e0, s1, e1)
+    # MPI's own work in each one-sided call (the platform's rma_overhead)
+    # busies the caller's CPU, a window of its own as much as another's
+    calls = ev["op"].isin(["win_lock", "win_unlock", "win_get_accumulate", "win_get",
+                           "win_compare_and_swap", "win_fetch_and_op"])
+    most = int(calls.groupby(ev["rank"]).sum().max())
+    plat.rma_overhead = 1e-3
+    slow = simulate(from_trace(t, plat), plat).predicted_time
+    assert res.predicted_time < most * 1e-3 <= slow
 
 
 def _predicted(tmp_path, mode, platform):

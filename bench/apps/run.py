@@ -235,7 +235,7 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
           f"{net['copy_byte_time'] * 1e9:.3f} ns/B local copy, "
           f"{net['pack_byte_time'] * 1e9:.3f} ns/B packing, " +
           "".join(f"{f} +{t * 1e6:.2f} us, " for f, t in net["collective_overhead"].items()) +
-          f"-> {path}", flush=True)
+          f"one-sided +{net.get('rma_overhead', 0.0) * 1e6:.2f} us, -> {path}", flush=True)
     return path
 
 

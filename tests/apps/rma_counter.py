@@ -1,7 +1,8 @@
 """A shared counter and a spin lock over passive-target RMA: tickets drawn
 with Get_accumulate under Lock/Unlock, a Compare_and_swap lock, a final
-Fetch_and_op.  Who gets which ticket changes from run to run; the replay
-must print what the recorded run printed."""
+Fetch_and_op and a read under a shared lock.  Who gets which ticket
+changes from run to run; the replay must print what the recorded run
+printed."""
 import numpy as np
 from mpi4py import MPI
 
@@ -29,6 +30,10 @@ while True:                       # a spin lock: take it when the count is compl
 win.Lock(0)
 old = np.zeros(1, "i8")
 win.Fetch_and_op(np.array([4 * n], "i8"), old, 0, op=MPI.REPLACE)
+win.Unlock(0)
+peek = np.zeros(1, "i8")          # a read under a shared lock, which excludes no one
+win.Lock(0, MPI.LOCK_SHARED)
+win.Get(peek, 0)
 win.Unlock(0)
 win.Free()
 print(f"rank {r} tickets {tickets} released {old[0]}", flush=True)
