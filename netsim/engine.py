@@ -20,7 +20,10 @@ and receive overheads per message/per byte, g the gap between two
 messages of a NIC:
 
 * send starts when the op is ready, the CPU and the NIC are free;
-  the CPU is busy o + s*O, the NIC g + P;
+  the CPU is busy o + s*O, the NIC g + P; a *reply* (``reply`` per SEND
+  row: what a target's MPI sends back from the call in which it received
+  a one-sided request: data, a grant, an acknowledgement) does not wait
+  for the CPU, whose o + s*O it takes after whatever the CPU is busy with;
 * eager (``eager`` per SEND row: s <= eager limit, not a synchronous
   send): data arrives at start + o + L + W; the send completes locally
   at start + o + s*O;
@@ -142,7 +145,7 @@ def _clear_queued(link, head):
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
-             o_s, o_r, O_s, O_r, gap, eager, contention, nranks, room):
+             o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room):
     """Run the schedule.  Returns (start, end, matched, coll_last, events);
     events is OUT_OF_ROOM if the heap needed more than ``room`` entries.
 
@@ -216,13 +219,18 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 d = peer[op]
                 lv = _level(core[h], core[d], span)
                 L, W = lat[lv], wire[op]
-                s = max(t, cpu_free[h], nic_free[h])
                 sz = size[op]
+                if reply[op]:                    # sent from the call that got the request
+                    s = max(t, nic_free[h])
+                    busy = max(s, cpu_free[h])
+                else:
+                    s = max(t, cpu_free[h], nic_free[h])
+                    busy = s
                 if eager[op]:
-                    cpu_free[h] = s + o_s + sz * O_s
+                    cpu_free[h] = busy + o_s + sz * O_s
                     nic_free[h] = s + gap + occupy[op]
                 else:                            # a request to send: no payload yet
-                    cpu_free[h] = s + o_s
+                    cpu_free[h] = busy + o_s
                     nic_free[h] = s + gap
                 start[op] = s
                 note_op[0] = op
@@ -346,8 +354,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             lv = _level(core[h], core[d], span)
             L, W = lat[lv], wire[op]
             sz = size[op]
-            s = max(t, cpu_free[h], nic_free[h])
-            cpu_free[h] = s + o_s + sz * O_s
+            if reply[op]:
+                s = max(t, nic_free[h])
+                cpu_free[h] = max(s, cpu_free[h]) + o_s + sz * O_s
+            else:
+                s = max(t, cpu_free[h], nic_free[h])
+                cpu_free[h] = s + o_s + sz * O_s
             nic_free[h] = s + gap + occupy[op]
             dep = s + o_s
             if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:

@@ -20,6 +20,9 @@ every op may be a read-only broadcast view, which costs no memory):
 ``event``   int64    the trace event (row of events.parquet) the op came from
 ``sync``    bool     SEND: a synchronous send (ssend, issend, ssend_init),
                      complete only once matched; else False
+``reply``   bool     SEND: what a target's MPI sends back from the call that
+                     received a one-sided request (Get data, a lock grant,
+                     a put's acknowledgement): waits for no CPU; else False
 ==========  =======  ========================================================
 
 and the dependencies as edges ``dep_src -> dep_dst`` (op indices: int32,
@@ -73,7 +76,7 @@ class ScheduleError(Exception):
 # column -> the type it is stored in (see the module's docstring)
 COLUMNS = {"kind": np.int8, "rank": np.int32, "peer": np.int32, "size": np.int64,
            "tag": np.int32, "ctx": np.int32, "dur": np.float64, "coll": np.int32,
-           "event": np.int64, "sync": np.bool_}
+           "event": np.int64, "sync": np.bool_, "reply": np.bool_}
 
 
 def index_type(n: int):
@@ -121,8 +124,13 @@ class Schedule:
     nranks: int
     # each trace row's seq (the rank's own event number), for messages
     seq_of: np.ndarray | None = None
+    # SEND rows a target's MPI sends from the call that received a
+    # one-sided request (netsim/engine.py); none when not given
+    reply: np.ndarray | None = None
 
     def __post_init__(self):
+        if self.reply is None:
+            self.reply = np.zeros(len(self.kind), np.bool_)
         for name, dtype in COLUMNS.items():
             setattr(self, name, _narrowed(name, getattr(self, name), dtype))
         index = index_type(len(self.kind))
@@ -191,13 +199,13 @@ class Builder:
     def __init__(self, nranks: int):
         self.nranks = nranks
         self.cols = {k: [] for k in ("kind", "rank", "peer", "size", "tag", "ctx", "dur",
-                                     "coll", "event", "sync")}
+                                     "coll", "event", "sync", "reply")}
         self.src, self.dst, self.isstart = [], [], []
         self.coll_need: list[int] = []
         self.n = 0
 
     def op(self, kind, rank, after, peer=-1, size=0, tag=-1, ctx=0, dur=0.0, coll=-1,
-           event=-1, sync=False) -> int:
+           event=-1, sync=False, reply=False) -> int:
         """Add an op that depends on ``after`` ([(op, started?)]); its index."""
         c = self.cols
         c["kind"].append(kind)
@@ -210,6 +218,7 @@ class Builder:
         c["coll"].append(coll)
         c["event"].append(event)
         c["sync"].append(sync)
+        c["reply"].append(reply)
         i = self.n
         self.n += 1
         for src, st in after:
@@ -293,17 +302,17 @@ _HANDOFF_TAG0 = 1 << 30
 
 
 def _lock_handoffs(ev) -> tuple[dict, dict]:
-    """Who hands each exclusive lock epoch on to whom, in the traced order.
+    """Exclusive lock epochs, in the order the traced run held them.
 
     An epoch is a rank's Lock of a target's window and its next Unlock of
     the same; exclusive epochs of one window at one target cannot overlap,
     and the trace says in which order they ran (their Unlocks' ends, on
-    the clock the ranks share from their start-up barrier).  Returns
-    ``acquire`` (Lock event -> (rank the hand-over comes from, tag)) and
-    ``release`` (Unlock event -> (next holder, tag, the target it goes
-    through or -1)): from one holder to the next directly where either is
-    the target itself, else through the target, which grants the lock.
-    Shared epochs are in no order (nor kept apart from exclusive ones)."""
+    the clock the ranks share from their start-up barrier).  Each epoch
+    gets a tag for its messages.  Returns ``acquire`` (Lock event ->
+    (the previous holder, -1 for none, and the tag)) and ``release``
+    (Unlock event -> (the next holder, the next epoch's tag)) where the
+    next holder is another rank.  Shared epochs are in no order (nor kept
+    apart from exclusive ones)."""
     op = ev["op"].to_numpy()
     at = np.flatnonzero((op == "win_lock") | (op == "win_unlock"))
     if not len(at):
@@ -320,14 +329,12 @@ def _lock_handoffs(ev) -> tuple[dict, dict]:
             epochs.append((key[1:], float(end[k]), key[0], held.pop(key), int(i)))
     epochs.sort(key=lambda e: (e[0], e[1]))
     acquire, release = {}, {}
-    for a, b in zip(epochs, epochs[1:]):
-        if a[0] != b[0] or a[2] == b[2]:        # another lock, or the same holder
-            continue
-        tag = _HANDOFF_TAG0 + len(release)
-        t = a[0][2]
-        via = t if t not in (a[2], b[2]) else -1
-        release[a[4]] = (b[2], tag, via)
-        acquire[b[3]] = (a[2] if via < 0 else via, tag)
+    for n, b in enumerate(epochs):
+        tag = _HANDOFF_TAG0 + n
+        a = epochs[n - 1] if n and epochs[n - 1][0] == b[0] else None
+        acquire[b[3]] = (a[2] if a else -1, tag)
+        if a and a[2] != b[2]:
+            release[a[4]] = (b[2], tag)
     return acquire, release
 
 
@@ -349,10 +356,13 @@ class _OneSided:
       in MPI): then a barrier over the window's communicator (for creation
       and Free, after every transfer of the rank on the window completed).
     * Lock (exclusive): the rank holds the target's window alone until its
-      Unlock, so it waits for the previous holder's hand-over, in the
-      order the traced run took the lock (:func:`_lock_handoffs`): a
-      message from the previous holder at its Unlock, relayed by the
-      target where neither holder is the target (the target grants it).
+      Unlock, in the order the traced run took the lock
+      (:func:`_lock_handoffs`).  The lock is the target's to grant: a
+      request goes to it, which its MPI serves when its CPU is free (MPICH
+      grants a lock only inside a call of the target), and the grant comes
+      back once the previous holder let go: at the target's own Unlock,
+      or on a release message from a holder elsewhere.  The target locking
+      its own window needs no request: it waits for that release alone.
     * Lock (shared), Lock_all, Post, Start, Wait, Test, Sync, Attach,
       Detach, Shared_query: no cost (the Post/Start handshake of general
       active target is not modelled).
@@ -383,7 +393,8 @@ class _OneSided:
                 open_.append((t, y, True))
                 done = x                    # a request: complete once sent
             else:
-                B.op(SEND, t, [(y, False)], peer=r, size=rb, tag=k, ctx=ctx, event=i)
+                B.op(SEND, t, [(y, False)], peer=r, size=rb, tag=k, ctx=ctx, event=i,
+                     reply=True)
                 w = B.op(RECV, r, [(x, True)], peer=t, size=rb, tag=k, ctx=ctx, event=i)
                 open_.append((t, w, False))
                 done = w                    # a request: complete once the data is in
@@ -398,29 +409,55 @@ class _OneSided:
                 # the target acknowledges once its puts landed
                 self.rma_tag += 1
                 puts = [(o, False) for tt, o, put in done if put and tt == target]
-                B.op(SEND, target, puts, peer=r, size=0, tag=self.rma_tag, ctx=ctx, event=i)
+                B.op(SEND, target, puts, peer=r, size=0, tag=self.rma_tag, ctx=ctx, event=i,
+                     reply=True)
                 need.append((B.op(RECV, r, self.after, peer=target, size=0, tag=self.rma_tag,
                                   ctx=ctx, event=i), False))
             self.after = self.after + need
             if i in self.release:
-                self._hand_over(i, r, ctx)
+                self._hand_over(i, r, t, ctx)
         elif op == "win_lock" and i in self.acquire:
-            src, tag = self.acquire[i]
-            x = B.op(RECV, r, self.after, peer=src, size=0, tag=tag, ctx=ctx, event=i)
-            self.after = [(x, False)]
+            self._acquire(i, r, t, ctx)
         if op in _RMA_COLLECTIVE:
             self.after = self.after + [(o, False) for _, o, _ in self.rma.pop(win, [])]
             self.barrier(i, r, comm)
 
-    def _hand_over(self, i: int, r: int, ctx: int):
-        """Rank r's Unlock (event i) hands the lock on, once its epoch is done."""
-        nxt, tag, via = self.release[i]
-        if via < 0:
-            self.B.op(SEND, r, self.after, peer=nxt, size=0, tag=tag, ctx=ctx, event=i)
+    def _acquire(self, i: int, r: int, t: int, ctx: int):
+        """Rank r's exclusive Lock of target t (event i)."""
+        prev, tag = self.acquire[i]
+        B = self.B
+        if r == t:                          # its own window: the release alone
+            if prev >= 0 and prev != r:
+                x = B.op(RECV, r, self.after, peer=prev, size=0, tag=tag, ctx=ctx, event=i)
+                self.after = [(x, False)]
             return
-        x = self.B.op(SEND, r, self.after, peer=via, size=0, tag=tag, ctx=ctx, event=i)
-        y = self.B.op(RECV, via, [(x, True)], peer=r, size=0, tag=tag, ctx=ctx, event=i)
-        self.B.op(SEND, via, [(y, False)], peer=nxt, size=0, tag=tag, ctx=ctx, event=i)
+        B.op(SEND, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
+        grant = B.op(RECV, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
+        if prev < 0 or prev == r:           # nobody else held it: granted when served
+            self._grant(i, t, r, tag, ctx, [])
+        self.after = [(grant, False)]
+
+    def _hand_over(self, i: int, r: int, t: int, ctx: int):
+        """Rank r's Unlock of target t (event i) lets the next holder in,
+        once its epoch is done."""
+        nxt, tag = self.release[i]
+        if nxt == t:                        # the target itself waits for this
+            self.B.op(SEND, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
+            return
+        released = self.after
+        if r != t:                          # the target learns of it by a message
+            self.B.op(SEND, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
+            released = [(self.B.op(RECV, t, [], peer=r, size=0, tag=tag, ctx=ctx, event=i),
+                         False)]
+        self._grant(i, t, nxt, tag, ctx, released)
+
+    def _grant(self, i: int, t: int, who: int, tag: int, ctx: int, released: list):
+        """Target t grants its lock to ``who``: once it received the request
+        (posted from the start: t's MPI serves it when t's CPU is free) and
+        the previous holder let go (``released``)."""
+        request = self.B.op(RECV, t, [], peer=who, size=0, tag=tag, ctx=ctx, event=i)
+        self.B.op(SEND, t, released + [(request, False)], peer=who, size=0, tag=tag, ctx=ctx,
+                  event=i, reply=True)
 
     def barrier(self, i: int, r: int, comm: int):
         """A barrier over ``comm`` for event i (the platform's algorithm)."""

@@ -101,6 +101,36 @@ def test_exclusive_lock_epochs_take_turns_in_the_traced_order(tmp_path):
     assert res.predicted_time < most * 1e-3 <= slow
 
 
+def test_a_lock_waits_for_the_target_to_serve_it_twice(tmp_path):
+    """MPICH grants a lock only inside a call of the target, then serves
+    the transfer inside another (bench/rma_lock_probe.py: a draw against a
+    computing target takes two of its calls).  Simulated, rank 1's k-th
+    draw ends right after rank 0's 2k-th call, never sooner."""
+    from instrument import load_trace
+    from netsim.platform import load_platform
+    from netsim.predict import run as simulate
+    from netsim.schedule import CALC, from_trace
+    trace(2, tmp_path / "t", [APPS / "rma_lock_wait.py", 12, 3, 0.005])
+    t = load_trace(str(tmp_path / "t"))
+    ev = t.events
+    plat = load_platform(PLATFORM)
+    # rank 1's calls take long enough that its transfer's request finds
+    # rank 0 computing again after the call that granted the lock
+    plat.rma_overhead = 1e-4
+    s = from_trace(t, plat)
+    res = simulate(s, plat)
+    rank, op = ev["rank"].to_numpy(), ev["op"].to_numpy()
+    calls = np.flatnonzero((rank == 0) & (op == "sendrecv"))
+    # the moments rank 0 is in MPI: the ends of the computation before its calls
+    inside = np.sort([res.end[(s.event == i) & (s.kind == CALC)].max() for i in calls])
+    # a draw is done when its Get_accumulate's answer is in
+    draws = [res.end[s.event == i].max() for i in np.flatnonzero((rank == 1) &
+                                                                  (op == "win_get_accumulate"))]
+    assert len(inside) == 12 and len(draws) == 3
+    for k, end in enumerate(draws, 1):
+        assert inside[2 * k - 1] <= end < inside[2 * k], (k, end, inside)
+
+
 def _predicted(tmp_path, mode, platform):
     t = tmp_path / mode
     trace(2, t, [APPS / "rma_stream.py", "--mode", mode, "--mib", "4", "--reps", "4"])
