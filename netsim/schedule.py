@@ -345,8 +345,9 @@ class _OneSided:
       it is sent; it is complete once it landed (Rput, Raccumulate: their
       request completes once it is sent).
     * Get (and Get_accumulate, Fetch_and_op, Compare_and_swap): a request
-      to the target (carrying the origin data, if any), answered by the
-      target with the data once the request arrived (the R forms: their
+      to the target (carrying the origin data, if any), which the target's
+      MPI receives when its CPU is free and answers with the data from
+      that same call (a reply send: netsim/engine.py; the R forms: their
       request completes once the data is in).
     * Unlock, Flush (one target; the _all forms, Complete and Fence: every
       target): the transfers to that target complete, and for puts an
