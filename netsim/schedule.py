@@ -22,7 +22,9 @@ every op may be a read-only broadcast view, which costs no memory):
                      complete only once matched; else False
 ``reply``   bool     SEND: what a target's MPI sends back from the call that
                      received a one-sided request (Get data, a lock grant,
-                     a put's acknowledgement): waits for no CPU; else False
+                     a put's acknowledgement): waits for no CPU in the
+                     detailed engine (LogGOPSim's rules have no such send);
+                     else False
 ==========  =======  ========================================================
 
 and the dependencies as edges ``dep_src -> dep_dst`` (op indices: int32,
