@@ -434,10 +434,14 @@ class _OneSided:
                 x = B.op(RECV, r, self.after, peer=prev, size=0, tag=tag, ctx=ctx, event=i)
                 self.after = [(x, False)]
             return
-        B.op(SEND, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
+        x = B.op(SEND, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
         grant = B.op(RECV, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
+        # the target's MPI receives the request when its CPU is free
+        request = B.op(RECV, t, [(x, True)], peer=r, size=0, tag=tag, ctx=ctx, event=i)
         if prev < 0 or prev == r:           # nobody else held it: granted when served
-            self._grant(i, t, r, tag, ctx, [])
+            self._grant(i, t, r, tag, ctx, [], request)
+        else:
+            self._meet(i, t, r, tag, ctx, request=request)
         self.after = [(grant, False)]
 
     def _hand_over(self, i: int, r: int, t: int, ctx: int):
@@ -449,16 +453,28 @@ class _OneSided:
             return
         released = self.after
         if r != t:                          # the target learns of it by a message
-            self.B.op(SEND, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
-            released = [(self.B.op(RECV, t, [], peer=r, size=0, tag=tag, ctx=ctx, event=i),
-                         False)]
-        self._grant(i, t, nxt, tag, ctx, released)
+            x = self.B.op(SEND, r, self.after, peer=t, size=0, tag=tag, ctx=ctx, event=i)
+            released = [(self.B.op(RECV, t, [(x, True)], peer=r, size=0, tag=tag, ctx=ctx,
+                                   event=i), False)]
+        self._meet(i, t, nxt, tag, ctx, released=released)
 
-    def _grant(self, i: int, t: int, who: int, tag: int, ctx: int, released: list):
-        """Target t grants its lock to ``who``: once it received the request
-        (posted from the start: t's MPI serves it when t's CPU is free) and
-        the previous holder let go (``released``)."""
-        request = self.B.op(RECV, t, [], peer=who, size=0, tag=tag, ctx=ctx, event=i)
+    def _meet(self, i, t, who, tag, ctx, request=None, released=None):
+        """The grant to ``who`` needs both the request (made where its Lock
+        is lowered) and the release (where the previous holder's Unlock
+        is): whichever comes second sends it."""
+        other = self.grants.pop(tag, None)
+        if other is None:
+            self.grants[tag] = request if request is not None else released
+        elif request is None:
+            self._grant(i, t, who, tag, ctx, released, other)
+        else:
+            self._grant(i, t, who, tag, ctx, other, request)
+
+    def _grant(self, i: int, t: int, who: int, tag: int, ctx: int, released: list,
+               request: int):
+        """Target t grants its lock to ``who`` once it received the
+        ``request`` and the previous holder let go (``released``): a reply,
+        sent from the call in which the target's MPI got the last of them."""
         self.B.op(SEND, t, released + [(request, False)], peer=who, size=0, tag=tag, ctx=ctx,
                   event=i, reply=True)
 
@@ -541,6 +557,7 @@ class _Lowering(_OneSided):
         self.rma: dict = {}                 # (comm, window) -> [(target, op, put?)] open
         self.rma_tag = 0                    # one tag per one-sided message exchange
         self.acquire, self.release = _lock_handoffs(ev)
+        self.grants: dict = {}              # tag -> the request or the release, first made
 
     def _charged(self, comp: np.ndarray) -> np.ndarray:
         """Computation per event, with what the platform charges the CPU per call."""

@@ -87,6 +87,8 @@ def test_exclusive_lock_epochs_take_turns_in_the_traced_order(tmp_path):
             u = k + 1 + int(np.argmax(ops[k + 1:] == "win_unlock"))
             moved = np.isin(s.event, idx[k + 1:u])
             epochs.append((mine["t_end"].iat[u], res.start[moved].min(), res.end[moved].max()))
+    # a request the target's MPI serves is no wait of the target's program
+    assert (res.per_rank["waiting"] <= res.per_rank["finish"]).all(), res.per_rank
     traced = sorted(epochs)
     assert len(traced) >= 3 * 6
     for (_, s0, e0), (_, s1, e1) in zip(traced, traced[1:]):
@@ -127,6 +129,7 @@ def test_a_lock_waits_for_the_target_to_serve_it_twice(tmp_path):
     draws = [res.end[s.event == i].max() for i in np.flatnonzero((rank == 1) &
                                                                   (op == "win_get_accumulate"))]
     assert len(inside) == 12 and len(draws) == 3
+    assert (res.per_rank["waiting"] <= res.per_rank["finish"]).all(), res.per_rank
     for k, end in enumerate(draws, 1):
         assert inside[2 * k - 1] <= end < inside[2 * k], (k, end, inside)
 
