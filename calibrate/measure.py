@@ -24,7 +24,7 @@ Recv from ``MPI.PROC_NULL``, median per call): the binding's own per-call
 cost (mpi4py: about 0.5 us); ``rma``, the cost of one one-sided call on a
 window of rank 0 itself (Lock, Get_accumulate of 8 bytes and Unlock in
 turn, median per call: MPI's own work in them besides any message; MPICH
-on shared memory: 2-4 us); ``copy``, seconds to copy ``bytes`` within a
+on this host's shared memory: 1.2-1.3 us); ``copy``, seconds to copy ``bytes`` within a
 process (a memory copy, as MPI copies a collective's own block); and, from
 ranks 0 and 1, seconds per call of ``sendrecv``, ``alltoall``,
 ``allgather`` and ``allgather_inplace`` (``MPI.IN_PLACE``) with 8 bytes per

@@ -220,12 +220,10 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 lv = _level(core[h], core[d], span)
                 L, W = lat[lv], wire[op]
                 sz = size[op]
-                if reply[op]:                    # sent from the call that got the request
-                    s = max(t, nic_free[h])
-                    busy = max(s, cpu_free[h])
-                else:
-                    s = max(t, cpu_free[h], nic_free[h])
-                    busy = s
+                # a reply leaves from the call that got the request: it waits
+                # for the NIC only, its overhead follows what the CPU is busy with
+                s = max(t, nic_free[h]) if reply[op] else max(t, cpu_free[h], nic_free[h])
+                busy = max(s, cpu_free[h])
                 if eager[op]:
                     cpu_free[h] = busy + o_s + sz * O_s
                     nic_free[h] = s + gap + occupy[op]
@@ -354,12 +352,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             lv = _level(core[h], core[d], span)
             L, W = lat[lv], wire[op]
             sz = size[op]
-            if reply[op]:
-                s = max(t, nic_free[h])
-                cpu_free[h] = max(s, cpu_free[h]) + o_s + sz * O_s
-            else:
-                s = max(t, cpu_free[h], nic_free[h])
-                cpu_free[h] = s + o_s + sz * O_s
+            s = max(t, nic_free[h]) if reply[op] else max(t, cpu_free[h], nic_free[h])
+            cpu_free[h] = max(s, cpu_free[h]) + o_s + sz * O_s
             nic_free[h] = s + gap + occupy[op]
             dep = s + o_s
             if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:

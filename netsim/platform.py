@@ -73,9 +73,9 @@ doubling, a larger one as a reduce-scatter and an allgather
 collective family beyond its messages, e.g. MPICH's alltoall posting a
 message to itself; default none); ``network.rma_overhead`` (CPU seconds
 per one-sided call, transfers, Lock, Unlock and Flush, beyond the
-binding's call and its messages: MPICH's own work in them, 2-4 us on
-shared memory, which a window on the calling rank itself pays as much as
-one elsewhere; default 0); ``network.semantics``: ``detailed`` (default,
+binding's call and its messages: MPICH's own work in them, about 1 us
+on this host's shared memory, which a window on the calling rank itself
+pays as much as one elsewhere; default 0); ``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
