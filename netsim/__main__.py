@@ -123,10 +123,12 @@ def _band_warning(t: float, band: list) -> str | None:
     """The warning for a prediction whose computation band is wide, or None."""
     if t <= 0 or (band[1] - band[0]) / t <= BAND_WARN:
         return None
-    return (f"the prediction is {t:.4g} s, but {band[0]:.4g} to {band[1]:.4g} s with the "
-            f"computation at the least and the most it was measured to take (a replay "
-            f"on a busy node, or repeats that differ): replay on an idle node, or with "
-            f"more repeats, to narrow it")
+    # the relative width alone, so that platforms fed the same computation
+    # say the same (the band itself is in the prediction and its table)
+    return (f"the band is {100 * (band[1] - band[0]) / t:.0f} % of the prediction wide "
+            f"(the computation at the least and the most it was measured to take: a "
+            f"replay on a busy node, or repeats that differ): replay on an idle node, "
+            f"or with more repeats, to narrow it")
 
 
 def main(argv=None) -> int:

@@ -113,8 +113,14 @@ def _headline(preds: list) -> list[str]:
                      + "; ".join(f"{html.escape(a)} and {html.escape(b)}" for a, b in same)
                      + ": their bands overlap, so this prediction cannot say which is "
                        "faster.</p>")
-    for w in sorted({w for p in preds for w in p.get("warnings", [])}):
-        parts.append(f"<p class=warn><b>Warning:</b> {html.escape(w)}</p>")
+    said: dict[str, list[str]] = {}       # warning -> the platforms it came from
+    for p in preds:
+        for w in p.get("warnings", []):
+            said.setdefault(w, []).append(p["platform"]["name"])
+    for w, names in said.items():
+        where = "every platform" if len(names) == len(preds) else ", ".join(names)
+        parts.append(f"<p class=warn><b>Warning</b> ({html.escape(where)}): "
+                     f"{html.escape(w)}</p>")
     return parts
 
 

@@ -262,6 +262,13 @@ def cmd_study(a) -> int:
     return 0
 
 
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default only where it has one."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scaling",
                                  description="Empirical scalability models and searches.")
@@ -276,7 +283,7 @@ def main(argv=None) -> int:
         "candidates' rolling-origin errors, widened with the distance from the "
         "largest training run, never narrower than the repeats' spread.  Models "
         "that do not model 'size' are fitted once per size.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_Defaults)
     f.add_argument("data", help="CSV/Parquet: procs, time[, size, ..., unit]")
     f.add_argument("--model", default="auto",
                    help=f"auto, one of {MODELS}, a comma list, or all")

@@ -5,6 +5,7 @@ Skipped where no Chromium is installed (`.ci/run` installs Debian's under
 CI).  The predictions come from real simulator runs of GOAL schedules with
 uneven computation, so that the figures have something to show.
 """
+import json
 import re
 import shutil
 import subprocess
@@ -38,7 +39,9 @@ def _goal(path, n: int) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _report(tmp_path, n: int):
+def _report(tmp_path, n: int, warnings=None):
+    """The report of two platforms' predictions; ``warnings``: platform ->
+    warnings added to its prediction file, as netsim writes them."""
     d = tmp_path / f"n{n}"
     d.mkdir()
     _goal(d / "s.goal", n)
@@ -49,6 +52,10 @@ def _report(tmp_path, n: int):
         run([sys.executable, "-m", "netsim", str(d / "s.goal"), "--goal-in", "--platform",
              f"config/platforms/{plat}.yaml", "-o", str(preds[-1]), "--timeline",
              str(tls[-1])])
+        if warnings and plat in warnings:
+            pred = json.loads(preds[-1].read_text())
+            pred["warnings"] += warnings[plat]
+            preds[-1].write_text(json.dumps(pred))
     reps = pd.DataFrame({"rank": range(n), "group": 0, "cluster": np.arange(n) % 2,
                          "representative": np.arange(n) % 2, "total": 1.0,
                          "rep_total": 1.0, "error": 0.0})
@@ -105,3 +112,12 @@ def test_rank_axes_aggregate_beyond_64_ranks():
         assert len(bins) == MAX_BARS and bins[0][0] == 0 and bins[-1][1] == n
         assert all(a < b for a, b in bins) and all(b == c for (_, b), (c, _) in
                                                    zip(bins, bins[1:]))
+
+
+def test_each_warning_is_said_once_with_the_platforms_it_concerns(tmp_path):
+    shared, own = "the band is 11 % of the prediction wide", "a trace warning"
+    html = _report(tmp_path, 8, {"ib-cluster": [shared], "fat-node": [shared, own]}
+                   ).read_text()
+    assert html.count(shared) == 1 and html.count(own) == 1
+    assert f"<b>Warning</b> (every platform): {shared}" in html
+    assert f"<b>Warning</b> (fat-node): {own}" in html
