@@ -278,11 +278,13 @@ _BAD_VALUES = [None, "x", [], {}, -1, float("nan"), True, 1.5, "", [1, 2]]
 
 
 def _bad_table(rng: random.Random, df: pd.DataFrame, ids: dict,
-               nonneg: tuple, ordered: bool = True) -> tuple[str, pd.DataFrame]:
+               nonneg: tuple, ordered: bool = True,
+               optional: tuple = ()) -> tuple[str, pd.DataFrame]:
     """One contract violation of a table.  ``ids``: column -> a value out of
     its range; ``nonneg``: columns that must be finite and >= 0;
     ``ordered``: rows are keyed (a repeated, missing or moved row is wrong;
-    in a table of measurements it is just another sample)."""
+    in a table of measurements it is just another sample); ``optional``:
+    columns the contract lets a table leave out (dropping one is an edit)."""
     df = df.copy()
     choices = ["drop_col", "empty"] + (["dup", "drop_mid", "swap"] if ordered else [])
     choices += ["id"] * 2 if ids else []
@@ -295,7 +297,7 @@ def _bad_table(rng: random.Random, df: pd.DataFrame, ids: dict,
         return f"row {i} dropped", df.drop(index=df.index[i]).reset_index(drop=True)
     if how == "drop_col":
         c = rng.choice(list(df.columns))
-        return f"column {c} dropped", df.drop(columns=[c])
+        return f"{EDIT if c in optional else ''}column {c} dropped", df.drop(columns=[c])
     if how == "empty":
         return "no rows", df.iloc[:0]
     if how == "swap":
@@ -333,8 +335,9 @@ def invalid(rng: random.Random, name: str, path: Path) -> str:
         df = pd.read_csv(path)
         spec = {"reps.csv": ({"rank": N + 3, "representative": N + 7, "cluster": -4},
                              ("total", "rep_total", "error")),
-                "replay rank.csv": ({"seq": 10 ** 6, "rank": 7}, ("comp", "cpu")),
-                "compute.csv": ({"rank": N, "seq": -2}, ("comp",)),
+                "replay rank.csv": ({"seq": 10 ** 6, "rank": 7}, ("comp", "cpu", "inside")),
+                "compute.csv": ({"rank": N, "seq": -2}, ("comp", "inside"), True,
+                                ("inside",)),
                 "pingpong.csv": ({"bytes": -8, "peer": -9},
                                  tuple(c for c in df.columns if df[c].dtype.kind == "f"),
                                  False)}[name]

@@ -19,6 +19,11 @@ tree), tag, and the peer as selected by ``peer_mode``:
 A wildcard receive or probe contributes "any" rather than the source that
 happened to match, which differs from run to run.
 
+A collective of Python objects adds the rank's place in mpi4py's own
+algorithm (:func:`object_roles`) where that place means much more work
+than the others': the root of a gather or a scatter, the number of
+partial results a rank receives and reduces in mpi4py's reduction.
+
 Ranks are read one at a time (one Parquet row group per rank), so memory
 holds one rank's events plus the vectors being returned.
 """
@@ -33,9 +38,18 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from instrument.ops import POINT_TO_POINT
+from instrument.writer import FLAG_OBJECT
 
 PEER_MODES = ("relative", "absolute", "none")
-SIGNATURE_COLUMNS = ["rank", "op", "comm", "peer", "wildcard", "tag", "sbytes", "rbytes"]
+SIGNATURE_COLUMNS = ["rank", "op", "comm", "peer", "wildcard", "tag", "sbytes", "rbytes",
+                     "flags"]
+# Pickled bytes per call beyond which a place in mpi4py's algorithm for a
+# collective of Python objects is a role of its own: about 0.1 ms and more
+# of unpickling and reducing (replay/objects.py), where a scalar's 21 bytes
+# take a microsecond.
+ROLE_BYTES = 1 << 16
+_ROOTED = np.array(["gather", "scatter", "reduce"])
+_TREE = np.array(["reduce", "allreduce"])
 
 
 class ClusterError(Exception):
@@ -86,8 +100,65 @@ def _is_p2p(op: pd.Series) -> np.ndarray:
     return op.isin(POINT_TO_POINT).to_numpy()
 
 
-def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str) -> np.ndarray:
-    """One uint64 per event: the hash of what must match between ranks."""
+def receives_in_reduction(crank: int, size: int) -> int:
+    """How many partial results communicator rank ``crank`` receives and
+    reduces in mpi4py's reduction of objects: one per zero bit of its rank
+    whose partner exists (every rank sends at its one bits)."""
+    k, mask = 0, 1
+    while mask < size:
+        k += (crank & mask) == 0 and (crank | mask) < size
+        mask <<= 1
+    return k
+
+
+def object_roles(ev: pd.DataFrame, places: dict) -> np.ndarray:
+    """Per event of one rank, its place in mpi4py's algorithm for a large
+    collective of Python objects, 0 elsewhere.
+
+    mpi4py runs these collectives itself (replay/objects.py): the root of a
+    gather unpickles every contribution, the root of a scatter pickles every
+    item, and in a reduction each rank receives and reduces once per zero
+    bit of its rank, rank 0 most.  The tracer counts that work as time in
+    the call, so the computation vectors cannot tell the places apart, and a
+    representative's share would stand for every member's.  A place is a
+    role where its extra pickles reach ``ROLE_BYTES`` in the call: 1 for a
+    root, 2 k for k partial results received (added).  ``places``:
+    intra-communicator id -> {world rank: communicator rank}
+    (:func:`comm_places`; inter-communicators take no role)."""
+    role = np.zeros(len(ev), np.int64)
+    obj = (ev["flags"].to_numpy() & FLAG_OBJECT) != 0
+    if not obj.any():
+        return role
+    me = int(ev["rank"].iloc[0])
+    op, comm = ev["op"].to_numpy().astype(str), ev["comm"].to_numpy()
+    sb, rb = ev["sbytes"].to_numpy(), ev["rbytes"].to_numpy()
+    root = obj & np.isin(op, _ROOTED) & (ev["peer"].to_numpy() == me) & \
+        np.isin(comm, list(places))
+    mine = np.where(op == "scatter", sb, rb)             # what the root (un)pickles
+    role += (root & (mine >= ROLE_BYTES)).astype(np.int64)
+    tree = obj & np.isin(op, _TREE)
+    for c in np.unique(comm[tree]):
+        place = places.get(int(c), {})
+        if me not in place:
+            continue
+        k = receives_in_reduction(place[me], len(place))
+        at = tree & (comm == c) & (k * sb >= ROLE_BYTES)   # sbytes: one contribution
+        role[at] += 2 * k
+    return role
+
+
+def comm_places(comms: pd.DataFrame) -> dict:
+    """Intra-communicator id -> {world rank: its rank there}, from the
+    trace's comms table."""
+    intra = comms[comms["kind"] != "Intercomm"] if "kind" in comms else comms
+    return {int(c): {int(w): i for i, w in enumerate(m)}
+            for c, m in zip(intra["comm"], intra["members"]) if m is not None}
+
+
+def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str,
+                     places: dict | None = None) -> np.ndarray:
+    """One uint64 per event: the hash of what must match between ranks
+    (``places``: as :func:`object_roles` takes them; without, no roles)."""
     if peer_mode not in PEER_MODES:
         raise ClusterError(f"unknown peer mode {peer_mode!r}; choose from {PEER_MODES}")
     peer = ev["peer"].to_numpy().astype(np.int64)
@@ -110,6 +181,7 @@ def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str) -> np.n
         # a collective's received bytes follow from the others' contributions
         # (and for pickled objects from the rank's place in mpi4py's tree)
         "rbytes": np.where(p2p, ev["rbytes"].to_numpy(), 0),
+        "role": object_roles(ev, places or {}),
     })
     return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
@@ -141,7 +213,7 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
     comm_sizes = dict(zip(t.comms["comm"], t.comms["size"]))
     comm_sizes[-1] = 0
     try:
-        return _vectors(t, column, comm_sizes, peer_mode, startup)
+        return _vectors(t, column, comm_sizes, peer_mode, startup, comm_places(t.comms))
     except (OSError, ValueError) as e:           # pyarrow's errors are ValueErrors
         raise ClusterError(f"{os.path.join(trace_dir, 'events.parquet')}: cannot read "
                            f"({e})") from None
@@ -149,7 +221,7 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
         raise ClusterError(str(e)) from None
 
 
-def _vectors(t, column, comm_sizes, peer_mode, startup) -> RankVectors:
+def _vectors(t, column, comm_sizes, peer_mode, startup, places) -> RankVectors:
     """rank_vectors' reading, whole ranks at a time (memory stays bounded by
     a few ranks' events), each part checked as load_trace checks a trace."""
     from instrument import TraceError
@@ -174,7 +246,7 @@ def _vectors(t, column, comm_sizes, peer_mode, startup) -> RankVectors:
         check_events(done, dict(t.meta, complete=False), path)
         check_comms(t.comms, done, t.meta, path)
         for rank, ev in done.groupby("rank", sort=True):
-            sig = event_signatures(ev, comm_sizes, peer_mode)
+            sig = event_signatures(ev, comm_sizes, peer_mode, places)
             vec = ev[column].to_numpy(dtype=np.float64)
             if not startup:
                 vec = vec.copy()

@@ -19,7 +19,8 @@ def read_table(path: str, columns, error, what: str, producer: str,
     Raises ``error`` (an exception class) if it cannot be read, lacks one
     of ``columns``, is empty, has a non-integer value in ``integers``, or
     a value in ``seconds`` that is not a finite number >= 0 (named by the
-    row's ``rank`` and ``seq`` where the table has them).  ``what`` names
+    row's ``rank`` and ``seq`` where the table has them; a column of
+    ``seconds`` not in ``columns`` is optional, checked where present).  ``what`` names
     the table and ``producer`` the command that writes it, for messages."""
     try:
         df = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
@@ -34,7 +35,7 @@ def read_table(path: str, columns, error, what: str, producer: str,
     for c in integers:
         if not pd.api.types.is_integer_dtype(df[c]):
             raise error(f"{path}: column {c} must hold integers")
-    for c in seconds:
+    for c in (c for c in seconds if c in df.columns):
         v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
         bad = np.nonzero(~np.isfinite(v) | (v < 0))[0]
         if len(bad):

@@ -26,7 +26,7 @@ def _loggops(spec: str):
 
 def _load_compute(path: str, events):
     """Per-event computation seconds from replay.expand's table: (comp, low,
-    high), three arrays in the events' order."""
+    high, inside), four arrays in the events' order."""
     from replay.compute import ComputeError, read_compute
     try:
         return read_compute(path, events, band=True)
@@ -97,15 +97,16 @@ def _from_trace(a, plat):
     warnings = list(trace_warnings(t.meta).values())
     for w in warnings:
         print(f"netsim: WARNING: {w}", file=sys.stderr)
+    inside = None
     if a.compute:
-        comp, low, high = _load_compute(a.compute, t.events)
+        comp, low, high, inside = _load_compute(a.compute, t.events)
     else:
         comp = low = high = t.events[a.vector].to_numpy()
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
-    sched = from_trace(t, plat, comp)
+    sched = from_trace(t, plat, comp, inside=inside)
     ends = []
     if (low != comp).any() or (high != comp).any():
-        ends = [from_trace(t, plat, low), from_trace(t, plat, high)]
+        ends = [from_trace(t, plat, low, inside=inside), from_trace(t, plat, high, inside=inside)]
     if a.simgrid_out:
         from .simgrid import write_ti
         left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale)

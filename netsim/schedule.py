@@ -47,7 +47,8 @@ as :class:`_OneSided` says.
 
 A collective of Python objects runs as mpi4py runs it
 (``collectives.OF_OBJECTS``: each pickle with its size; allreduce as a
-reduce, then a broadcast).  A collective
+reduce, then a broadcast, with the rank's own work between them as a
+CALC: the ``inside`` seconds from the computation table).  A collective
 first does its local work as a CALC (the platform's
 ``collective_overhead`` of its family, and for alltoall and allgather the
 copy of the own block, ``copy_overhead`` plus ``copy_byte_time`` per byte,
@@ -518,7 +519,7 @@ class _Lowering(_OneSided):
     what its pending requests will complete (``pending``) and its open
     one-sided transfers per window (``rma``)."""
 
-    def __init__(self, trace, platform, comp: np.ndarray):
+    def __init__(self, trace, platform, comp: np.ndarray, inside: np.ndarray | None = None):
         ev = trace.events
         self.platform = platform
         # a collective over an intercommunicator involves both of its
@@ -552,6 +553,10 @@ class _Lowering(_OneSided):
         self.started = ev["started"].to_numpy() if "started" in ev else None
         self.scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
         self.comp = self._charged(comp) + _noticed(ev)
+        # a call's own work between its messages (replay/objects.py), at
+        # the target's speed
+        self.inside = (np.zeros(len(ev)) if inside is None
+                       else np.asarray(inside, float) * platform.compute_scale)
         self.after: list = []
         self.pending: dict = {}             # request id -> [(op, started?)] to complete
         self.rma: dict = {}                 # (comm, window) -> [(target, op, put?)] open
@@ -669,8 +674,13 @@ class _Lowering(_OneSided):
         if cols["flags"][i] & FLAG_OBJECT:
             nb += C.OBJECT_COUNT_BYTES          # the pickle's size travels with it
             if fam in C.OF_OBJECTS:
-                # mpi4py's own algorithm: its collectives one after the other
-                for part in C.OF_OBJECTS[fam]:
+                # mpi4py's own algorithm: its collectives one after the
+                # other, the rank's own work between them (unpickling and
+                # reducing before the result's broadcast)
+                for k, part in enumerate(C.OF_OBJECTS[fam]):
+                    if k and self.inside[i] > 0:
+                        self.after = [(self.B.op(CALC, r, self.after, dur=float(self.inside[i]),
+                                                 event=i), False)]
                     first, last = self.messages(i, r, part, comm, nb, 0, None)
                     self.issued(first, last, False, -1)
                 return
@@ -725,18 +735,20 @@ class _Lowering(_OneSided):
 
 
 def from_trace(trace, platform, compute: np.ndarray | None = None,
-               progress=None) -> Schedule:
+               progress=None, inside: np.ndarray | None = None) -> Schedule:
     """Lower a trace (instrument.Trace) to a schedule for ``platform``.
 
     ``compute`` replaces the per-event computation seconds (same order as
-    ``trace.events``); ``platform.compute_scale`` multiplies them.  Each
+    ``trace.events``); ``inside``, per event, the call's own work between
+    its messages (replay.expand's column: run between an object allreduce's
+    reduce and its broadcast); ``platform.compute_scale`` multiplies both.  Each
     traced op lowers by its kind (instrument/ops.py): sends and receives to
     messages, completions to dependencies on what their requests made,
     collectives to an analytic cost or their algorithm's messages; the
     rest (probes, communicator management, finalize) costs nothing."""
     ev = trace.events
     low = _Lowering(trace, platform, ev["cpu"].to_numpy() if compute is None
-                    else np.asarray(compute, float))
+                    else np.asarray(compute, float), inside)
     cols, comp, B = low.cols, low.comp, low.B
     last_rank = -1
     for i in range(len(ev)):

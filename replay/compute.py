@@ -14,6 +14,9 @@ low    s     the least that span may have taken (replay/busy.py: a span
              disturbed by a busy node at its CPU time; with repeats, the
              least of them); optional, ``comp`` when absent
 high   s     the most (with repeats, the most of them); optional
+inside s     the event's own work between its messages (mpi4py's reducing
+             in an allreduce of Python objects, before the broadcast of the
+             result: replay/objects.py); optional, 0 when absent
 =====  ====  ===============================================================
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ from instrument.tables import read_table, write_table
 
 COLUMNS = ("rank", "seq", "comp")
 BAND = ("low", "high")
+INSIDE = "inside"
 
 
 class ComputeError(ValueError):
@@ -32,19 +36,21 @@ class ComputeError(ValueError):
 
 def write_compute(df: pd.DataFrame, path: str) -> None:
     """Write the table (CSV, or Parquet for a ``.parquet`` path), atomically."""
-    write_table(df, path, COLUMNS + tuple(c for c in BAND if c in df.columns))
+    write_table(df, path, COLUMNS + tuple(c for c in BAND + (INSIDE,) if c in df.columns))
 
 
 def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = False):
     """The checked table; with ``events`` (the trace's ``rank, seq``), its
     ``comp`` aligned to them: a 1-D array, one value per event (with
-    ``band``, the tuple ``(comp, low, high)`` of such arrays).
+    ``band``, the tuple ``(comp, low, high, inside)`` of such arrays).
 
     Checks: columns, integer rank and seq, no duplicate (rank, seq), comp
-    (and low, high) finite and >= 0, low <= comp <= high; with events, a
-    time for every traced event."""
+    (and low, high, inside) finite and >= 0, low <= comp <= high; with
+    events, a time for every traced event."""
     df = read_table(path, COLUMNS, ComputeError, "computation table", "python -m replay.expand",
-                    integers=("rank", "seq"), seconds=("comp",))
+                    integers=("rank", "seq"), seconds=("comp", INSIDE))
+    if INSIDE not in df.columns:
+        df[INSIDE] = 0.0
     present = [c for c in BAND if c in df.columns]
     if present:
         if len(present) == 1:
@@ -58,7 +64,7 @@ def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = Fal
         raise ComputeError(f"{path}: rank {int(r['rank'])}, seq {int(r['seq'])} appears twice")
     if events is None:
         return df
-    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp", "low", "high"]],
+    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp", "low", "high", INSIDE]],
                                         on=["rank", "seq"], how="left")
     lost = key["comp"].isna()
     if lost.any():
@@ -66,7 +72,7 @@ def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = Fal
         raise ComputeError(f"{path}: no computation time for {int(lost.sum())} trace events "
                            f"(first: rank {int(r['rank'])}, seq {int(r['seq'])})")
     if band:
-        return key["comp"].to_numpy(), key["low"].to_numpy(), key["high"].to_numpy()
+        return tuple(key[c].to_numpy() for c in ("comp", "low", "high", INSIDE))
     return key["comp"].to_numpy()
 
 

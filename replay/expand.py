@@ -38,8 +38,9 @@ first call is the application's setup, in the prediction like any other
 span (the clustering leaves both out of its distances: the same work on
 every rank, and noisy on a loaded host).
 
-Output columns: ``rank, seq, comp, low, high`` (seconds) for every traced
-event, the input of ``python -m netsim --compute``.
+Output columns: ``rank, seq, comp, low, high, inside`` (seconds) for
+every traced event, the input of ``python -m netsim --compute``
+(``inside``: the call's own work between its messages, replay/objects.py).
 """
 from __future__ import annotations
 
@@ -97,17 +98,18 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
                  f"and were answered empty; {rp['poll_cpu'].sum():.4g} s of CPU time between "
                  f"them counted as computation")
         if len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
-            target[rep] = (secs, *_band(rp, secs, replay_dir, rep))
+            target[rep] = (secs, *_band(rp, secs, replay_dir, rep),
+                           rp["inside"].to_numpy(dtype=float))
         else:
             hv = h[column].to_numpy()
             factor = secs[rp["op"].to_numpy() != "init"].sum() / max(hv[1:].sum(), 1e-300)
             warn(f"replay.expand: warning: rank {rep}: the replay made {len(rp)} calls, the "
                  f"trace {len(h)} (a non-deterministic application?); using the traced "
                  f"vector scaled by {factor:.4g}")
-            target[rep] = (hv * factor,) * 3
+            target[rep] = (*(hv * factor,) * 3, np.zeros(len(hv)))
     for r, h in host.items():
         rep = rep_of[r]
-        v, lo, hi = target[rep]
+        v, lo, hi, inside = target[rep]
         if len(v) != len(h):
             raise ExpandError(f"rank {r}: {len(h)} traced events but its representative {rep} "
                               f"has {len(v)}: they cannot share a vector (different "
@@ -116,9 +118,9 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
         if scale == "member" and r != rep:
             hr, hm = host[rep][column].to_numpy()[1:].sum(), h[column].to_numpy()[1:].sum()
             f = hm / hr if hr > 0 else 1.0
-            v, lo, hi = v * f, lo * f, hi * f
+            v, lo, hi, inside = v * f, lo * f, hi * f, inside * f
         out.append(pd.DataFrame({"rank": r, "seq": h["seq"].to_numpy(), "comp": v,
-                                 "low": lo, "high": hi}))
+                                 "low": lo, "high": hi, "inside": inside}))
     return pd.concat(out, ignore_index=True)
 
 

@@ -111,6 +111,9 @@ class Replayer:
         self.carried = 0.0
         self.fault_seconds = 0.0          # in all, for the replay's summary
         self.object_seconds = 0.0         # likewise
+        # seq -> seconds of a call's own work between its messages (see
+        # charge()): written beside the call's row
+        self.inside = {}
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -146,13 +149,15 @@ class Replayer:
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
 
-    def charge(self, before: float, after: float):
+    def charge(self, before: float, after: float, inside: float = 0.0):
         """Seconds of the current call's own computation: ``before`` its
         first message, added to the span that ends at the call; ``after``,
-        to the span after it."""
+        to the span after it; ``inside``, between its messages (the call's
+        row keeps it apart: the simulator runs it within the call)."""
         self._span = (self._span[0] + before, self._span[1] + before)
         self.carried += after
-        self.object_seconds += before + after
+        self.inside[self.seq] = self.inside.get(self.seq, 0.0) + inside
+        self.object_seconds += before + inside + after
 
     def next(self, op, call=None):
         """The next record, which must be ``op``, and for a communicator
@@ -320,8 +325,8 @@ class _Fake:
     def object_result(c, payload):
         """The logged result of a collective of objects, after redoing
         mpi4py's own work in it on this core (charged to the spans)."""
-        res, before, after = objects.answer(c.name, c.a, payload)
-        RP.charge(before, after)
+        res, before, inside, after = objects.answer(c.name, c.a, payload)
+        RP.charge(before, after, inside)
         return res
 
     @staticmethod

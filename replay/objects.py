@@ -7,23 +7,25 @@ reductions, applies the operation at every step of its own tree (a
 binomial tree to rank 0, then a broadcast of the pickled result).  That is
 computation on the rank's core, and the log's answer skips it; at 1 MiB it
 is most of the call.  :func:`answer` redoes this rank's share, step by
-step as mpi4py takes them, and splits its time in two:
+step as mpi4py takes them, and splits its time in three:
 
 * ``before``: the work before this rank's first message leaves or arrives
   (the copy of its contribution, the pickling of what it sends first).
   It delays the message, so it belongs to the span that ends at the call.
-* ``after``: the rest (unpickling what arrives, the reductions, pickling
-  what it forwards, unpickling the result), charged to the next span.
+* ``inside`` (allreduce only): the work between its reduction's first
+  message and the broadcast of the result (unpickling what arrives, the
+  reductions, pickling what it forwards; rank 0 pickling the result).
+  It delays the broadcast, so the simulator runs it between the two.
+* ``after``: the rest (unpickling the result; in the other collectives
+  everything after the first message), charged to the next span.
 
 What the partners sent is not in the log: this rank's own contribution,
 pickled, stands in for it (in an SPMD reduction every rank's has the
 same type and size).  Operations are applied again only when predefined
 (``MPI.SUM`` and the like): a Python function given as the operation
-might do more than reduce.  Work in the middle of the call that delays a
-partner (the root's pickling of the result before its broadcast) lands in
-the root's next span, not in the partner's wait: the simulator's
-collective has no step for it.  The share is this rank's place in the
-tree: the members of its cluster take it whatever their own place.
+might do more than reduce.  The share is this rank's place in
+mpi4py's algorithm; the members of its cluster take it, and share that
+place wherever it weighs (cluster/vectors.py: ``object_roles``).
 """
 from __future__ import annotations
 
@@ -34,25 +36,26 @@ from mpi4py import MPI
 
 
 class _Split:
-    """Seconds of timed work, split at this rank's first communication."""
+    """Seconds of timed work: before this rank's first communication,
+    inside (up to the broadcast of an allreduce's result), after."""
 
     def __init__(self):
-        self.before = self.after = 0.0
-        self.talked = False
+        self.seconds = [0.0, 0.0, 0.0]
+        self.stage = 0
 
     def timed(self, fn, *args):
         t = time.perf_counter()
         out = fn(*args)
-        dt = time.perf_counter() - t
-        if self.talked:
-            self.after += dt
-        else:
-            self.before += dt
+        self.seconds[self.stage] += time.perf_counter() - t
         return out
 
     def talk(self):
         """A message leaves or arrives here."""
-        self.talked = True
+        self.stage = max(self.stage, 1)
+
+    def broadcast(self):
+        """The result's broadcast starts here: what follows is after."""
+        self.stage = 2
 
 
 def _copy(w: _Split, obj):
@@ -107,9 +110,22 @@ def _is_root(inter: bool, rank: int, root: int) -> bool:
 
 def answer(name: str, a: dict, payload: bytes):
     """The logged result of the object collective ``name`` (bound arguments
-    ``a``, pickled ``payload``), and (before, after): the seconds mpi4py's
-    own work in it took this rank, redone here."""
+    ``a``, pickled ``payload``), and (before, inside, after): the seconds
+    mpi4py's own work in it took this rank, redone here."""
     w = _Split()
+    if _redo(w, name, a):
+        res = w.timed(pickle.loads, payload)
+    else:
+        res = pickle.loads(payload)
+    before, inside, after = w.seconds
+    if w.stage < 2:              # no broadcast to run it before: all after
+        inside, after = 0.0, inside + after
+    return res, before, inside, after
+
+
+def _redo(w: _Split, name: str, a: dict) -> bool:
+    """Redo this rank's share of the collective's work up to the result;
+    True if it then unpickles the result."""
     comm = a["self"]
     # a communicator the replay does not describe (a library's wrapper of
     # one, built from its handle) has no rank to place it in the tree: its
@@ -125,8 +141,10 @@ def answer(name: str, a: dict, payload: bytes):
         unpickle_result = name != "barrier"
     elif name in ("reduce", "allreduce") and not inter:
         result = _reduce_to_zero(w, a["sendobj"], op, rank, size)
-        if name == "allreduce" and rank == 0:
-            w.timed(MPI.pickle.dumps, result)       # the broadcast's pickle
+        if name == "allreduce":
+            if rank == 0:
+                w.timed(MPI.pickle.dumps, result)   # the broadcast's pickle
+            w.broadcast()
         elif name == "reduce":
             if root != 0 and rank == 0:
                 w.timed(MPI.pickle.dumps, result)
@@ -148,6 +166,4 @@ def answer(name: str, a: dict, payload: bytes):
         w.timed(MPI.pickle.dumps, a.get("sendobj"))
         unpickle_result = name != "gather" or _is_root(inter, rank, root)
     w.talk()
-    if unpickle_result:
-        return w.timed(pickle.loads, payload), w.before, w.after
-    return pickle.loads(payload), w.before, w.after
+    return unpickle_result

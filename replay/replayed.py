@@ -18,6 +18,10 @@ polls  -      empty polls folded into the call: Iprobe, Improbe, Test*
               span before the first of them
 poll_cpu s    CPU seconds from the first folded poll to the call: the
               work the application did between them (sleeps excluded)
+inside s      seconds of the call's own work between its messages, which
+              delays what it sends later: mpi4py's unpickling and reducing
+              in an allreduce of Python objects, before the broadcast of
+              the result (replay/objects.py); 0 for other calls
 =====  =====  ===========================================================
 """
 from __future__ import annotations
@@ -27,7 +31,7 @@ import pandas as pd
 
 from instrument.tables import read_table
 
-COLUMNS = ("rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu")
+COLUMNS = ("rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu", "inside")
 
 
 class ReplayedError(ValueError):
@@ -39,10 +43,11 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
 
     Checks: every column, one rank (``rank`` when given), seq 0..n-1 in
     order, known op names, the last call finalize (a replay that did not
-    finish never writes its file; a file without it was cut), comp and cpu
-    finite and >= 0, polls >= 0."""
+    finish never writes its file; a file without it was cut), comp, cpu,
+    poll_cpu and inside finite and >= 0, polls >= 0."""
     df = read_table(path, COLUMNS, ReplayedError, "replay", "python -m replay",
-                    integers=("rank", "seq", "polls"), seconds=("comp", "cpu", "poll_cpu"))
+                    integers=("rank", "seq", "polls"),
+                    seconds=("comp", "cpu", "poll_cpu", "inside"))
     ranks = df["rank"].unique()
     if len(ranks) != 1 or (rank is not None and ranks[0] != rank):
         raise ReplayedError(f"{path}: must hold rank {rank if rank is not None else ranks[0]} "

@@ -84,7 +84,9 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     ``polls`` (empty polls folded into the call: Iprobe, Test* answered
     "nothing" because the recorded run found nothing there) and
     ``poll_cpu`` (the CPU seconds from the first of them to the call:
-    work the application did between them)."""
+    work the application did between them); ``inside`` (seconds of the
+    call's own work between its messages: mpi4py's reducing in an
+    allreduce of objects, before the broadcast of the result)."""
     from launch import AtMPIImport, in_own_arena, run_app
     # the replay's own modules, log and threads stay out of the
     # application's heap, and MPI is initialised by the application's own
@@ -127,9 +129,9 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     def write(tmp):
         with open(tmp, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu"])
-            w.writerows((rank, seq, op, repr(c), repr(u), n, repr(pc))
-                        for seq, op, c, u, n, pc in rows)
+            w.writerow(["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu", "inside"])
+            w.writerows((rank, seq, op, repr(c), repr(u), n, repr(pc),
+                         repr(rp.inside.get(seq, 0.0))) for seq, op, c, u, n, pc in rows)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:

@@ -91,6 +91,31 @@ def test_jacobi_groups_follow_the_grid_position(tmp_path):
     assert (rv.table["length"] == rv.table["length"].iloc[0]).all()
 
 
+def _groups(trace_dir) -> list[set]:
+    table = read_rank_vectors(str(trace_dir)).table
+    return sorted((set(g) for g in table.groupby("signature")["rank"].agg(list)), key=min)
+
+
+def test_places_in_mpi4pys_object_collectives_are_roles_where_they_weigh(tmp_path):
+    """The tracer counts mpi4py's pickling inside an object collective as time
+    in the call, so only the signature can keep a root from being
+    represented by a leaf, and lose its unpickling."""
+    # gather of 0.9 MB lists to rank 1 (the root unpickles them all), then an
+    # allreduce of a float (rank 0 receives most, but a few bytes: no role)
+    trace(4, tmp_path / "g", [APPS / "object_gather.py", "--items", "100000",
+                              "--iters", "2"])
+    assert _groups(tmp_path / "g") == [{0, 2, 3}, {1}]
+    # the same with 9 KB lists: nobody's place weighs, one group
+    trace(4, tmp_path / "s", [APPS / "object_gather.py", "--items", "1000", "--iters", "2"])
+    assert _groups(tmp_path / "s") == [{0, 1, 2, 3}]
+    # allreduce of 1 MiB: mpi4py's rank r receives once per zero bit of r
+    # (2, 1, 1 and 0 partial results on 4 ranks)
+    trace(4, tmp_path / "a", [APPS / "object_allreduce.py", "objects", "2"])
+    assert _groups(tmp_path / "a") == [{0}, {1, 2}, {3}]
+    reps = select_representatives(str(tmp_path / "a"))
+    assert set(reps.loc[reps["rank"].isin([0, 3]), "representative"]) == {0, 3}
+
+
 def test_incomplete_trace_is_refused_naming_ranks(tmp_path):
     out = tmp_path / "t"
     trace(3, out, [APPS / "crash.py", "raise"], check=False, timeout=120)

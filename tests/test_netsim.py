@@ -7,6 +7,7 @@ import shutil
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from conftest import APPS, EXAMPLES, ROOT, host_lines, mpirun, run, trace
@@ -1047,3 +1048,36 @@ def test_a_short_analytic_allreduce_is_recursive_doubling(tmp_path, ranks, short
                             collectives={"default": "analytic"}, allreduce_short_limit=limit,
                             **net) for limit in (2048, 0)}
     assert pred[0] - pred[2048] == pytest.approx(20 * (long_ - short) * 1e-2, rel=0.05), pred
+
+
+def test_the_roots_reducing_in_an_object_allreduce_delays_the_broadcast(tmp_path):
+    """Rank 0 of mpi4py's allreduce of objects unpickles and reduces every
+    partial result, then pickles the sum, before it broadcasts it: the
+    replay measures that work as the call's ``inside`` (compute.csv), and
+    the simulator runs it between the reduce and the broadcast, so every
+    rank waits for it.  10 calls on 4 ranks with 10 ms inside each of rank
+    0's: every rank ends 0.1 s later; a table without the column (an
+    older expand) reads as none."""
+    code = ("from mpi4py import MPI\nw = MPI.COMM_WORLD\n"
+            "for i in range(10):\n    w.allreduce(i)\n")
+    trace(4, tmp_path / "t", ["-c", code])
+    from instrument import load_trace
+    ev = load_trace(str(tmp_path / "t")).events
+    table = ev[["rank", "seq"]].assign(comp=ev["cpu"].to_numpy())
+    table.to_csv(tmp_path / "plain.csv", index=False)
+    root = (ev["rank"] == 0) & (ev["op"] == "allreduce")
+    assert root.sum() == 10
+    table.assign(inside=np.where(root, 0.01, 0.0)).to_csv(tmp_path / "inside.csv",
+                                                          index=False)
+    preds = {}
+    for name in ("plain", "inside"):
+        run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+             "config/platforms/ib-cluster.yaml", "--compute", str(tmp_path / f"{name}.csv"),
+             "-o", str(tmp_path / f"{name}.json")])
+        preds[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    plain, inside = (pd.DataFrame(preds[k]["ranks"]).set_index("rank")
+                     for k in ("plain", "inside"))
+    assert (inside["finish"] - plain["finish"]).to_numpy() == pytest.approx([0.1] * 4,
+                                                                            abs=1e-3)
+    assert inside.loc[0, "computation"] - plain.loc[0, "computation"] == pytest.approx(0.1)
+    assert (inside.loc[1:, "waiting"] - plain.loc[1:, "waiting"]).min() > 0.099

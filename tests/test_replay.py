@@ -33,7 +33,8 @@ def test_replay_reproduces_the_ranks_own_output(tmp_path, app, n, ranks):
         mine = (tmp_path / "rep" / f"rank{r}.out").read_text().strip()
         assert mine == host[r], f"rank {r}: replay printed {mine!r}, host {host[r]!r}"
         vec = pd.read_csv(tmp_path / "rep" / f"rank{r}.csv")
-        assert list(vec.columns) == ["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu"]
+        assert list(vec.columns) == ["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu",
+                                     "inside"]
         assert vec["op"].iloc[0] == "init" and vec["op"].iloc[-1] == "finalize"
         assert (vec["comp"] >= 0).all() and vec["comp"].sum() > 0
 
@@ -333,9 +334,11 @@ def test_mpi4py_work_in_collectives_of_objects_is_charged_to_the_spans(tmp_path)
     pickling, unpickling and summing in Python, which the log's answer
     skipped.  The replay redoes this rank's share: the leaf's copy and
     pickling before its message leaves go to the span ending at the call,
-    its unpickling of the result to the span after; the buffer form is
-    charged nothing.  The results are the ones the host computed."""
-    cpu, charged = {}, {}
+    its unpickling of the result to the span after; rank 0's unpickling,
+    summing and pickling of the result, before the broadcast, to the call's
+    ``inside``; the buffer form is charged nothing.  The results are the
+    ones the host computed."""
+    cpu, charged, inside = {}, {}, {}
     for how in ("objects", "buffer"):
         app = [APPS / "object_allreduce.py", how]
         host = host_lines(record(2, tmp_path / how, [0, 1], app).stdout, "rank ")
@@ -351,9 +354,16 @@ def test_mpi4py_work_in_collectives_of_objects_is_charged_to_the_spans(tmp_path)
             # CPU time before each call and after it: counted alike on a busy machine
             cpu[how, r] = (vec.loc[calls, "cpu"].to_numpy(),
                            vec.loc[following, "cpu"].to_numpy())
+            inside[how, r] = vec.loc[calls, "inside"].to_numpy()
+            assert (vec.loc[~calls, "inside"] == 0).all()
     assert charged["buffer"] == {} and set(charged["objects"]) == {0, 1}
+    assert not inside["buffer", 0].any() and not inside["buffer", 1].any()
+    # the leaf reduces nothing; rank 0 unpickles, sums and pickles 1 MiB
+    # between its receive and the broadcast (at least 0.3 ms here)
+    assert not inside["objects", 1].any() and (inside["objects", 0] > 1e-4).all()
     for r in (0, 1):
-        assert sum(a.sum() for a in cpu["objects", r]) * 1e3 >= charged["objects"][r] * 0.99
+        spans = sum(a.sum() for a in cpu["objects", r]) + inside["objects", r].sum()
+        assert spans * 1e3 >= charged["objects"][r] * 0.99
         # per call (the first span holds the start of the program)
         per_call = {how: np.median(sum(cpu[how, r])[1:]) for how in ("objects", "buffer")}
         assert per_call["objects"] > 10 * per_call["buffer"], cpu
