@@ -109,7 +109,8 @@ def _from_trace(a, plat):
         ends = [from_trace(t, plat, low, inside=inside), from_trace(t, plat, high, inside=inside)]
     if a.simgrid_out:
         from .simgrid import write_ti
-        left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale)
+        left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale,
+                        inside=None if inside is None else inside * plat.compute_scale)
         if left:
             print("netsim: SimGrid export left out: " + ", ".join(
                 f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)

@@ -115,8 +115,10 @@ def _collective(op: str, sb, rb, root: int, size: int) -> str:
 
 
 def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "cpu",
-             compute=None) -> dict:
-    """Write the time-independent traces; returns counts of skipped calls."""
+             compute=None, inside=None) -> dict:
+    """Write the time-independent traces; returns counts of skipped calls.
+    ``inside``: per event, a call's own work between its messages (run
+    between an object allreduce's reduce and its broadcast, as netsim does)."""
     os.makedirs(out_dir, exist_ok=True)
     ev = trace.events
     # communicators with every rank in world order (COMM_WORLD, its dups,
@@ -142,6 +144,8 @@ def write_ti(trace, out_dir: str, flops_per_second: float = 1e9, column: str = "
         if isinstance(actions, str):
             skipped[actions] = skipped.get(actions, 0) + 1
             continue
+        if inside is not None and inside[i] > 0 and len(actions) == 2:
+            actions.insert(1, f"compute {inside[i] * flops_per_second:.6g}")
         f.writelines(f"{r} {a}\n" for a in actions)
     for f in files.values():
         f.close()

@@ -1057,7 +1057,7 @@ def test_the_roots_reducing_in_an_object_allreduce_delays_the_broadcast(tmp_path
     the simulator runs it between the reduce and the broadcast, so every
     rank waits for it.  10 calls on 4 ranks with 10 ms inside each of rank
     0's: every rank ends 0.1 s later; a table without the column (an
-    older expand) reads as none."""
+    older expand) reads as none.  The SimGrid export runs it there too."""
     code = ("from mpi4py import MPI\nw = MPI.COMM_WORLD\n"
             "for i in range(10):\n    w.allreduce(i)\n")
     trace(4, tmp_path / "t", ["-c", code])
@@ -1073,7 +1073,7 @@ def test_the_roots_reducing_in_an_object_allreduce_delays_the_broadcast(tmp_path
     for name in ("plain", "inside"):
         run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
              "config/platforms/ib-cluster.yaml", "--compute", str(tmp_path / f"{name}.csv"),
-             "-o", str(tmp_path / f"{name}.json")])
+             "-o", str(tmp_path / f"{name}.json"), "--simgrid-out", str(tmp_path / name)])
         preds[name] = json.loads((tmp_path / f"{name}.json").read_text())
     plain, inside = (pd.DataFrame(preds[k]["ranks"]).set_index("rank")
                      for k in ("plain", "inside"))
@@ -1081,3 +1081,8 @@ def test_the_roots_reducing_in_an_object_allreduce_delays_the_broadcast(tmp_path
                                                                             abs=1e-3)
     assert inside.loc[0, "computation"] - plain.loc[0, "computation"] == pytest.approx(0.1)
     assert (inside.loc[1:, "waiting"] - plain.loc[1:, "waiting"]).min() > 0.099
+    for name, between in (("plain", 0), ("inside", 10)):
+        acts = [line.split()[1] for line in (tmp_path / name / "rank0.txt").read_text()
+                .splitlines()]
+        steps = "".join({"reduce": "r", "bcast": "b", "compute": "c"}.get(x, "") for x in acts)
+        assert steps.count("rcb") == between, steps
