@@ -99,6 +99,11 @@ def main(argv=None) -> int:
     print(f"{n} ranks, {groups} group(s) of identical communication, {k} cluster(s); "
           f"cut at {cut:.4g} s ({threshold:.3g} of the mean total {reps['total'].mean():.4g} s; "
           f"{how})")
+    placed = rv.table.loc[rv.table["roles"] > 0, "rank"].tolist()
+    if placed:
+        print(f"{len(placed)} rank(s) grouped by their place in mpi4py's collectives of Python "
+              f"objects too (a gather's root, the ranks that reduce: their unpickling is "
+              f"their own), e.g. {placed[:8]}")
     print(f"{'cluster':>7}{'group':>6}{'size':>6}{'rep':>6}{'mean total s':>14}"
           f"{'spread':>9}{'max error':>11}")
     for r in summ.itertuples():

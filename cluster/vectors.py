@@ -61,7 +61,9 @@ class RankVectors:
     """Per-rank signatures and computation vectors.
 
     ``table`` columns: ``rank``, ``signature`` (hex digest), ``length``
-    (events), ``total`` (sum of the vector), ``noise`` (:func:`span_noise`).
+    (events), ``total`` (sum of the vector), ``noise`` (:func:`span_noise`),
+    ``roles`` (events where the rank's place in a collective of objects
+    joins its signature: :func:`object_roles`).
     ``vectors[rank]`` is the float64 computation vector of that rank.
     """
     table: pd.DataFrame
@@ -247,12 +249,15 @@ def _vectors(t, column, comm_sizes, peer_mode, startup, places) -> RankVectors:
         check_comms(t.comms, done, t.meta, path)
         for rank, ev in done.groupby("rank", sort=True):
             sig = event_signatures(ev, comm_sizes, peer_mode, places)
+            roles = int(np.count_nonzero(object_roles(ev, places)))
             vec = ev[column].to_numpy(dtype=np.float64)
             if not startup:
                 vec = vec.copy()
                 vec[:2] = 0.0
             vectors[int(rank)] = vec
             rows.append((int(rank), hashlib.blake2b(sig.tobytes(), digest_size=12).hexdigest(),
-                         len(vec), float(vec.sum()), span_noise(vec, ev["site"].to_numpy())))
-    table = pd.DataFrame(rows, columns=["rank", "signature", "length", "total", "noise"])
+                         len(vec), float(vec.sum()), span_noise(vec, ev["site"].to_numpy()),
+                         roles))
+    table = pd.DataFrame(rows, columns=["rank", "signature", "length", "total", "noise",
+                                        "roles"])
     return RankVectors(table, vectors)

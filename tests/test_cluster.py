@@ -105,6 +105,8 @@ def test_places_in_mpi4pys_object_collectives_are_roles_where_they_weigh(tmp_pat
     trace(4, tmp_path / "g", [APPS / "object_gather.py", "--items", "100000",
                               "--iters", "2"])
     assert _groups(tmp_path / "g") == [{0, 2, 3}, {1}]
+    table = read_rank_vectors(str(tmp_path / "g")).table
+    assert table.loc[table["roles"] > 0, "rank"].tolist() == [1]
     # the same with 9 KB lists: nobody's place weighs, one group
     trace(4, tmp_path / "s", [APPS / "object_gather.py", "--items", "1000", "--iters", "2"])
     assert _groups(tmp_path / "s") == [{0, 1, 2, 3}]
