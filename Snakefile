@@ -51,6 +51,8 @@ TARGET_MPIEXEC = config["target"].get("mpiexec", MPIEXEC)
 if not (os.path.isfile(TARGET_MPIEXEC) and os.access(TARGET_MPIEXEC, os.X_OK)):
     raise WorkflowError(f"config: target.mpiexec: {TARGET_MPIEXEC} is not an executable file")
 CL = config["cluster"]
+# YAML reads an unquoted `off` as false
+ROLES = "off" if CL["object_roles"] in ("off", False) else CL["object_roles"]
 COUNT = "--count-c-calls" if config["count_c_calls"] else ""
 # the software of every rule, for `snakemake --use-conda` (the README's
 # commands install the same into .venv)
@@ -150,13 +152,14 @@ checkpoint cluster:
     params:
         py=PY,
         c=CL,
+        roles=ROLES,
     conda:
         ENV
     shell:
         "{params.py} -m cluster {input} -o {output.reps} --summary {output.summary} "
         "--metric {params.c[metric]} --linkage {params.c[linkage]} "
         "--threshold {params.c[threshold]} --vector {params.c[vector]} "
-        "--plot {output.plot} > {log} 2>&1"
+        "--object-roles {params.roles} --plot {output.plot} > {log} 2>&1"
 
 
 rule record:

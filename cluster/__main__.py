@@ -19,7 +19,7 @@ from .select import (
     select,
     summary,
 )
-from .vectors import PEER_MODES, ClusterError, read_rank_vectors
+from .vectors import PEER_MODES, ROLE_BYTES, ClusterError, read_rank_vectors
 
 
 def _threshold(text: str):
@@ -33,6 +33,15 @@ def _threshold(text: str):
     if not v > 0 or v != v:
         raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
     return v
+
+
+def _role_bytes(text: str) -> float:
+    """--object-roles: 'off' or a whole number of bytes >= 0."""
+    if text == "off":
+        return float("inf")
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"'off' or a number of bytes, not {text!r}")
+    return float(text)
 
 
 def main(argv=None) -> int:
@@ -67,6 +76,13 @@ def main(argv=None) -> int:
                     help="keep the start-up spans (up to the first MPI call after init: "
                          "imports) in the vectors; by default they are zeroed, being the same "
                          "work on every rank and noisy on a loaded host")
+    ap.add_argument("--object-roles", type=_role_bytes, default=float(ROLE_BYTES),
+                    metavar="BYTES|off",
+                    help="in a collective of Python objects, a rank whose place in mpi4py's "
+                         "algorithm means this many extra pickled bytes in the call (a "
+                         "gather's root, the ranks that reduce) is grouped apart, so that "
+                         f"its work is replayed (default {ROLE_BYTES}; off: never, fewer "
+                         "representatives)")
     ap.add_argument("--plot", help="write a dendrogram PNG here")
     ap.add_argument("--allow-incomplete", action="store_true",
                     help="cluster a trace whose ranks did not all finish")
@@ -74,7 +90,8 @@ def main(argv=None) -> int:
     try:
         if os.path.exists(a.output) and os.path.isdir(a.output):
             raise ClusterError(f"{a.output}: is a directory")
-        rv = read_rank_vectors(a.trace, a.vector, a.peers, a.allow_incomplete, a.startup)
+        rv = read_rank_vectors(a.trace, a.vector, a.peers, a.allow_incomplete, a.startup,
+                               a.object_roles)
         reps = select(rv.table, rv.vectors, a.metric, a.linkage, a.threshold,
                       noise=rv.noise)
         threshold = float(reps["cut"].max())

@@ -113,7 +113,7 @@ def receives_in_reduction(crank: int, size: int) -> int:
     return k
 
 
-def object_roles(ev: pd.DataFrame, places: dict) -> np.ndarray:
+def object_roles(ev: pd.DataFrame, places: dict, role_bytes: float = ROLE_BYTES) -> np.ndarray:
     """Per event of one rank, its place in mpi4py's algorithm for a large
     collective of Python objects, 0 elsewhere.
 
@@ -123,7 +123,7 @@ def object_roles(ev: pd.DataFrame, places: dict) -> np.ndarray:
     bit of its rank, rank 0 most.  The tracer counts that work as time in
     the call, so the computation vectors cannot tell the places apart, and a
     representative's share would stand for every member's.  A place is a
-    role where its extra pickles reach ``ROLE_BYTES`` in the call: 1 for a
+    role where its extra pickles reach ``role_bytes`` in the call: 1 for a
     root, 2 k for k partial results received (added).  ``places``:
     intra-communicator id -> {world rank: communicator rank}
     (:func:`comm_places`; inter-communicators take no role)."""
@@ -137,14 +137,14 @@ def object_roles(ev: pd.DataFrame, places: dict) -> np.ndarray:
     root = obj & np.isin(op, _ROOTED) & (ev["peer"].to_numpy() == me) & \
         np.isin(comm, list(places))
     mine = np.where(op == "scatter", sb, rb)             # what the root (un)pickles
-    role += (root & (mine >= ROLE_BYTES)).astype(np.int64)
+    role += (root & (mine >= role_bytes)).astype(np.int64)
     tree = obj & np.isin(op, _TREE)
     for c in np.unique(comm[tree]):
         place = places.get(int(c), {})
         if me not in place:
             continue
         k = receives_in_reduction(place[me], len(place))
-        at = tree & (comm == c) & (k * sb >= ROLE_BYTES)   # sbytes: one contribution
+        at = tree & (comm == c) & (k * sb >= role_bytes)   # sbytes: one contribution
         role[at] += 2 * k
     return role
 
@@ -158,9 +158,10 @@ def comm_places(comms: pd.DataFrame) -> dict:
 
 
 def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str,
-                     places: dict | None = None) -> np.ndarray:
+                     places: dict | None = None, role_bytes: float = ROLE_BYTES) -> np.ndarray:
     """One uint64 per event: the hash of what must match between ranks
-    (``places``: as :func:`object_roles` takes them; without, no roles)."""
+    (``places``, ``role_bytes``: as :func:`object_roles` takes them;
+    without places, no roles)."""
     if peer_mode not in PEER_MODES:
         raise ClusterError(f"unknown peer mode {peer_mode!r}; choose from {PEER_MODES}")
     peer = ev["peer"].to_numpy().astype(np.int64)
@@ -183,14 +184,19 @@ def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str,
         # a collective's received bytes follow from the others' contributions
         # (and for pickled objects from the rank's place in mpi4py's tree)
         "rbytes": np.where(p2p, ev["rbytes"].to_numpy(), 0),
-        "role": object_roles(ev, places or {}),
+        "role": object_roles(ev, places or {}, role_bytes),
     })
     return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
 
 def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "relative",
-                      allow_incomplete: bool = False, startup: bool = False) -> RankVectors:
+                      allow_incomplete: bool = False, startup: bool = False,
+                      role_bytes: float = ROLE_BYTES) -> RankVectors:
     """Signatures and computation vectors of every rank of a trace.
+
+    ``role_bytes``: the extra pickles per call from which a place in a
+    collective of objects joins the signature (:func:`object_roles`;
+    ``math.inf``: never).
 
     ``startup=False`` (default) zeroes the start-up spans: before ``init``
     and from ``init`` to the application's first MPI call.  They hold the
@@ -215,7 +221,8 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
     comm_sizes = dict(zip(t.comms["comm"], t.comms["size"]))
     comm_sizes[-1] = 0
     try:
-        return _vectors(t, column, comm_sizes, peer_mode, startup, comm_places(t.comms))
+        return _vectors(t, column, comm_sizes, peer_mode, startup, comm_places(t.comms),
+                        role_bytes)
     except (OSError, ValueError) as e:           # pyarrow's errors are ValueErrors
         raise ClusterError(f"{os.path.join(trace_dir, 'events.parquet')}: cannot read "
                            f"({e})") from None
@@ -223,7 +230,7 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
         raise ClusterError(str(e)) from None
 
 
-def _vectors(t, column, comm_sizes, peer_mode, startup, places) -> RankVectors:
+def _vectors(t, column, comm_sizes, peer_mode, startup, places, role_bytes) -> RankVectors:
     """rank_vectors' reading, whole ranks at a time (memory stays bounded by
     a few ranks' events), each part checked as load_trace checks a trace."""
     from instrument import TraceError
@@ -248,8 +255,8 @@ def _vectors(t, column, comm_sizes, peer_mode, startup, places) -> RankVectors:
         check_events(done, dict(t.meta, complete=False), path)
         check_comms(t.comms, done, t.meta, path)
         for rank, ev in done.groupby("rank", sort=True):
-            sig = event_signatures(ev, comm_sizes, peer_mode, places)
-            roles = int(np.count_nonzero(object_roles(ev, places)))
+            sig = event_signatures(ev, comm_sizes, peer_mode, places, role_bytes)
+            roles = int(np.count_nonzero(object_roles(ev, places, role_bytes)))
             vec = ev[column].to_numpy(dtype=np.float64)
             if not startup:
                 vec = vec.copy()

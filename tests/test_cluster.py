@@ -116,6 +116,11 @@ def test_places_in_mpi4pys_object_collectives_are_roles_where_they_weigh(tmp_pat
     assert _groups(tmp_path / "a") == [{0}, {1, 2}, {3}]
     reps = select_representatives(str(tmp_path / "a"))
     assert set(reps.loc[reps["rank"].isin([0, 3]), "representative"]) == {0, 3}
+    # a user short of replay time turns the roles off: one group again
+    out = run([sys.executable, "-m", "cluster", str(tmp_path / "a"), "-o",
+               str(tmp_path / "off.csv"), "--object-roles", "off"]).stdout
+    assert "1 group(s)" in out and "place in mpi4py" not in out
+    assert pd.read_csv(tmp_path / "off.csv")["group"].nunique() == 1
 
 
 def test_incomplete_trace_is_refused_naming_ranks(tmp_path):
