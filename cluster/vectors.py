@@ -175,7 +175,7 @@ def event_signatures(ev: pd.DataFrame, comm_sizes: dict, peer_mode: str,
         peer = np.zeros_like(peer)
     wild = ev["wildcard"].to_numpy()
     peer = np.where(wild, -(1 << 40), peer)
-    tag = np.where(wild, -(1 << 40), ev["tag"].to_numpy())
+    tag = np.where(wild, -(1 << 40), ev["tag"].to_numpy().astype(np.int64))
     frame = pd.DataFrame({
         "op": ev["op"].astype(str),
         "csize": ev["comm"].map(comm_sizes).fillna(-1).astype(np.int64),
