@@ -14,6 +14,7 @@ from .select import (
     DEFAULT_THRESHOLD,
     LINKAGES,
     METRICS,
+    MIN_JOINED,
     NOISE_FACTOR,
     auto_threshold,
     select,
@@ -64,8 +65,9 @@ def main(argv=None) -> int:
                          "their representative's by at most this much of the mean; 'auto' "
                          f"(default): {NOISE_FACTOR:g} times the host's noise measured in the "
                          f"trace (how much the same code region's spans vary within a rank), "
-                         f"between {AUTO_MIN:g} and {AUTO_MAX:g}; {DEFAULT_THRESHOLD:g} when "
-                         f"nothing repeats")
+                         f"between {AUTO_MIN:g} and {AUTO_MAX:g} ({DEFAULT_THRESHOLD:g} when "
+                         f"nothing repeats), raised into the dendrogram's clearest gap above "
+                         f"it where the clusters it joins hold {MIN_JOINED} ranks or more")
     ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
                     help="cpu: CPU seconds between calls (default; right on an "
                          "oversubscribed host); comp: wall seconds")

@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 APPS = Path(__file__).resolve().parent / "apps"
+DATA = Path(__file__).resolve().parent / "data"   # recorded inputs: tests/data/README.md
 BIN = Path(sys.executable).parent
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
 
