@@ -59,3 +59,29 @@ def test_a_stage_that_hangs_is_stopped_with_everything_it_started(tmp_path):
             break
         time.sleep(0.2)
     assert not left.strip(), f"processes left running: {left}"
+
+
+def test_the_output_check_compares_each_representatives_own_line(tmp_path):
+    """At N=16 rank 0 of examples/uneven.py was no representative, and the
+    column said "NO: <missing>" for a replay that printed what it should:
+    a {rank} pattern checks every representative's own line, and a line of
+    a rank that no representative replays is compared traced against
+    untraced only, saying so."""
+    sys.path.insert(0, str(RUNNER.parent))
+    from run import same_output
+    lines = "".join(f"rank {r} class {r % 3} acc {r}.5\n" for r in range(6))
+    (tmp_path / "rank2.out").write_text("rank 2 class 2 acc 2.5\n")
+    (tmp_path / "rank4.out").write_text("rank 4 class 1 acc 4.5\n")
+    traced = "instrument: trace: rank 0 finished\n" + lines
+    assert same_output("rank {rank} class .*", traced, lines, tmp_path, [2, 4]) == "yes"
+    assert same_output("rank 0 class .*", traced, lines, tmp_path, [2, 4]) == \
+        "yes (traced and untraced; no representative prints it)"
+    (tmp_path / "rank4.out").write_text("rank 4 class 1 acc 4.25\n")
+    assert same_output("rank {rank} class .*", traced, lines, tmp_path, [2, 4]) == \
+        "NO: rank 4 class 1 acc 4.25 | rank 4 class 1 acc 4.5"
+    # a replay that printed nothing is a difference, not a pass
+    (tmp_path / "rank4.out").unlink()
+    assert same_output("rank {rank} class .*", traced, lines, tmp_path, [2, 4]).startswith(
+        "NO: <missing>")
+    assert same_output("rank 0 class .*", traced, lines.replace("0.5", "0.25"), tmp_path,
+                       [2]) == "NO: rank 0 class 0 acc 0.25 | rank 0 class 0 acc 0.5"

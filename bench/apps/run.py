@@ -45,8 +45,9 @@ error = (predicted - measured) / measured (in the markdown table with
 its 95 % bootstrap interval over the rounds, :func:`error_interval`),
 invisible (MPI calls below
 Python that the tracer did not see), same_output (the recipe's output
-line identical traced, untraced and replayed; "-" when the output is a
-timing).
+line identical traced, untraced and replayed, every representative's own
+line where the pattern holds ``{rank}``: :func:`same_output`; "-" when the
+output is a timing).
 """
 from __future__ import annotations
 
@@ -153,6 +154,31 @@ def output_line(text: str, pattern: str | None) -> str | None:
         return None
     m = re.search(pattern, text)
     return m.group(0) if m else "<missing>"
+
+
+def same_output(pattern: str, traced: str, untraced: str, replay: Path, reps: list[int]) -> str:
+    """The same_output column: "yes" when the recipe's line is the same
+    traced, untraced and replayed, else "NO: " and the lines that differ.
+
+    A pattern with ``{rank}`` is checked for every representative R (the
+    pattern with R in place of ``{rank}``, in R's own replay output); one
+    without it names one rank's line, which a replay can only show if that
+    rank is a representative: else the replay side is not compared, and
+    the column says so."""
+    per_rank = "{rank}" in pattern
+    differ = []
+    for r in reps if per_rank else [None]:
+        pat = pattern.replace("{rank}", str(r)) if per_rank else pattern
+        lines = {output_line(traced, pat), output_line(untraced, pat)}
+        files = [replay / f"rank{r}.out"] if per_rank else sorted(replay.glob("rank*.out"))
+        replayed = "".join(f.read_text() for f in files if f.exists())
+        if re.search(pat, replayed) or per_rank:
+            lines.add(output_line(replayed, pat))
+        elif len(lines) == 1:
+            return "yes (traced and untraced; no representative prints it)"
+        if len(lines) > 1:
+            differ.append(" | ".join(sorted(lines)))
+    return "NO: " + " || ".join(differ) if differ else "yes"
 
 
 def measure_network(one: Path, mpiexec: str = MPIEXEC, options: tuple = (),
@@ -338,14 +364,11 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
            "invisible": sum(meta.get("invisible_calls", {}).values()),
            "predicted_each": preds, "measured_each": runs}
     pattern = recipe.get("output")
-    replayed_out = "".join(p.read_text() for p in sorted((d / "replay").glob("rank*.out")))
     row["same_output"] = "-"
     if compare and pattern:
-        traced = (d / "trace.log").read_text()
-        lines = {output_line(t, pattern) for t in (traced, untraced_output(d, n, app))}
-        if replayed_out:
-            lines.add(output_line(replayed_out, pattern))
-        row["same_output"] = "yes" if len(lines) == 1 else "NO: " + " | ".join(sorted(lines))
+        row["same_output"] = same_output(pattern, (d / "trace.log").read_text(),
+                                         untraced_output(d, n, app), d / "replay",
+                                         sorted(set(reps["representative"])))
     if compare:
         row["measured"] = statistics.median(runs)
         row["error"] = (pred - row["measured"]) / row["measured"]
