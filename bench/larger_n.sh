@@ -2,7 +2,7 @@
 # The validation tables at larger N, in one run, on a machine with more cores.
 #
 #   bash bench/larger_n.sh [--ranks "4 8 16"] [--rounds 5] [--apps a,b] [--out DIR]
-#                          [--wheels DIR]
+#                          [--wheels DIR] [--python PY] [--budget SECONDS] [--probe]
 #
 # From a fresh checkout: installs the project (.venv, pip install -e .;
 # with --wheels DIR from a folder of wheels, for a machine without the
@@ -18,6 +18,15 @@
 # the cores is skipped: oversubscribed real runs measure nothing.  --apps
 # keeps only those examples (jacobi, cg, fft2d, master-worker, uneven) in
 # both tables, and no third-party applications.
+#
+# --python PY: use PY's own environment instead of a .venv (a machine that
+# has NumPy, pandas and the rest but no package index): the wheels of
+# --wheels are installed into it without their dependencies, and the
+# tracer's C extension must already be built for PY (instrument/_hotpath
+# *.so).  --budget S: start no application after S seconds (each runs
+# alone, so a lent machine's time ends between them, not inside one).
+# --probe: first, bench/node_speed_probe.py at the largest N, which says
+# how much the node's own speed varies (a floor under any error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RANKS="4 8 16"
@@ -25,6 +34,9 @@ ROUNDS=5
 OUT=bench/larger_n/results
 WHEELS=
 APPS=
+PYTHON=
+BUDGET=
+PROBE=
 while [ $# -gt 0 ]; do
     case "$1" in
         --ranks) RANKS="$2"; shift 2 ;;
@@ -32,27 +44,39 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2"; shift 2 ;;
         --wheels) WHEELS="$2"; shift 2 ;;
         --apps) APPS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --python) PYTHON="$2"; shift 2 ;;
+        --budget) BUDGET="$2"; shift 2 ;;
+        --probe) PROBE=1; shift ;;
+        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "larger_n.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
+START=$(date +%s)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import mpi4py, netsim" 2>/dev/null; then
-    echo "installing the project into .venv"
-    python3 -m venv .venv
+if [ -n "$PYTHON" ]; then
     if [ -n "$WHEELS" ]; then
-        .venv/bin/pip install -q --no-index --find-links "$WHEELS" -e .
-    else
-        .venv/bin/pip install -q -e .
+        "$PYTHON" -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
     fi
+    PY=$("$PYTHON" -c "import sys; print(sys.executable)")
+    "$PY" -c "import mpi4py, netsim, instrument._hotpath" || {
+        echo "larger_n.sh: $PY lacks a dependency or the built tracer (see --help)" >&2; exit 1; }
+else
+    if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import mpi4py, netsim" 2>/dev/null; then
+        echo "installing the project into .venv"
+        python3 -m venv .venv
+        if [ -n "$WHEELS" ]; then
+            .venv/bin/pip install -q --no-index --find-links "$WHEELS" -e .
+        else
+            .venv/bin/pip install -q -e .
+        fi
+    fi
+    PY=.venv/bin/python
 fi
-PY=.venv/bin/python
 CORES=$(nproc)
 EMULATE=$($PY -c "from emulate.isolate import available; print(available() or 'yes')")
-# the third-party recipes whose sources are here
-ONLY=()
-[ -n "$APPS" ] && ONLY=(--apps "$APPS")
+# the examples, and the third-party recipes whose sources are here
+EXAMPLES=${APPS:-$($PY -c "import yaml; print(','.join(yaml.safe_load(open('bench/apps/examples.yaml'))))")}
 THIRD=$([ -n "$APPS" ] || $PY - <<'EOF'
 import sys
 sys.path.insert(0, "bench/apps")
@@ -67,33 +91,57 @@ for name, recipe in load_recipes().items():
 print(",".join(ok))
 EOF
 )
+in_budget() {   # what [file]: say so (in file) and fail once the budget is spent
+    if [ -n "$BUDGET" ] && [ $(( $(date +%s) - START )) -ge "$BUDGET" ]; then
+        echo "$1: not started, the budget of $BUDGET s is spent" | tee -a "${2:-$OUT/TABLES.md}"
+        return 1
+    fi
+}
+table() {  # N, title, log name, command...: one markdown table, app by app
+    local n=$1 title=$2 name=$3; shift 3
+    { echo; echo "## N=$n: $title"; echo; } >> "$OUT/TABLES.md"
+    local rows=$OUT/N$n-$name.rows
+    : > "$rows"
+    for app in $(tr , ' ' <<<"$LIST"); do
+        in_budget "N=$n $name $app" "$rows" || break
+        echo "== N=$n: $name, $app"
+        "$@" --apps "$app" >> "$OUT/N$n-$name.log" 2>&1 || echo "(failed: $app, $OUT/N$n-$name.log)" >> "$rows"
+        grep "^| $app " "$OUT/N$n-$name.log" | tail -1 >> "$rows" || true
+    done
+    # the header from any table printed, then the rows in the order run
+    grep -m2 -E '^\| app |^\|---' "$OUT/N$n-$name.log" >> "$OUT/TABLES.md" 2>/dev/null || true
+    cat "$rows" >> "$OUT/TABLES.md"
+}
 {
     echo "# Validation at larger N"
     echo
     echo "$(date -u +%F), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), rounds $ROUNDS."
 } > "$OUT/TABLES.md"
+if [ -n "$PROBE" ]; then
+    MAXN=$CORES
+    for n in $RANKS; do if [ "$n" -le "$CORES" ]; then MAXN=$n; fi; done
+    { echo; echo "## The node's own speed (bench/node_speed_probe.py, $MAXN ranks)"; echo; } >> "$OUT/TABLES.md"
+    "$(dirname "$PY")/mpiexec" -n "$MAXN" "$PY" bench/node_speed_probe.py | tee -a "$OUT/TABLES.md"
+fi
 for N in $RANKS; do
     if [ "$N" -gt "$CORES" ]; then
         echo "N=$N: more ranks than the $CORES cores here; skipped" | tee -a "$OUT/TABLES.md"
         continue
     fi
-    echo "== N=$N: the examples"
-    { echo; echo "## N=$N: examples (bench/apps/run.py --recipes bench/apps/examples.yaml)"; echo; } >> "$OUT/TABLES.md"
-    $PY bench/apps/run.py --recipes bench/apps/examples.yaml "${ONLY[@]}" --ranks "$N" --repeats "$ROUNDS" \
-        --out "$OUT/N$N/examples" --markdown | tee "$OUT/N$N-examples.log" \
-        | sed -n '/^| app/,$p' >> "$OUT/TABLES.md" || echo "(failed: $OUT/N$N-examples.log)" >> "$OUT/TABLES.md"
+    LIST=$EXAMPLES table "$N" "examples (bench/apps/run.py --recipes bench/apps/examples.yaml)" \
+        examples $PY bench/apps/run.py --recipes bench/apps/examples.yaml --ranks "$N" \
+        --repeats "$ROUNDS" --out "$OUT/N$N/examples" --markdown
     if [ -n "$THIRD" ]; then
-        echo "== N=$N: third-party applications ($THIRD)"
-        { echo; echo "## N=$N: third-party applications"; echo; } >> "$OUT/TABLES.md"
-        $PY bench/apps/run.py --apps "$THIRD" --ranks "$N" --repeats "$ROUNDS" \
-            --out "$OUT/N$N/apps" --markdown | tee "$OUT/N$N-apps.log" \
-            | sed -n '/^| app/,$p' >> "$OUT/TABLES.md" || echo "(failed: $OUT/N$N-apps.log)" >> "$OUT/TABLES.md"
+        LIST=$THIRD table "$N" "third-party applications" apps $PY bench/apps/run.py \
+            --ranks "$N" --repeats "$ROUNDS" --out "$OUT/N$N/apps" --markdown
     fi
     if [ "$EMULATE" = yes ]; then
+        # one run: it calibrates every emulated link once for all its apps
+        in_budget "N=$N porting study" || continue
         echo "== N=$N: porting study on emulated clusters"
         { echo; echo "## N=$N: porting study (bench/porting_study.py)"; echo; } >> "$OUT/TABLES.md"
-        $PY bench/porting_study.py "${ONLY[@]}" --ranks "$N" --rounds "$ROUNDS" --out "$OUT/N$N/porting" \
-            --markdown | tee "$OUT/N$N-porting.log" \
+        $PY bench/porting_study.py ${APPS:+--apps "$APPS"} --ranks "$N" --rounds "$ROUNDS" \
+            --out "$OUT/N$N/porting" --markdown | tee "$OUT/N$N-porting.log" \
             | sed -n '/^| app/,$p' >> "$OUT/TABLES.md" || echo "(failed: $OUT/N$N-porting.log)" >> "$OUT/TABLES.md"
     else
         echo "N=$N: no emulated cluster here ($EMULATE)" | tee -a "$OUT/TABLES.md"
