@@ -67,7 +67,9 @@ def main(argv=None) -> int:
                          f"trace (how much the same code region's spans vary within a rank), "
                          f"between {AUTO_MIN:g} and {AUTO_MAX:g} ({DEFAULT_THRESHOLD:g} when "
                          f"nothing repeats), raised into the dendrogram's clearest gap above "
-                         f"it where the clusters it joins hold {MIN_JOINED} ranks or more")
+                         f"it where the clusters it joins hold {MIN_JOINED} ranks or more and "
+                         f"their totals stay within {AUTO_MAX:g} of the mean of their "
+                         f"representative's")
     ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
                     help="cpu: CPU seconds between calls (default; right on an "
                          "oversubscribed host); comp: wall seconds")

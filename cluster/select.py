@@ -50,7 +50,7 @@ MIN_JOINED = 3
 
 
 def gap_cut(X: np.ndarray, floor: float, metric: str = "manhattan", method: str = "complete",
-            max_exact: int = DEFAULT_MAX_EXACT) -> float:
+            max_exact: int = DEFAULT_MAX_EXACT, max_error: float = np.inf) -> float:
     """The automatic cut distance of one group: in the clearest gap of its
     dendrogram above ``floor`` (the noise-based cut).
 
@@ -62,15 +62,21 @@ def gap_cut(X: np.ndarray, floor: float, metric: str = "manhattan", method: str 
     times among the heights above ``floor`` (of near ties, the highest),
     and at ``floor`` when there is none.
 
-    That reading needs ranks: every cluster that the cut joins above the
-    floor must hold at least MIN_JOINED of them.  With fewer, the one
-    merge above the floor is itself the jump, and a pair of ranks whose
-    work differs by half merged on a noisy node (4 ranks of
-    examples/uneven.py on a 16-core virtual machine: the 2- and 3-unit
-    ranks 27 % apart, the prediction 29 % short); a gap that fails this
-    gives way to the next clearest, then to ``floor``.  Splitting costs a
-    replay; a wrong merge costs the prediction.  Large groups (the
-    approximate path) use ``floor``."""
+    Every cluster that the cut joins above the floor must pass two checks,
+    else the gap gives way to the next clearest, then to ``floor``
+    (splitting costs a replay; a wrong merge costs the prediction):
+
+    * it holds at least MIN_JOINED ranks.  With fewer, the one merge above
+      the floor is itself the jump: on a noisy 16-core virtual machine,
+      the 2- and 3-unit ranks of 4 ranks of examples/uneven.py came out
+      27 % apart and were joined, and the prediction 29 % short;
+    * no member's total differs from its representative's by more than
+      ``max_error`` (seconds; the workflow's is AUTO_MAX of the mean
+      total).  On a loaded host, 3 of the 8 ranks of the heavy class of
+      the default example ran 1.2-1.4x slower still; the clearest gap
+      set them apart and joined the other 5 to the light class, 89 % off.
+
+    Large groups (the approximate path) use ``floor``."""
     n = len(X)
     if n < 2 or n > max_exact:
         return floor
@@ -93,18 +99,29 @@ def gap_cut(X: np.ndarray, floor: float, metric: str = "manhattan", method: str 
     at_floor = fcluster(Z, t=floor, criterion="distance")
     for i in tied + rest:
         cut = float(np.sqrt(h[i] * h[i + 1]))
-        if _joined_with_evidence(fcluster(Z, t=cut, criterion="distance"), at_floor, counts):
+        labels = fcluster(Z, t=cut, criterion="distance")
+        if _joins_soundly(U, counts, labels, at_floor, metric, max_error):
             return cut
     return floor
 
 
-def _joined_with_evidence(labels: np.ndarray, at_floor: np.ndarray, counts: np.ndarray) -> bool:
+def _joins_soundly(U: np.ndarray, counts: np.ndarray, labels: np.ndarray, at_floor: np.ndarray,
+                   metric: str, max_error: float) -> bool:
     """Whether every cluster of ``labels`` that joins several clusters of
-    ``at_floor`` holds at least MIN_JOINED ranks (``counts``: ranks per
-    distinct vector)."""
+    ``at_floor`` holds at least MIN_JOINED ranks and keeps its members'
+    totals within ``max_error`` of its representative's (``U``: the
+    distinct vectors, ``counts``: ranks per vector)."""
+    totals = U.sum(axis=1)
     for c in np.unique(labels):
-        inside = labels == c
-        if len(np.unique(at_floor[inside])) > 1 and counts[inside].sum() < MIN_JOINED:
+        inside = np.nonzero(labels == c)[0]
+        if len(np.unique(at_floor[inside])) == 1:
+            continue
+        if counts[inside].sum() < MIN_JOINED:
+            return False
+        # the representative as representatives() picks it, ranks weighted
+        centroid = np.average(U[inside], axis=0, weights=counts[inside])[None, :]
+        rep = inside[int(np.argmin(cdist(U[inside], centroid, _metric(metric))[:, 0]))]
+        if np.abs(totals[inside] - totals[rep]).max() > max_error:
             return False
     return True
 
@@ -249,7 +266,8 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
                 f"computation vectors of lengths {sorted(lengths)}: this cannot happen for a "
                 f"valid trace (each call ends one computation segment); the trace is damaged")
         X = np.vstack([vectors[r] for r in ranks])
-        g_cut = gap_cut(X, cut, metric, method, max_exact) if auto else cut
+        g_cut = (gap_cut(X, cut, metric, method, max_exact, max_error=AUTO_MAX * mean)
+                 if auto else cut)
         labels = cluster_group(X, g_cut, metric, method, max_exact)
         reps = representatives(X, labels, metric)
         rep_rank = ranks[reps[labels]]
