@@ -67,9 +67,9 @@ def main(argv=None) -> int:
                          f"trace (how much the same code region's spans vary within a rank), "
                          f"between {AUTO_MIN:g} and {AUTO_MAX:g} ({DEFAULT_THRESHOLD:g} when "
                          f"nothing repeats), raised into the dendrogram's clearest gap above "
-                         f"it where the clusters it joins hold {MIN_JOINED} ranks or more and "
-                         f"their totals stay within {AUTO_MAX:g} of the mean of their "
-                         f"representative's")
+                         f"it; what that joins stays apart unless each cluster holds "
+                         f"{MIN_JOINED} ranks or more whose totals are within {AUTO_MAX:g} of "
+                         f"the mean of their representative's")
     ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
                     help="cpu: CPU seconds between calls (default; right on an "
                          "oversubscribed host); comp: wall seconds")
@@ -115,7 +115,9 @@ def main(argv=None) -> int:
     n, k, groups = len(reps), len(summ), reps["group"].nunique()
     cut = threshold * float(reps["total"].mean())
     how = (f"auto: in the clearest gap of the dendrogram above {NOISE_FACTOR:g} x the "
-           f"measured noise {rv.noise:.3g} = {auto_threshold(rv.noise):.3g}"
+           f"measured noise {rv.noise:.3g} = {auto_threshold(rv.noise):.3g}, joining there "
+           f"clusters of {MIN_JOINED} ranks or more within {AUTO_MAX:g} of the mean of their "
+           f"representative"
            if a.threshold == "auto" else "fixed")
     print(f"{n} ranks, {groups} group(s) of identical communication, {k} cluster(s); "
           f"cut at {cut:.4g} s ({threshold:.3g} of the mean total {reps['total'].mean():.4g} s; "

@@ -50,7 +50,7 @@ MIN_JOINED = 3
 
 
 def gap_cut(X: np.ndarray, floor: float, metric: str = "manhattan", method: str = "complete",
-            max_exact: int = DEFAULT_MAX_EXACT, max_error: float = np.inf) -> float:
+            max_exact: int = DEFAULT_MAX_EXACT) -> float:
     """The automatic cut distance of one group: in the clearest gap of its
     dendrogram above ``floor`` (the noise-based cut).
 
@@ -60,70 +60,64 @@ def gap_cut(X: np.ndarray, floor: float, metric: str = "manhattan", method: str 
     at heights that grow slowly; the merge of two classes jumps.  The cut
     goes in the middle (geometric) of the largest jump of at least GAP
     times among the heights above ``floor`` (of near ties, the highest),
-    and at ``floor`` when there is none.
-
-    Every cluster that the cut joins above the floor must pass two checks,
-    else the gap gives way to the next clearest, then to ``floor``
-    (splitting costs a replay; a wrong merge costs the prediction):
-
-    * it holds at least MIN_JOINED ranks.  With fewer, the one merge above
-      the floor is itself the jump: on a noisy 16-core virtual machine,
-      the 2- and 3-unit ranks of 4 ranks of examples/uneven.py came out
-      27 % apart and were joined, and the prediction 29 % short;
-    * no member's total differs from its representative's by more than
-      ``max_error`` (seconds; the workflow's is AUTO_MAX of the mean
-      total).  On a loaded host, 3 of the 8 ranks of the heavy class of
-      the default example ran 1.2-1.4x slower still; the clearest gap
-      set them apart and joined the other 5 to the light class, 89 % off.
-
-    Large groups (the approximate path) use ``floor``."""
+    and at ``floor`` when there is none.  Large groups (the approximate
+    path) use ``floor``.  :func:`keep_unsupported_apart` then checks what
+    the cut joined above the floor."""
     n = len(X)
     if n < 2 or n > max_exact:
         return floor
-    U, counts = np.unique(X, axis=0, return_counts=True)
+    U = np.unique(X, axis=0)
     if len(U) < 2:
         return floor
-    Z = linkage(pdist(U, _metric(metric)), method=method)
-    h = np.sort(Z[:, 2])
+    h = np.sort(linkage(pdist(U, _metric(metric)), method=method)[:, 2])
     h = np.concatenate([[floor], h[h > floor]])
     if len(h) < 2:
         return floor
     ratio = h[1:] / np.maximum(h[:-1], 1e-300)
+    if ratio.max() < GAP:
+        return floor
     # a near tie goes to the higher gap: slowed ranks of one class make jumps
     # almost as large as the classes' own gap (16 ranks of the default
     # example: 1.88 inside the heavy class, 1.85 between the classes); a
     # lower gap splits a class only when it is clearly (1 / TIE) larger
-    tied = [int(i) for i in np.nonzero(ratio >= max(GAP, TIE * ratio.max()))[0][::-1]]
-    rest = [int(i) for i in np.argsort(-ratio, kind="stable")
-            if ratio[i] >= GAP and int(i) not in tied]
-    at_floor = fcluster(Z, t=floor, criterion="distance")
-    for i in tied + rest:
-        cut = float(np.sqrt(h[i] * h[i + 1]))
-        labels = fcluster(Z, t=cut, criterion="distance")
-        if _joins_soundly(U, counts, labels, at_floor, metric, max_error):
-            return cut
-    return floor
+    i = int(np.nonzero(ratio >= max(GAP, TIE * ratio.max()))[0][-1])
+    return float(np.sqrt(h[i] * h[i + 1]))
 
 
-def _joins_soundly(U: np.ndarray, counts: np.ndarray, labels: np.ndarray, at_floor: np.ndarray,
-                   metric: str, max_error: float) -> bool:
-    """Whether every cluster of ``labels`` that joins several clusters of
-    ``at_floor`` holds at least MIN_JOINED ranks and keeps its members'
-    totals within ``max_error`` of its representative's (``U``: the
-    distinct vectors, ``counts``: ranks per vector)."""
-    totals = U.sum(axis=1)
+def keep_unsupported_apart(X: np.ndarray, labels: np.ndarray, at_floor: np.ndarray,
+                           max_error: float, metric: str = "manhattan") -> np.ndarray:
+    """``labels`` (clusters at the gap's cut), where a cluster that joins
+    several clusters of ``at_floor`` (the noise cut) without support is
+    split back into them.  Supported: it holds at least MIN_JOINED ranks,
+    and no member's total differs from its representative's by more than
+    ``max_error`` (seconds; the workflow's is AUTO_MAX of the mean total).
+
+    Splitting costs a replay; a wrong merge costs the prediction.  Two
+    ranks show a single merge, which is itself the jump: on a noisy
+    16-core virtual machine the 2- and 3-unit ranks of 4 ranks of
+    examples/uneven.py came out 27 % apart and were joined (the prediction
+    29 % short).  And beside a running test suite, 3 of the 8 two-unit
+    ranks of the default example ran 1.2-1.4x slower still, as far from
+    the other five as those were from the one-unit ranks: the clearest gap
+    set the three apart and joined the five to the one-unit class, 89 %
+    from their representative."""
+    out = labels.copy()
+    reps = representatives(X, labels, metric)
+    totals = X.sum(axis=1)
+    fresh = labels.max() + 1
     for c in np.unique(labels):
         inside = np.nonzero(labels == c)[0]
-        if len(np.unique(at_floor[inside])) == 1:
+        parts = np.unique(at_floor[inside])
+        if len(parts) == 1:
             continue
-        if counts[inside].sum() < MIN_JOINED:
-            return False
-        # the representative as representatives() picks it, ranks weighted
-        centroid = np.average(U[inside], axis=0, weights=counts[inside])[None, :]
-        rep = inside[int(np.argmin(cdist(U[inside], centroid, _metric(metric))[:, 0]))]
-        if np.abs(totals[inside] - totals[rep]).max() > max_error:
-            return False
-    return True
+        if len(inside) >= MIN_JOINED and \
+                np.abs(totals[inside] - totals[reps[c]]).max() <= max_error:
+            continue
+        for part in parts[1:]:
+            out[inside[at_floor[inside] == part]] = fresh
+            fresh += 1
+    _, first = np.unique(out, return_index=True)
+    return np.argsort(np.argsort(first))[np.unique(out, return_inverse=True)[1]]
 
 
 def auto_threshold(noise: float) -> float:
@@ -233,8 +227,10 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
 
     ``threshold``: the cut as a fraction of the mean total, or "auto": per
     group, :func:`gap_cut` above the cut that the host's ``noise`` implies
-    (:func:`auto_threshold`).  The cut used, as a fraction of the mean
-    total, is the result's ``cut`` column (one value per group).
+    (:func:`auto_threshold`), where what it joins has support
+    (:func:`keep_unsupported_apart`; else as at the noise cut).  The cut
+    used, as a fraction of the mean total, is the result's ``cut`` column
+    (one value per group).
 
     ``table`` has columns ``rank``, ``signature``, ``length`` (from
     :func:`cluster.vectors.read_rank_vectors`); ``vectors[rank]`` is a rank's
@@ -266,9 +262,12 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
                 f"computation vectors of lengths {sorted(lengths)}: this cannot happen for a "
                 f"valid trace (each call ends one computation segment); the trace is damaged")
         X = np.vstack([vectors[r] for r in ranks])
-        g_cut = (gap_cut(X, cut, metric, method, max_exact, max_error=AUTO_MAX * mean)
-                 if auto else cut)
+        g_cut = gap_cut(X, cut, metric, method, max_exact) if auto else cut
         labels = cluster_group(X, g_cut, metric, method, max_exact)
+        if auto and g_cut > cut:
+            labels = keep_unsupported_apart(X, labels,
+                                            cluster_group(X, cut, metric, method, max_exact),
+                                            AUTO_MAX * mean, metric)
         reps = representatives(X, labels, metric)
         rep_rank = ranks[reps[labels]]
         tot = X.sum(axis=1)
