@@ -116,8 +116,7 @@ def keep_unsupported_apart(X: np.ndarray, labels: np.ndarray, at_floor: np.ndarr
         for part in parts[1:]:
             out[inside[at_floor[inside] == part]] = fresh
             fresh += 1
-    _, first = np.unique(out, return_index=True)
-    return np.argsort(np.argsort(first))[np.unique(out, return_inverse=True)[1]]
+    return _in_rank_order(out)
 
 
 def auto_threshold(noise: float) -> float:
@@ -200,11 +199,14 @@ def cluster_group(X: np.ndarray, cut: float, metric: str = "manhattan",
         Z = linkage(pdist(U[lead], metric), method=method)
         lab = fcluster(Z, t=max(cut - 2 * radius, 0.0), criterion="distance") - 1
         labels = lab[assign]
-    # renumber by first occurrence in rank order, so labels are deterministic
-    labels = labels[inverse]
+    return _in_rank_order(labels[inverse])
+
+
+def _in_rank_order(labels: np.ndarray) -> np.ndarray:
+    """Labels 0..k-1 (each present) renumbered by first occurrence in rank
+    order, so that they are deterministic."""
     _, first = np.unique(labels, return_index=True)
-    order = np.argsort(np.argsort(first))
-    return order[labels]
+    return np.argsort(np.argsort(first))[labels]
 
 
 def representatives(X: np.ndarray, labels: np.ndarray, metric: str = "manhattan") -> np.ndarray:
