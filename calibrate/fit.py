@@ -40,7 +40,9 @@ beyond the same allgather in place is ``network.copy_overhead``, the fixed
 cost of copying the own block (MPICH's local copy); the alltoall's
 overhead is counted net of it.  The median over the sizes of
 (alltoallw - alltoall_contig) / (2 bytes) is ``network.pack_byte_time``,
-what packing non-contiguous datatypes adds per byte sent and received.
+what packing non-contiguous datatypes adds per byte sent and received (0,
+with a note on standard error, where the packed transfer was not the
+slower: a measurement disturbed by other load).
 Writes a platform YAML (eager limit from ``--eager-limit``, default the
 measured one; the largest alltoall block MPICH sends to itself as a
 message from
@@ -53,6 +55,8 @@ moment rather than its quietest), or with ``--combine mean`` its mean (what
 many messages cost on average when the machine switches between states).
 """
 from __future__ import annotations
+
+import sys
 
 from .measure import COLLECTIVES, PACKING
 
@@ -127,7 +131,16 @@ def _pack_byte_time(rows, combine: str = "min") -> float:
         return 0.0
     per_byte = (t["alltoallw"] - t["alltoall_contig"]) / (2 * t.index.to_numpy(float))
     per_byte = per_byte.dropna()
-    return max(float(per_byte.median()), 0.0) if len(per_byte) else 0.0
+    if not len(per_byte):
+        return 0.0
+    if per_byte.median() <= 0:
+        # packing cannot make a transfer faster: the machine moved under the
+        # measurement (a neighbour's load), which the user should hear of
+        print(f"calibrate: note: the packed Alltoallw was not slower than the contiguous "
+              f"one ({per_byte.median() * 1e9:+.3f} ns per byte, the median over "
+              f"{len(per_byte)} sizes): packing is charged nothing; measure on a quiet node "
+              f"to have it", file=sys.stderr)
+    return max(float(per_byte.median()), 0.0)
 
 
 def _loaded(pingpong, exchange):
