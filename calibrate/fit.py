@@ -133,14 +133,15 @@ def _pack_byte_time(rows, combine: str = "min") -> float:
     per_byte = per_byte.dropna()
     if not len(per_byte):
         return 0.0
-    if per_byte.median() <= 0:
+    median = float(per_byte.median())
+    if median <= 0:
         # packing cannot make a transfer faster: the machine moved under the
         # measurement (a neighbour's load), which the user should hear of
         print(f"calibrate: note: the packed Alltoallw was not slower than the contiguous "
-              f"one ({per_byte.median() * 1e9:+.3f} ns per byte, the median over "
-              f"{len(per_byte)} sizes): packing is charged nothing; measure on a quiet node "
-              f"to have it", file=sys.stderr)
-    return max(float(per_byte.median()), 0.0)
+              f"one ({median * 1e9:+.3f} ns per byte, the median over {len(per_byte)} "
+              f"sizes): packing is charged nothing; measure on a quiet node to have it",
+              file=sys.stderr)
+    return max(median, 0.0)
 
 
 def _loaded(pingpong, exchange):
