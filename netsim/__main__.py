@@ -5,9 +5,12 @@ import argparse
 import os
 import sys
 
+import numpy as np
+
 from .platform import PlatformError, from_dict, load_platform
 from .prediction import prediction_json, write_prediction
 from .schedule import ScheduleError
+from .variability import SAMPLES, SEED
 
 
 def _loggops(spec: str):
@@ -26,7 +29,7 @@ def _loggops(spec: str):
 
 def _load_compute(path: str, events):
     """Per-event computation seconds from replay.expand's table: (comp, low,
-    high, inside), four arrays in the events' order."""
+    high, inside, representative), five arrays in the events' order."""
     from replay.compute import ComputeError, read_compute
     try:
         return read_compute(path, events, band=True)
@@ -51,6 +54,17 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
                     help="the trace's computation column when --compute is not given "
                          "(default cpu: right on an oversubscribed host)")
+    ap.add_argument("--variability", metavar="CSV",
+                    help="the representatives' measured variability (replay.expand "
+                         "--variability: their cores' speeds, run-to-run and span-to-span "
+                         "noise); with it the prediction is the median of --samples seeded "
+                         "samples of the run and its band their 5-95 %% range "
+                         "(netsim/variability.py); needs --compute")
+    ap.add_argument("--samples", type=int, default=SAMPLES,
+                    help=f"samples of the run drawn from --variability (default {SAMPLES}; "
+                         f"odd, so that the median is one of them)")
+    ap.add_argument("--seed", type=int, default=SEED,
+                    help=f"seed of the samples (default {SEED}; written into the prediction)")
     ap.add_argument("--compute-scale", type=float, default=1.0,
                     help="multiply computation times (a speed factor), on top of the "
                          "platform's compute_scale")
@@ -80,8 +94,9 @@ def _platform(a):
 
 def _from_trace(a, plat):
     """The schedule of a trace directory, the trace's warnings (also
-    printed), and the schedules of the computation band's two ends (empty
-    when the computation has no band); writes the SimGrid export when asked."""
+    printed), the schedules of the computation band's two ends (empty
+    when the computation has no band) and each rank's representative (its
+    own rank without --compute); writes the SimGrid export when asked."""
     from instrument import TraceError, load_trace
     from instrument.merge import trace_warnings
 
@@ -101,8 +116,11 @@ def _from_trace(a, plat):
     for w in warnings:
         print(f"netsim: WARNING: {w}", file=sys.stderr)
     inside = None
+    reps = None
     if a.compute:
-        comp, low, high, inside = _load_compute(a.compute, t.events)
+        comp, low, high, inside, rep = _load_compute(a.compute, t.events)
+        reps = np.zeros(t.size, np.int64)
+        reps[t.events["rank"].to_numpy()] = rep
     else:
         comp = low = high = t.events[a.vector].to_numpy()
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
@@ -117,7 +135,23 @@ def _from_trace(a, plat):
         if left:
             print("netsim: SimGrid export left out: " + ", ".join(
                 f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
-    return sched, warnings, ends
+    return sched, warnings, ends, reps
+
+
+def _variability(a):
+    """--variability's model, or None."""
+    if not a.variability:
+        return None
+    if not a.compute:
+        raise ScheduleError("--variability needs --compute (which rank each representative "
+                            "stands for)")
+    from replay.variability import VariabilityError, read_variability
+
+    from .variability import Variability
+    try:
+        return Variability(read_variability(a.variability), a.samples, a.seed)
+    except VariabilityError as e:
+        raise ScheduleError(str(e)) from None
 
 
 def _task_pool_warning(ev) -> str | None:
@@ -142,6 +176,17 @@ def _task_pool_warning(ev) -> str | None:
             f"share, comes out high")
 
 
+def _sampled(sched, plat, var, reps, run):
+    """The median sample's Result and the prediction's ``variability``
+    record: the distribution, seed and every sample's time."""
+    from .variability import run_samples
+
+    def progress(m, t):
+        print(f"netsim: sample {m + 1}/{var.samples}: {t:.6g} s", file=sys.stderr, flush=True)
+    res, times, mid = run_samples(sched, plat, var, reps, run, progress)
+    return res, {**var.describe(), "times": times, "median_sample": mid}
+
+
 # a band wider than this share of the prediction is said in a warning
 BAND_WARN = 0.05
 
@@ -163,28 +208,42 @@ def main(argv=None) -> int:
     from .predict import run, write_timeline
     try:
         plat = _platform(a)
+        if a.goal_in and a.variability:
+            raise ScheduleError("--variability samples a trace's computation, not a GOAL "
+                                "file's")
+        var = _variability(a)
         if a.goal_in:
             from .goal import read_goal
-            sched, warnings, ends = read_goal(a.trace), [], []
+            sched, warnings, ends, reps = read_goal(a.trace), [], [], None
         else:
-            sched, warnings, ends = _from_trace(a, plat)
+            sched, warnings, ends, reps = _from_trace(a, plat)
         if a.goal_out:
             from .goal import write_goal
             write_goal(a.goal_out, sched)
         print(f"netsim: simulating {len(sched)} operations", file=sys.stderr)
-        res = run(sched, plat)
-        band = [run(s, plat).predicted_time for s in ends] or [res.predicted_time] * 2
+        sampled = None
+        if var is not None and not var.nil:
+            res, sampled = _sampled(sched, plat, var, reps, run)
+            band = [float(np.percentile(sampled["times"], q)) for q in (5, 95)]
+        else:
+            if var is not None:
+                print("netsim: nothing was measured to vary: every rank at its "
+                      "representative's times", file=sys.stderr)
+            res = run(sched, plat)
+            band = [run(s, plat).predicted_time for s in ends] or [res.predicted_time] * 2
     except (PlatformError, ScheduleError) as e:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     band = [min(band[0], res.predicted_time), max(band[1], res.predicted_time)]
-    wide = _band_warning(res.predicted_time, band)
+    wide = None if sampled else _band_warning(res.predicted_time, band)
     if wide:
         print(f"netsim: WARNING: {wide}", file=sys.stderr)
         warnings.append(wide)
-    out = prediction_json(res, plat, {"input": os.path.abspath(a.trace),
-                                      "compute": a.compute or f"trace:{a.vector}",
-                                      "warnings": warnings, "band": band})
+    extra = {"input": os.path.abspath(a.trace), "compute": a.compute or f"trace:{a.vector}",
+             "warnings": warnings, "band": band}
+    if sampled:
+        extra["variability"] = sampled
+    out = prediction_json(res, plat, extra)
     try:
         write_prediction(a.output, out)
         if a.timeline:
@@ -193,7 +252,8 @@ def main(argv=None) -> int:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     pr = res.ranks
-    print(f"predicted time {res.predicted_time:.6g} s (band {band[0]:.6g} to {band[1]:.6g} s) "
+    what = (f"median of {len(sampled['times'])} samples, 5-95 %: " if sampled else "band ")
+    print(f"predicted time {res.predicted_time:.6g} s ({what}{band[0]:.6g} to {band[1]:.6g} s) "
           f"on {plat.name} ({sched.nranks} ranks); "
           f"mean per rank: computation {pr['computation'].mean():.4g} s, communication "
           f"{pr['communication'].mean():.4g} s, waiting {pr['waiting'].mean():.4g} s")

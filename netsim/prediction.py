@@ -3,7 +3,8 @@
 ``prediction/NAME.json`` (docs/FILES.md) holds:
 
 ``predicted_time`` (s)
-    the latest rank's finish, from MPI initialisation;
+    the latest rank's finish, from MPI initialisation (with
+    ``variability``: in the median sample);
 ``platform``
     the platform as simulated (every parameter, defaults filled in);
 ``ranks``
@@ -20,8 +21,16 @@
 ``band`` (s; optional)
     ``[low, high]``: the predicted time with every computation span at the
     least and at the most it was measured to take (replay.expand's ``low``
-    and ``high``: a busy replay node, the spread of repeats).  Two
+    and ``high``: a busy replay node, the spread of repeats); with
+    ``variability``, the 5th to 95th percentile of the samples.  Two
     platforms whose bands overlap cannot be told apart by this prediction.
+``variability`` (optional)
+    present when the run was sampled (netsim/variability.py):
+    ``samples``, ``seed``, ``generator``, ``representatives`` (per
+    representative its ``core_factors``, ``sigma_run``, ``sigma_span``,
+    ``rounds``: the distribution sampled), ``times`` (every sample's
+    predicted time, in sample order) and ``median_sample`` (the sample
+    whose ranks and time are the prediction's).
 """
 from __future__ import annotations
 

@@ -130,6 +130,11 @@ class Schedule:
     # SEND rows a target's MPI sends from the call that received a
     # one-sided request (netsim/engine.py); none when not given
     reply: np.ndarray | None = None
+    # seconds of the application's own computation in each op's ``dur``
+    # (its spans and the work inside its calls, at the target's speed;
+    # not what the platform charges per call): what varies from rank to
+    # rank and span to span (netsim/variability.py); None: not known
+    work: np.ndarray | None = None
 
     def __post_init__(self):
         if self.reply is None:
@@ -553,6 +558,9 @@ class _Lowering(_OneSided):
         self.started = ev["started"].to_numpy() if "started" in ev else None
         self.scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
         self.comp = self._charged(comp) + _noticed(ev)
+        # the application's part of each span, and the ops that carry it
+        self.app = comp * platform.compute_scale
+        self.work_ops: list = []            # [(op, seconds of application work)]
         # a call's own work between its messages (replay/objects.py), at
         # the target's speed
         self.inside = (np.zeros(len(ev)) if inside is None
@@ -679,8 +687,9 @@ class _Lowering(_OneSided):
                 # reducing before the result's broadcast)
                 for k, part in enumerate(C.OF_OBJECTS[fam]):
                     if k and self.inside[i] > 0:
-                        self.after = [(self.B.op(CALC, r, self.after, dur=float(self.inside[i]),
-                                                 event=i), False)]
+                        x = self.B.op(CALC, r, self.after, dur=float(self.inside[i]), event=i)
+                        self.work_ops.append((x, float(self.inside[i])))
+                        self.after = [(x, False)]
                     first, last = self.messages(i, r, part, comm, nb, 0, None)
                     self.issued(first, last, False, -1)
                 return
@@ -761,7 +770,9 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
         if op == "init":
             continue
         if comp[i] > 0:
-            low.after = [(B.op(CALC, r, low.after, dur=float(comp[i]), event=i), False)]
+            x = B.op(CALC, r, low.after, dur=float(comp[i]), event=i)
+            low.work_ops.append((x, float(low.app[i])))
+            low.after = [(x, False)]
         if op == "start" and low.started is not None:
             op = low.started[i]
         if op in _P2P_SEND:
@@ -778,4 +789,8 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
             low.one_sided(i, r, op)
     s = B.done()
     s.seq_of = ev["seq"].to_numpy()
+    s.work = np.zeros(len(s))
+    if low.work_ops:
+        at, secs = zip(*low.work_ops)
+        s.work[list(at)] = secs
     return s

@@ -69,11 +69,13 @@ def _parse(argv: list[str]):
                     help="replay K ranks at once, one per core, to mimic a loaded node "
                          "(default 1: one at a time)")
     ap.add_argument("--load", type=int, default=0,
-                    help="keep K replays running on this node at every moment: when fewer "
-                         "measured replays are left, copies of the representatives run "
-                         "beside them as load (their times discarded), so that each replay "
-                         "shares the node as its rank did in the full run (K = ranks per "
-                         "node there; default 0: no copies)")
+                    help="replay each rank as K concurrent copies, one rank after the "
+                         "other, each copy bound to a core of its own where there are K: "
+                         "the measured replay shares the node as its rank did in the full "
+                         "run (K = ranks per node there), and every copy's times are kept "
+                         "(OUT_DIR/copies/) and summarised in OUT_DIR/variability_rank<R>.csv: "
+                         "the cores' speeds and the run-to-run and span-to-span noise that "
+                         "the simulator samples (default 0: alone, nothing measured to vary)")
     ap.add_argument("--force", action="store_true",
                     help="replace OUT_DIR/rank<R>.csv and rank<R>.out of the ranks replayed "
                          "(by default an existing replay is never overwritten)")

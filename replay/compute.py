@@ -17,6 +17,9 @@ high   s     the most (with repeats, the most of them); optional
 inside s     the event's own work between its messages (mpi4py's reducing
              in an allreduce of Python objects, before the broadcast of the
              result: replay/objects.py); optional, 0 when absent
+representative the rank whose replay gave these times, whose measured
+             variability (replay/variability.py) the simulator samples for
+             this rank; optional, the rank itself when absent
 =====  ====  ===============================================================
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ from instrument.tables import read_table, write_table
 COLUMNS = ("rank", "seq", "comp")
 BAND = ("low", "high")
 INSIDE = "inside"
+REP = "representative"
 
 
 class ComputeError(ValueError):
@@ -36,13 +40,14 @@ class ComputeError(ValueError):
 
 def write_compute(df: pd.DataFrame, path: str) -> None:
     """Write the table (CSV, or Parquet for a ``.parquet`` path), atomically."""
-    write_table(df, path, COLUMNS + tuple(c for c in BAND + (INSIDE,) if c in df.columns))
+    write_table(df, path, COLUMNS + tuple(c for c in BAND + (INSIDE, REP) if c in df.columns))
 
 
 def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = False):
     """The checked table; with ``events`` (the trace's ``rank, seq``), its
     ``comp`` aligned to them: a 1-D array, one value per event (with
-    ``band``, the tuple ``(comp, low, high, inside)`` of such arrays).
+    ``band``, the tuple ``(comp, low, high, inside, representative)`` of
+    such arrays).
 
     Checks: columns, integer rank and seq, no duplicate (rank, seq), comp
     (and low, high, inside) finite and >= 0, low <= comp <= high; with
@@ -51,6 +56,10 @@ def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = Fal
                     integers=("rank", "seq"), seconds=("comp", INSIDE))
     if INSIDE not in df.columns:
         df[INSIDE] = 0.0
+    if REP not in df.columns:
+        df[REP] = df["rank"]
+    elif not pd.api.types.is_integer_dtype(df[REP]) or (df[REP] < 0).any():
+        raise ComputeError(f"{path}: column {REP} must hold world ranks (integers >= 0)")
     present = [c for c in BAND if c in df.columns]
     if present:
         if len(present) == 1:
@@ -64,7 +73,7 @@ def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = Fal
         raise ComputeError(f"{path}: rank {int(r['rank'])}, seq {int(r['seq'])} appears twice")
     if events is None:
         return df
-    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp", "low", "high", INSIDE]],
+    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp", "low", "high", INSIDE, REP]],
                                         on=["rank", "seq"], how="left")
     lost = key["comp"].isna()
     if lost.any():
@@ -72,7 +81,7 @@ def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = Fal
         raise ComputeError(f"{path}: no computation time for {int(lost.sum())} trace events "
                            f"(first: rank {int(r['rank'])}, seq {int(r['seq'])})")
     if band:
-        return tuple(key[c].to_numpy() for c in ("comp", "low", "high", INSIDE))
+        return tuple(key[c].to_numpy() for c in ("comp", "low", "high", INSIDE, REP))
     return key["comp"].to_numpy()
 
 

@@ -38,9 +38,17 @@ first call is the application's setup, in the prediction like any other
 span (the clustering leaves both out of its distances: the same work on
 every rank, and noisy on a loaded host).
 
-Output columns: ``rank, seq, comp, low, high, inside`` (seconds) for
-every traced event, the input of ``python -m netsim --compute``
-(``inside``: the call's own work between its messages, replay/objects.py).
+Output columns: ``rank, seq, comp, low, high, inside`` (seconds) and
+``representative`` for every traced event, the input of ``python -m
+netsim --compute`` (``inside``: the call's own work between its messages,
+replay/objects.py).
+
+``--variability PATH`` also gathers the representatives'
+``variability_rank<R>.csv`` (``python -m replay --load K``: their cores'
+speeds, run-to-run and span-to-span noise; replay/variability.py) into
+one table, the input of ``python -m netsim --variability``; a
+representative replayed without copies gets a row that says nothing
+varied.
 """
 from __future__ import annotations
 
@@ -57,6 +65,7 @@ from cluster.representatives import RepresentativesError, read_representatives
 from .busy import describe, disturbed
 from .compute import write_compute
 from .replayed import ReplayedError, read_replayed
+from .variability import VariabilityError, nil, read_variability, write_variability
 
 
 class ExpandError(Exception):
@@ -120,8 +129,30 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
             f = hm / hr if hr > 0 else 1.0
             v, lo, hi, inside = v * f, lo * f, hi * f, inside * f
         out.append(pd.DataFrame({"rank": r, "seq": h["seq"].to_numpy(), "comp": v,
-                                 "low": lo, "high": hi, "inside": inside}))
+                                 "low": lo, "high": hi, "inside": inside,
+                                 "representative": rep}))
     return pd.concat(out, ignore_index=True)
+
+
+def gather_variability(reps: pd.DataFrame, replay_dir: str, warn=print) -> pd.DataFrame:
+    """The variability rows of every representative (their
+    REPLAY_DIR/variability_rank<R>.csv; nil rows where there is none)."""
+    tables = []
+    for rep in sorted(set(reps["representative"])):
+        path = os.path.join(replay_dir, f"variability_rank{rep}.csv")
+        if os.path.exists(path):
+            t = read_variability(path)
+            if set(t["representative"]) != {rep}:
+                raise ExpandError(f"{path}: holds representative(s) "
+                                  f"{sorted(set(t['representative']))}, not {rep}")
+            tables.append(t)
+        else:
+            tables.append(nil([rep]))
+    if len(tables) and all(len(t) == 1 for t in tables):
+        warn("replay.expand: note: no representative was replayed as copies (python -m "
+             "replay --load K): nothing was measured to vary, and the prediction takes "
+             "every rank at its representative's times")
+    return pd.concat(tables, ignore_index=True)
 
 
 def _band(rp: pd.DataFrame, secs: np.ndarray, replay_dir: str, rep: int):
@@ -154,6 +185,10 @@ def main(argv=None) -> int:
                          "none (default): the representative's times as they are")
     ap.add_argument("--vector", choices=["cpu", "comp"], default="cpu",
                     help="the trace column used for alignment fallbacks and member scaling")
+    ap.add_argument("--variability", metavar="PATH",
+                    help="also write the representatives' variability (their cores' "
+                         "speeds and noise, measured by python -m replay --load K) into "
+                         "one CSV, the input of python -m netsim --variability")
     a = ap.parse_args(argv)
     from instrument import TraceError, load_trace
     try:
@@ -161,11 +196,16 @@ def main(argv=None) -> int:
         reps = read_representatives(a.reps, size)
         df = expand(a.trace, reps, a.replayed, a.scale, a.vector,
                     warn=lambda m: print(m, file=sys.stderr))
-    except (ExpandError, RepresentativesError, ReplayedError, TraceError, OSError) as e:
+        var = None if not a.variability else gather_variability(
+            reps, a.replayed, warn=lambda m: print(m, file=sys.stderr))
+    except (ExpandError, RepresentativesError, ReplayedError, TraceError, VariabilityError,
+            OSError) as e:
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2
     try:
         write_compute(df, a.output)
+        if var is not None:
+            write_variability(var, a.variability)
     except OSError as e:                   # instrument.output.OutputError among them
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2

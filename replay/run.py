@@ -174,11 +174,15 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
                 repeats: int = 1, load: int = 0, any_command: bool = False) -> list[str]:
     """Replay each rank in its own process, ``concurrent`` at a time.
 
-    ``load`` K > 0: keep K replays running on this node at every moment,
-    measured ones plus *load copies* (replays of the same representatives
-    whose times are thrown away) where fewer measured ones are left, so
-    that every measured replay shares the node's memory bandwidth and
-    caches as its rank did in the full run (K = ranks per node there).
+    ``load`` K > 1: replay each rank as K concurrent *copies*, one
+    representative after the other, each copy bound to a core of its own
+    (where the node has K), so that the measured replay (copy 0, written
+    as without copies) shares the node as its rank did in the full run (K
+    = ranks per node there), and every copy's span times are kept
+    (OUT/copies/copy<c>/rank<R>.csv): how fast the node's cores run the
+    same work, and how much it varies, go into OUT/variability_rank<R>.csv
+    (replay/variability.py; with one copy and one round it says that
+    nothing was measured to vary).
 
     With ``repeats`` > 1 every rank is replayed that many times (round after
     round, so that a slow drift of the machine touches all ranks alike) into
@@ -193,14 +197,92 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
         raise ReplayError("--repeats must be >= 1")
     if load < 0:
         raise ReplayError("--load must be >= 0")
-    if repeats == 1:
-        return _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env, load,
+    if load > 1 and concurrent > 1:
+        raise ReplayError("--load K replays K copies of one representative at a time, "
+                          "on K cores: give it without --concurrent")
+    cores = _copy_cores(load)
+
+    def one_round(dest: str) -> list[str]:
+        if load > 1:
+            return _copies_round(ranks, size, log_dir, dest, target, mode, env, load, cores,
+                                 any_command)
+        return _replay_round(ranks, size, log_dir, dest, target, mode, concurrent, env,
                              any_command)
-    for k in range(1, repeats + 1):
-        print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
-        _replay_round(ranks, size, log_dir, os.path.join(out_dir, f"repeat{k}"), target, mode,
-                      concurrent, env, load, any_command)
-    return keep_least_disturbed(ranks, out_dir, repeats)
+    if repeats == 1:
+        done = one_round(out_dir)
+    else:
+        for k in range(1, repeats + 1):
+            print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
+            one_round(os.path.join(out_dir, f"repeat{k}"))
+        done = keep_least_disturbed(ranks, out_dir, repeats)
+    if load > 1:
+        measure_variability(ranks, out_dir, repeats, load, cores)
+    return done
+
+
+def _copy_cores(load: int) -> list[int]:
+    """The CPU each of ``load`` copies is bound to: one each where this
+    process may run on that many, else none (-1), said in a note."""
+    if load < 2:
+        return []
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= load:
+        return cpus[:load]
+    print(f"replay: note: {load} copies on {len(cpus)} CPU(s): not bound to cores (the "
+          f"copies share them, as an oversubscribed run's ranks would)", file=sys.stderr)
+    return [-1] * load
+
+
+def copy_path(round_dir: str, copy: int, rank: int) -> str:
+    """Where copy ``copy`` of rank ``rank``'s replay in a round is written
+    (copy 0, the measured one, as a replay without copies)."""
+    if copy == 0:
+        return os.path.join(round_dir, f"rank{rank}.csv")
+    return os.path.join(round_dir, "copies", f"copy{copy}", f"rank{rank}.csv")
+
+
+def measure_variability(ranks: list[int], out_dir: str, repeats: int, load: int,
+                        cores: list[int] | None = None) -> list[str]:
+    """OUT/variability_rank<R>.csv for each rank, from its copies' replays
+    in every round (replay/variability.py); returns the files written.  A
+    copy whose replay made other calls than the kept one (a
+    non-deterministic application) is left out, with a note."""
+    import numpy as np
+
+    from .expand import target_seconds
+    from .replayed import ReplayedError, read_replayed
+    from .variability import estimate, write_variability
+    rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
+                                             for k in range(1, repeats + 1)]
+    cores = cores or [-1] * load
+    written = []
+    for r in ranks:
+        try:
+            reps = [[read_replayed(copy_path(d, c, r), r) for d in rounds] for c in range(load)]
+        except ReplayedError as e:
+            raise ReplayError(str(e)) from None
+        kept = int(np.argmin([target_seconds(df).sum() for df in reps[0]]))
+        ops = reps[0][kept]["op"].to_numpy()
+        same = [c for c in range(load)
+                if all(len(df) == len(ops) and (df["op"].to_numpy() == ops).all()
+                       for df in reps[c])]
+        if len(same) < load:
+            print(f"replay: note: rank {r}: copies {sorted(set(range(load)) - set(same))} "
+                  f"made other calls than the kept replay and are left out of its "
+                  f"variability", file=sys.stderr)
+        spans = np.array([[target_seconds(df)[ops != "init"] for df in reps[c]]
+                          for c in same])
+        table = estimate(r, spans, kept, [cores[c] for c in same])
+        table["copy"] = np.arange(len(table))
+        path = os.path.join(out_dir, f"variability_rank{r}.csv")
+        write_variability(table, path)
+        f = table["factor"].to_numpy()
+        print(f"replay: rank {r}: {len(same)} copies x {len(rounds)} round(s): core factors "
+              f"{f.min():.3f}-{f.max():.3f}, run-to-run {100 * table['sigma_run'].iat[0]:.1f} %, "
+              f"span-to-span {100 * table['sigma_span'].iat[0]:.1f} % -> {path}",
+              file=sys.stderr, flush=True)
+        written.append(path)
+    return written
 
 
 def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[str]:
@@ -268,69 +350,98 @@ def _reason(stderr: str, code: int) -> str:
     return lines[-1] if lines else f"exit code {code}"
 
 
+def _command(r: int, out: str, size, log_dir: str, target, mode: str,
+             any_command: bool) -> list[str]:
+    """The command line that replays rank ``r`` into ``out`` (--force: the
+    driver already checked what it may replace)."""
+    return [sys.executable, "-m", "replay", "--rank", str(r), "--log", log_dir, "-o", out,
+            "--force"] + (["--size", str(size)] if size else []) + \
+        (["--any-command"] if any_command else []) + command_line(target, mode)
+
+
 def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
-                  load=0, any_command=False) -> list[str]:
-    """Every rank of ``ranks`` replayed once, each in its own process, with
-    load copies beside them up to ``load`` processes (see replay_many)."""
+                  any_command=False) -> list[str]:
+    """Every rank of ``ranks`` replayed once, each in its own process,
+    ``concurrent`` at a time."""
     todo = list(ranks)
     running: dict = {}
-    fillers: list = []
     done, failed = [], []
     t0 = time.time()
-    tgt = command_line(target, mode)
-
-    def command(r, out):
-        # --force: this driver already checked what it may replace
-        return [sys.executable, "-m", "replay", "--rank", str(r), "--log", log_dir,
-                "-o", out, "--force"] + (["--size", str(size)] if size else []) + \
-            (["--any-command"] if any_command else []) + tgt
     os.makedirs(out_dir, exist_ok=True)
-    # the load copies' outputs, thrown away: a directory of our own, so that
-    # nothing of the user's is removed with it
-    import tempfile
-    scratch = tempfile.mkdtemp(prefix=".load-", dir=out_dir)
-    try:
-        while todo or running:
-            while todo and len(running) < concurrent:
-                r = todo.pop(0)
-                # the replayed rank's own output, for comparison with the host run's
-                with open(os.path.join(out_dir, f"rank{r}.out"), "w") as out:
-                    running[r] = subprocess.Popen(command(r, out_dir), env=env, stdout=out,
-                                                  stderr=subprocess.PIPE, text=True)
-                print(f"replay: rank {r} started ({len(done) + len(running)}/{len(ranks)})",
-                      file=sys.stderr, flush=True)
-            fillers = [f for f in fillers if f.poll() is None]
-            while running and len(running) + len(fillers) < load:
-                r = ranks[len(fillers) % len(ranks)]
-                fillers.append(subprocess.Popen(command(r, scratch), env=env,
-                                                stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.DEVNULL))
-                print(f"replay: load copy of rank {r} started (its times are not kept)",
-                      file=sys.stderr, flush=True)
-            time.sleep(0.05)
-            for r, p in list(running.items()):
-                if p.poll() is None:
-                    continue
-                err = p.stderr.read()
-                del running[r]
-                if p.returncode == 0:
-                    # the replayed rank's own warnings (a busy node) and notes
-                    # (work charged that the log skipped) reach the user
-                    for ln in err.splitlines():
-                        if ln.startswith(("replay: warning: ", "replay: note: ")):
-                            print(ln, file=sys.stderr, flush=True)
-                    done.append(os.path.join(out_dir, f"rank{r}.csv"))
-                    print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, "
-                          f"{time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
-                else:
-                    failed.append((r, _reason(err, p.returncode)))
-    finally:
-        for f in fillers:
-            f.kill()
-            f.wait()
-        shutil.rmtree(scratch, ignore_errors=True)
+    while todo or running:
+        while todo and len(running) < concurrent:
+            r = todo.pop(0)
+            # the replayed rank's own output, for comparison with the host run's
+            with open(os.path.join(out_dir, f"rank{r}.out"), "w") as out:
+                running[r] = subprocess.Popen(
+                    _command(r, out_dir, size, log_dir, target, mode, any_command), env=env,
+                    stdout=out, stderr=subprocess.PIPE, text=True)
+            print(f"replay: rank {r} started ({len(done) + len(running)}/{len(ranks)})",
+                  file=sys.stderr, flush=True)
+        time.sleep(0.05)
+        for r, p in list(running.items()):
+            if p.poll() is None:
+                continue
+            err = p.stderr.read()
+            del running[r]
+            if p.returncode == 0:
+                _pass_notes(err)
+                done.append(os.path.join(out_dir, f"rank{r}.csv"))
+                print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, "
+                      f"{time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
+            else:
+                failed.append((r, _reason(err, p.returncode)))
+    _raise_failed(failed)
+    return done
+
+
+def _pass_notes(stderr: str) -> None:
+    """The replayed rank's own warnings (a busy node) and notes (work
+    charged that the log skipped) reach the user."""
+    for ln in stderr.splitlines():
+        if ln.startswith(("replay: warning: ", "replay: note: ")):
+            print(ln, file=sys.stderr, flush=True)
+
+
+def _raise_failed(failed: list) -> None:
+    """One ReplayError for every (rank, reason) that failed; each message
+    names its rank already (replay_rank's errors do)."""
     if failed:
-        # each message names its rank already (replay_rank's errors do)
         raise ReplayError("; ".join(msg if msg.startswith(f"rank {r}:") else f"rank {r}: {msg}"
                                     for r, msg in failed))
+
+
+def _copies_round(ranks, size, log_dir, out_dir, target, mode, env, load, cores,
+                  any_command=False) -> list[str]:
+    """Every rank of ``ranks`` replayed as ``load`` concurrent copies, one
+    rank after the other, copy c bound to ``cores[c]`` (-1: not bound);
+    copy 0 writes OUT/rank<R>.csv and .out, copy c OUT/copies/copy<c>/."""
+    done, failed = [], []
+    t0 = time.time()
+    for n, r in enumerate(ranks):
+        procs = []
+        for c in range(load):
+            dest = os.path.dirname(copy_path(out_dir, c, r))
+            os.makedirs(dest, exist_ok=True)
+            core = cores[c]
+            with open(os.path.join(dest, f"rank{r}.out"), "w") as out:
+                procs.append(subprocess.Popen(
+                    _command(r, dest, size, log_dir, target, mode, any_command), env=env,
+                    stdout=out, stderr=subprocess.PIPE, text=True,
+                    preexec_fn=None if core < 0 else (lambda core=core:
+                                                      os.sched_setaffinity(0, {core}))))
+        print(f"replay: rank {r} started as {load} copies ({n + 1}/{len(ranks)})",
+              file=sys.stderr, flush=True)
+        errs = [p.communicate()[1] for p in procs]
+        bad = [(c, p.returncode, e) for c, (p, e) in enumerate(zip(procs, errs))
+               if p.returncode != 0]
+        if bad:
+            c, code, err = bad[0]
+            failed.append((r, _reason(err, code) + ("" if c == 0 else f" (in copy {c})")))
+            continue
+        _pass_notes(errs[0])
+        done.append(copy_path(out_dir, 0, r))
+        print(f"replay: rank {r} done ({len(done)}/{len(ranks)}, {time.time() - t0:.1f} s)",
+              file=sys.stderr, flush=True)
+    _raise_failed(failed)
     return done
