@@ -28,8 +28,8 @@ def _loggops(spec: str):
 
 
 def _load_compute(path: str, events):
-    """Per-event computation seconds from replay.expand's table: (comp, low,
-    high, inside, representative), five arrays in the events' order."""
+    """Per-event computation seconds from replay.expand's table: comp, low,
+    high, inside, mean and representative in the events' order."""
     from replay.compute import ComputeError, read_compute
     try:
         return read_compute(path, events, band=True)
@@ -92,11 +92,13 @@ def _platform(a):
     return plat
 
 
-def _from_trace(a, plat):
+def _from_trace(a, plat, sampled: bool = False):
     """The schedule of a trace directory, the trace's warnings (also
     printed), the schedules of the computation band's two ends (empty
     when the computation has no band) and each rank's representative (its
-    own rank without --compute); writes the SimGrid export when asked."""
+    own rank without --compute); writes the SimGrid export when asked.
+    ``sampled``: the computation is the spans' means (what the samples
+    vary around), and no band's ends are lowered."""
     from instrument import TraceError, load_trace
     from instrument.merge import trace_warnings
 
@@ -118,9 +120,13 @@ def _from_trace(a, plat):
     inside = None
     reps = None
     if a.compute:
-        comp, low, high, inside, rep = _load_compute(a.compute, t.events)
+        c = _load_compute(a.compute, t.events)
+        comp, low, high, inside = (c[k].to_numpy(float) for k in ("comp", "low", "high",
+                                                                   "inside"))
+        if sampled:
+            comp = low = high = c["mean"].to_numpy(float)
         reps = np.zeros(t.size, np.int64)
-        reps[t.events["rank"].to_numpy()] = rep
+        reps[t.events["rank"].to_numpy()] = c["representative"].to_numpy()
     else:
         comp = low = high = t.events[a.vector].to_numpy()
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
@@ -216,7 +222,7 @@ def main(argv=None) -> int:
             from .goal import read_goal
             sched, warnings, ends, reps = read_goal(a.trace), [], [], None
         else:
-            sched, warnings, ends, reps = _from_trace(a, plat)
+            sched, warnings, ends, reps = _from_trace(a, plat, var is not None and not var.nil)
         if a.goal_out:
             from .goal import write_goal
             write_goal(a.goal_out, sched)

@@ -17,6 +17,10 @@ high   s     the most (with repeats, the most of them); optional
 inside s     the event's own work between its messages (mpi4py's reducing
              in an allreduce of Python objects, before the broadcast of the
              result: replay/objects.py); optional, 0 when absent
+mean   s     the span's mean over every copy and round of its
+             representative's replays (replay/variability.py: mean_spans),
+             what the simulator samples its variability around; optional,
+             ``comp`` when absent
 representative the rank whose replay gave these times, whose measured
              variability (replay/variability.py) the simulator samples for
              this rank; optional, the rank itself when absent
@@ -32,6 +36,7 @@ COLUMNS = ("rank", "seq", "comp")
 BAND = ("low", "high")
 INSIDE = "inside"
 REP = "representative"
+MEAN = "mean"
 
 
 class ComputeError(ValueError):
@@ -40,22 +45,25 @@ class ComputeError(ValueError):
 
 def write_compute(df: pd.DataFrame, path: str) -> None:
     """Write the table (CSV, or Parquet for a ``.parquet`` path), atomically."""
-    write_table(df, path, COLUMNS + tuple(c for c in BAND + (INSIDE, REP) if c in df.columns))
+    write_table(df, path, COLUMNS + tuple(c for c in BAND + (INSIDE, MEAN, REP)
+                                          if c in df.columns))
 
 
 def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = False):
     """The checked table; with ``events`` (the trace's ``rank, seq``), its
     ``comp`` aligned to them: a 1-D array, one value per event (with
-    ``band``, the tuple ``(comp, low, high, inside, representative)`` of
-    such arrays).
+    ``band``, a table of ``comp, low, high, inside, mean,
+    representative`` in the events' order).
 
     Checks: columns, integer rank and seq, no duplicate (rank, seq), comp
     (and low, high, inside) finite and >= 0, low <= comp <= high; with
     events, a time for every traced event."""
     df = read_table(path, COLUMNS, ComputeError, "computation table", "python -m replay.expand",
-                    integers=("rank", "seq"), seconds=("comp", INSIDE))
+                    integers=("rank", "seq"), seconds=("comp", INSIDE, MEAN))
     if INSIDE not in df.columns:
         df[INSIDE] = 0.0
+    if MEAN not in df.columns:
+        df[MEAN] = df["comp"]
     if REP not in df.columns:
         df[REP] = df["rank"]
     elif not pd.api.types.is_integer_dtype(df[REP]) or (df[REP] < 0).any():
@@ -73,7 +81,8 @@ def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = Fal
         raise ComputeError(f"{path}: rank {int(r['rank'])}, seq {int(r['seq'])} appears twice")
     if events is None:
         return df
-    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp", "low", "high", INSIDE, REP]],
+    key = events[["rank", "seq"]].merge(df[["rank", "seq", "comp", "low", "high", INSIDE, MEAN,
+                                            REP]],
                                         on=["rank", "seq"], how="left")
     lost = key["comp"].isna()
     if lost.any():
@@ -81,7 +90,7 @@ def read_compute(path: str, events: pd.DataFrame | None = None, band: bool = Fal
         raise ComputeError(f"{path}: no computation time for {int(lost.sum())} trace events "
                            f"(first: rank {int(r['rank'])}, seq {int(r['seq'])})")
     if band:
-        return tuple(key[c].to_numpy() for c in ("comp", "low", "high", INSIDE, REP))
+        return key[["comp", "low", "high", INSIDE, MEAN, REP]].reset_index(drop=True)
     return key["comp"].to_numpy()
 
 

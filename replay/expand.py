@@ -38,10 +38,11 @@ first call is the application's setup, in the prediction like any other
 span (the clustering leaves both out of its distances: the same work on
 every rank, and noisy on a loaded host).
 
-Output columns: ``rank, seq, comp, low, high, inside`` (seconds) and
-``representative`` for every traced event, the input of ``python -m
+Output columns: ``rank, seq, comp, low, high, inside, mean`` (seconds)
+and ``representative`` for every traced event, the input of ``python -m
 netsim --compute`` (``inside``: the call's own work between its messages,
-replay/objects.py).
+replay/objects.py; ``mean``: the span's mean over the representative's
+copies and rounds, what the simulator samples around).
 
 ``--variability PATH`` also gathers the representatives'
 ``variability_rank<R>.csv`` (``python -m replay --load K``: their cores'
@@ -64,18 +65,20 @@ from cluster.representatives import RepresentativesError, read_representatives
 
 from .busy import describe, disturbed
 from .compute import write_compute
-from .replayed import ReplayedError, read_replayed
-from .variability import VariabilityError, nil, read_variability, write_variability
+from .replayed import ReplayedError, read_replayed, target_seconds
+from .variability import (
+    VariabilityError,
+    collect,
+    mean_spans,
+    nil,
+    read_variability,
+    round_dirs,
+    write_variability,
+)
 
 
 class ExpandError(Exception):
     """The replays cannot be expanded to the trace's ranks."""
-
-
-def target_seconds(rp: pd.DataFrame) -> np.ndarray:
-    """The computation seconds of a replay CSV: each span's wall time, plus
-    the CPU time between the empty polls folded into its call."""
-    return rp["comp"].to_numpy(dtype=float) + rp["poll_cpu"].to_numpy(dtype=float)
 
 
 def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "none",
@@ -108,17 +111,18 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
                  f"them counted as computation")
         if len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
             target[rep] = (secs, *_band(rp, secs, replay_dir, rep),
-                           rp["inside"].to_numpy(dtype=float))
+                           rp["inside"].to_numpy(dtype=float),
+                           _mean(rp, secs, replay_dir, rep, warn))
         else:
             hv = h[column].to_numpy()
             factor = secs[rp["op"].to_numpy() != "init"].sum() / max(hv[1:].sum(), 1e-300)
             warn(f"replay.expand: warning: rank {rep}: the replay made {len(rp)} calls, the "
                  f"trace {len(h)} (a non-deterministic application?); using the traced "
                  f"vector scaled by {factor:.4g}")
-            target[rep] = (*(hv * factor,) * 3, np.zeros(len(hv)))
+            target[rep] = (*(hv * factor,) * 3, np.zeros(len(hv)), hv * factor)
     for r, h in host.items():
         rep = rep_of[r]
-        v, lo, hi, inside = target[rep]
+        v, lo, hi, inside, mean = target[rep]
         if len(v) != len(h):
             raise ExpandError(f"rank {r}: {len(h)} traced events but its representative {rep} "
                               f"has {len(v)}: they cannot share a vector (different "
@@ -127,11 +131,28 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
         if scale == "member" and r != rep:
             hr, hm = host[rep][column].to_numpy()[1:].sum(), h[column].to_numpy()[1:].sum()
             f = hm / hr if hr > 0 else 1.0
-            v, lo, hi, inside = v * f, lo * f, hi * f, inside * f
+            v, lo, hi, inside, mean = v * f, lo * f, hi * f, inside * f, mean * f
         out.append(pd.DataFrame({"rank": r, "seq": h["seq"].to_numpy(), "comp": v,
                                  "low": lo, "high": hi, "inside": inside,
-                                 "representative": rep}))
+                                 "representative": rep, "mean": mean}))
     return pd.concat(out, ignore_index=True)
+
+
+def _mean(rp: pd.DataFrame, secs: np.ndarray, replay_dir: str, rep: int, warn) -> np.ndarray:
+    """Each span's mean over the representative's copies and rounds
+    (replay/variability.py, mean_spans) where it was replayed as copies
+    (a variability_rank<R>.csv beside its replay); else its kept times."""
+    if not os.path.exists(os.path.join(replay_dir, f"variability_rank{rep}.csv")):
+        return secs
+    rounds = round_dirs(replay_dir)
+    copies = 1 + len(glob.glob(os.path.join(rounds[0], "copies", "copy*", f"rank{rep}.csv")))
+    spans, ops, kept, _ = collect(rep, rounds, copies,
+                                  warn=lambda m: warn(f"replay.expand: note: {m}"))
+    if len(ops) != len(rp) or (ops != rp["op"].to_numpy()).any() or not len(spans):
+        return secs                  # the kept replay is not the one collected: keep it
+    out = secs.copy()
+    out[ops != "init"] = mean_spans(spans, kept)
+    return out
 
 
 def gather_variability(reps: pd.DataFrame, replay_dir: str, warn=print) -> pd.DataFrame:

@@ -68,3 +68,9 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
         raise ReplayedError(f"{path}: rank {ranks[0]}: the last call is "
                             f"{df['op'].iat[-1]!r}, not finalize: the file was cut")
     return df
+
+
+def target_seconds(rp: pd.DataFrame) -> np.ndarray:
+    """The computation seconds of a replay: each span's wall time, plus
+    the CPU time between the empty polls folded into its call."""
+    return rp["comp"].to_numpy(dtype=float) + rp["poll_cpu"].to_numpy(dtype=float)

@@ -200,7 +200,7 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     if load > 1 and concurrent > 1:
         raise ReplayError("--load K replays K copies of one representative at a time, "
                           "on K cores: give it without --concurrent")
-    cores = _copy_cores(load)
+    cores = copy_cores(load)
 
     def one_round(dest: str) -> list[str]:
         if load > 1:
@@ -216,11 +216,13 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
             one_round(os.path.join(out_dir, f"repeat{k}"))
         done = keep_least_disturbed(ranks, out_dir, repeats)
     if load > 1:
-        measure_variability(ranks, out_dir, repeats, load, cores)
+        rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
+                                                 for k in range(1, repeats + 1)]
+        measure_variability(ranks, out_dir, rounds, load, cores)
     return done
 
 
-def _copy_cores(load: int) -> list[int]:
+def copy_cores(load: int) -> list[int]:
     """The CPU each of ``load`` copies is bound to: one each where this
     process may run on that many, else none (-1), said in a note."""
     if load < 2:
@@ -233,47 +235,22 @@ def _copy_cores(load: int) -> list[int]:
     return [-1] * load
 
 
-def copy_path(round_dir: str, copy: int, rank: int) -> str:
-    """Where copy ``copy`` of rank ``rank``'s replay in a round is written
-    (copy 0, the measured one, as a replay without copies)."""
-    if copy == 0:
-        return os.path.join(round_dir, f"rank{rank}.csv")
-    return os.path.join(round_dir, "copies", f"copy{copy}", f"rank{rank}.csv")
-
-
-def measure_variability(ranks: list[int], out_dir: str, repeats: int, load: int,
+def measure_variability(ranks: list[int], out_dir: str, rounds: list[str], load: int,
                         cores: list[int] | None = None) -> list[str]:
-    """OUT/variability_rank<R>.csv for each rank, from its copies' replays
-    in every round (replay/variability.py); returns the files written.  A
-    copy whose replay made other calls than the kept one (a
-    non-deterministic application) is left out, with a note."""
-    import numpy as np
-
-    from .expand import target_seconds
-    from .replayed import ReplayedError, read_replayed
-    from .variability import estimate, write_variability
-    rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
-                                             for k in range(1, repeats + 1)]
+    """OUT/variability_rank<R>.csv for each rank, from its ``load`` copies'
+    replays in every round directory of ``rounds`` (replay/variability.py);
+    returns the files written."""
+    from .replayed import ReplayedError
+    from .variability import collect, estimate, write_variability
     cores = cores or [-1] * load
     written = []
     for r in ranks:
         try:
-            reps = [[read_replayed(copy_path(d, c, r), r) for d in rounds] for c in range(load)]
+            spans, _, _, same = collect(r, rounds, load, warn=lambda m: print(
+                f"replay: note: {m}", file=sys.stderr))
         except ReplayedError as e:
             raise ReplayError(str(e)) from None
-        kept = int(np.argmin([target_seconds(df).sum() for df in reps[0]]))
-        ops = reps[0][kept]["op"].to_numpy()
-        same = [c for c in range(load)
-                if all(len(df) == len(ops) and (df["op"].to_numpy() == ops).all()
-                       for df in reps[c])]
-        if len(same) < load:
-            print(f"replay: note: rank {r}: copies {sorted(set(range(load)) - set(same))} "
-                  f"made other calls than the kept replay and are left out of its "
-                  f"variability", file=sys.stderr)
-        spans = np.array([[target_seconds(df)[ops != "init"] for df in reps[c]]
-                          for c in same])
-        table = estimate(r, spans, kept, [cores[c] for c in same])
-        table["copy"] = np.arange(len(table))
+        table = estimate(r, spans, [cores[c] for c in same])
         path = os.path.join(out_dir, f"variability_rank{r}.csv")
         write_variability(table, path)
         f = table["factor"].to_numpy()
@@ -329,8 +306,7 @@ def _totals(path: str, rank: int) -> tuple[float, float, float]:
     share (replay/busy.py), read by its checked reader (the driver only: a
     replayed rank never imports pandas)."""
     from .busy import disturbed_share
-    from .expand import target_seconds
-    from .replayed import ReplayedError, read_replayed
+    from .replayed import ReplayedError, read_replayed, target_seconds
     try:
         df = read_replayed(path, rank)
     except ReplayedError as e:
@@ -416,6 +392,7 @@ def _copies_round(ranks, size, log_dir, out_dir, target, mode, env, load, cores,
     """Every rank of ``ranks`` replayed as ``load`` concurrent copies, one
     rank after the other, copy c bound to ``cores[c]`` (-1: not bound);
     copy 0 writes OUT/rank<R>.csv and .out, copy c OUT/copies/copy<c>/."""
+    from .variability import copy_path  # the driver only: it imports numpy
     done, failed = [], []
     t0 = time.time()
     for n, r in enumerate(ranks):

@@ -18,13 +18,19 @@ The model, in logarithms of each replay's total computation ``T[c, k]``
 the least disturbed round is kept, as before); ``a[c]``, the persistent
 speed of copy c's core, the mean over rounds; ``e``, what is left, a
 copy's run-to-run noise (``sigma_run``, its standard deviation; needs two
-copies and two rounds).  ``factor`` is copy c's core relative to the kept
-replay (copy 0 in its least disturbed round, whose own residual is taken
-out): a member placed on that core takes ``factor`` times the kept
-replay's spans.  ``sigma_span``: the standard deviation of the logarithm
-of one span's share of its replay's total, around that span's mean share
-over all replays (spans of at least ``MIN_SPAN`` seconds, weighted by
-length): iteration-to-iteration noise, independent between ranks.
+copies and two rounds).  ``factor``, copy c's core relative to copy 0's:
+``exp(a[c] - a[0])``.  ``sigma_span``: the standard deviation of the
+logarithm of one span's share of its replay's total, around that span's
+mean share over all replays (spans of at least ``MIN_SPAN`` seconds,
+weighted by length): iteration-to-iteration noise, independent between
+ranks.
+
+What is sampled around is each span's *mean* over every copy and round,
+each replay first brought to copy 0's level in the kept round (divided by
+its fitted ``exp(b[k] + a[c])``): :func:`mean_spans`.  The kept replay's
+own spans are one draw of that noise already; sampling noise around them
+would count it twice (at N=2, where each rank is its own representative,
+the prediction came out high by the expected maximum of two such draws).
 
 ``variability_rank<R>.csv`` (written by ``python -m replay``, one per
 representative) and ``variability.csv`` (every representative's rows,
@@ -59,24 +65,47 @@ class VariabilityError(ValueError):
     """A variability table that is missing, damaged or inconsistent."""
 
 
-def estimate(rank: int, spans: np.ndarray, kept_round: int, cores=None) -> pd.DataFrame:
+def _fit(spans: np.ndarray):
+    """(a, b, e) of the model above from ``spans[c, k, s]``; None when a
+    replay measured no computation at all."""
+    total = spans.sum(axis=2)
+    if (total <= 0).any():
+        return None
+    lt = np.log(total)
+    b = lt.mean(axis=0)                              # the round's level
+    a = (lt - b).mean(axis=1)                        # the core's persistent speed
+    return a, b, lt - b - a[:, None]
+
+
+def estimate(rank: int, spans: np.ndarray, cores=None) -> pd.DataFrame:
     """The rows of one representative from its replays' span seconds.
 
     ``spans[c, k, s]``: copy c, round k, span s (the span before MPI
-    initialisation left out); ``kept_round``: the round whose copy 0 is the
-    kept replay; ``cores[c]``: the CPU copy c ran on (-1: not bound)."""
+    initialisation left out); ``cores[c]``: the CPU copy c ran on (-1:
+    not bound)."""
     spans = np.asarray(spans, dtype=float)
     K, R, _ = spans.shape
-    total = spans.sum(axis=2)
-    if (total <= 0).any():                  # nothing measured: nothing varies
+    fit = _fit(spans)
+    if fit is None:                         # nothing measured: nothing varies
         return _rows(rank, np.ones(K), 0.0, 0.0, R, cores)
-    lt = np.log(total)
-    r = lt - lt.mean(axis=0, keepdims=True)          # less the round's level b[k]
-    a = r.mean(axis=1)                               # the core's persistent speed
-    e = r - a[:, None]
+    a, _, e = fit
     sigma_run = float(np.sqrt((e ** 2).sum() / ((K - 1) * (R - 1)))) if K > 1 and R > 1 else 0.0
-    factor = np.exp(a - a[0] - e[0, kept_round])
-    return _rows(rank, factor, sigma_run, _sigma_span(spans, total), R, cores)
+    return _rows(rank, np.exp(a - a[0]), sigma_run, _sigma_span(spans, spans.sum(axis=2)), R,
+                 cores)
+
+
+def mean_spans(spans: np.ndarray, kept_round: int) -> np.ndarray:
+    """Each span's mean over every copy and round, each replay brought to
+    copy 0's level in round ``kept_round``: what the sampled noise is
+    around.  With one replay, or replays that differ by a factor only, the
+    kept replay's own spans."""
+    spans = np.asarray(spans, dtype=float)
+    fit = _fit(spans)
+    if fit is None:
+        return spans[0, kept_round]
+    a, b, _ = fit
+    level = np.exp(b[None, :] + a[:, None])          # each replay's fitted total
+    return (spans / level[:, :, None]).mean(axis=(0, 1)) * level[0, kept_round]
 
 
 def _sigma_span(spans: np.ndarray, total: np.ndarray) -> float:
@@ -102,6 +131,45 @@ def _rows(rank, factor, sigma_run, sigma_span, rounds, cores) -> pd.DataFrame:
                          "core": -1 if cores is None else np.asarray(cores, int),
                          "factor": factor, "sigma_run": sigma_run, "sigma_span": sigma_span,
                          "rounds": rounds})
+
+
+def round_dirs(replay_dir: str) -> list[str]:
+    """The round directories of a replay: its repeat<k>/ in order, or the
+    directory itself when it was replayed once."""
+    import glob
+    import os
+    found = glob.glob(os.path.join(replay_dir, "repeat[0-9]*"))
+    found = [d for d in found if os.path.basename(d)[len("repeat"):].isdigit()]
+    return sorted(found, key=lambda d: int(os.path.basename(d)[len("repeat"):])) or [replay_dir]
+
+
+def copy_path(round_dir: str, copy: int, rank: int) -> str:
+    """Where copy ``copy`` of rank ``rank``'s replay in a round is written
+    (copy 0, the measured one, as a replay without copies)."""
+    import os
+    if copy == 0:
+        return os.path.join(round_dir, f"rank{rank}.csv")
+    return os.path.join(round_dir, "copies", f"copy{copy}", f"rank{rank}.csv")
+
+
+def collect(rank: int, rounds: list[str], copies: int, warn=None):
+    """Rank ``rank``'s replays in every round and copy: ``(spans[c, k, s],
+    ops, kept_round, copies kept)``, the spans in seconds (replayed.
+    target_seconds) with the span before MPI initialisation left out,
+    ``ops`` the calls of the kept replay (copy 0's least disturbed round).
+    A copy whose replay made other calls than the kept one (a
+    non-deterministic application) is left out, said through ``warn``."""
+    from .replayed import read_replayed, target_seconds
+    reps = [[read_replayed(copy_path(d, c, rank), rank) for d in rounds] for c in range(copies)]
+    kept = int(np.argmin([target_seconds(df).sum() for df in reps[0]]))
+    ops = reps[0][kept]["op"].to_numpy()
+    same = [c for c in range(copies)
+            if all(len(df) == len(ops) and (df["op"].to_numpy() == ops).all() for df in reps[c])]
+    if len(same) < copies and warn:
+        warn(f"rank {rank}: copies {sorted(set(range(copies)) - set(same))} made other calls "
+             f"than the kept replay and are left out of its variability")
+    spans = np.array([[target_seconds(df)[ops != "init"] for df in reps[c]] for c in same])
+    return spans, ops, kept, same
 
 
 def nil(ranks) -> pd.DataFrame:

@@ -72,15 +72,25 @@ def test_repeated_replay_keeps_each_ranks_least_disturbed_run(tmp_path):
 
 def test_load_copies_run_beside_a_lone_representative(tmp_path):
     """One representative replayed alone would have the node to itself,
-    unlike its rank in the full run: --load 2 runs a copy beside it."""
+    unlike its rank in the full run: --load 2 runs a copy beside it, on a
+    core of its own, and keeps its times."""
     app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "6", "--check", "3"]
     p = record(2, tmp_path / "log", [1], app)
     rep = tmp_path / "rep"
-    q = replay(tmp_path / "log", rep, app, ranks=[1], extra=["--concurrent", "2", "--load", "2"])
-    assert "load copy of rank 1 started" in q.stderr
-    assert (rep / "rank1.out").read_text().strip() == host_lines(p.stdout, "rank ")[1]
+    q = replay(tmp_path / "log", rep, app, ranks=[1], extra=["--load", "2"])
+    assert "rank 1 started as 2 copies" in q.stderr
+    line = host_lines(p.stdout, "rank ")[1]
+    assert (rep / "rank1.out").read_text().strip() == line
+    assert (rep / "copies" / "copy1" / "rank1.out").read_text().strip() == line
     assert pd.read_csv(rep / "rank1.csv")["op"].iloc[-1] == "finalize"
-    assert not list(rep.glob(".load*"))
+    assert pd.read_csv(rep / "copies" / "copy1" / "rank1.csv")["op"].iloc[-1] == "finalize"
+    var = pd.read_csv(rep / "variability_rank1.csv")
+    assert list(var["copy"]) == [0, 1] and var["factor"].iat[0] == 1.0
+    # one round: no run-to-run noise can be told from the cores' speeds
+    assert (var["sigma_run"] == 0).all() and (var["rounds"] == 1).all()
+    bad = replay(tmp_path / "log", tmp_path / "rep2", app, ranks=[1],
+                 extra=["--load", "2", "--concurrent", "2"], check=False)
+    assert bad.returncode == 2 and "give it without --concurrent" in bad.stderr
 
 
 def test_a_changed_argument_stops_with_the_divergence(tmp_path):
@@ -465,7 +475,6 @@ def test_a_replay_is_not_overwritten_without_force(tmp_path):
     assert (rep / "rank1.csv").read_bytes() == before
     replay(tmp_path / "log", rep, app, ranks=[1], extra=["--force", "--load", "2"])
     assert (rep / ".load" / "mine.txt").read_text() == "x"
-    assert not [d for d in rep.glob(".load-*")]
 
 
 def test_a_busy_replay_node_is_said_and_bounds_the_prediction(tmp_path):

@@ -18,7 +18,7 @@ from netsim import Builder, from_dict
 from netsim import run as simulate
 from netsim.engine import CALC, COLL
 from netsim.variability import Variability, run_samples
-from replay.variability import estimate, nil, read_variability, write_variability
+from replay.variability import estimate, mean_spans, nil, read_variability, write_variability
 
 SPAN = 1e-3
 
@@ -117,7 +117,7 @@ def test_estimate_separates_cores_rounds_and_spans():
     the whole node, no other noise: factor 1.2, nothing else."""
     base = np.array([1e-3, 2e-3, 4e-3])
     spans = np.array([[base, 1.5 * base], [1.2 * base, 1.8 * base]])
-    t = estimate(7, spans, kept_round=0, cores=[0, 1])
+    t = estimate(7, spans, cores=[0, 1])
     assert t["factor"].to_numpy() == pytest.approx([1.0, 1.2])
     assert t["sigma_run"].iat[0] == pytest.approx(0.0, abs=1e-12)
     assert t["sigma_span"].iat[0] == pytest.approx(0.0, abs=1e-12)
@@ -125,7 +125,22 @@ def test_estimate_separates_cores_rounds_and_spans():
     # span noise: one span 10 % longer in one replay shows as sigma_span
     noisy = spans.copy()
     noisy[1, 1, 2] *= 1.1
-    assert estimate(7, noisy, 0)["sigma_span"].iat[0] > 0.01
+    assert estimate(7, noisy)["sigma_span"].iat[0] > 0.01
+
+
+def test_the_samples_vary_around_each_spans_mean_at_the_kept_level():
+    """The kept replay's spans are one draw of the noise: sampling around
+    them would count it twice.  Replays that differ by a factor only give
+    the kept replay's spans back; noise averages out."""
+    base = np.array([1e-3, 2e-3, 4e-3])
+    spans = np.array([[base, 1.5 * base], [1.2 * base, 1.8 * base]])
+    assert mean_spans(spans, 0) == pytest.approx(base)
+    assert mean_spans(spans, 1) == pytest.approx(1.5 * base)
+    noisy = spans.copy()
+    noisy[0, 0] *= [1.2, 1.0, 1.0]           # the kept replay's first span a high draw
+    m = mean_spans(noisy, 0)
+    assert noisy[0, 0, 0] > m[0] > base[0] and m.sum() == pytest.approx(noisy[0, 0].sum(),
+                                                                          rel=0.05)
 
 
 def test_a_damaged_variability_table_is_refused(tmp_path):
@@ -178,6 +193,11 @@ def test_replay_copies_measure_each_representative(measured):
     compute = pd.read_csv(d / "compute.csv")
     rep_of = dict(zip(*pd.read_csv(d / "reps.csv")[["rank", "representative"]].T.values))
     assert (compute["representative"] == compute["rank"].map(rep_of)).all()
+    # the spans' means over 2 copies x 2 rounds: not the kept replay's draw,
+    # but within the measured spread of it
+    assert (compute["mean"] != compute["comp"]).mean() > 0.5
+    work = compute[compute["seq"] > 0]
+    assert work["mean"].sum() == pytest.approx(work["comp"].sum(), rel=0.5)
 
 
 def _netsim(d, out, *extra):

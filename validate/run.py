@@ -11,10 +11,12 @@ import time
 
 
 def measure(target: list[str], ranks: int, repeats: int, mpiexec: str | None = None,
-            env: dict | None = None, log=print, timeout: float | None = None) -> dict:
+            env: dict | None = None, log=print, timeout: float | None = None,
+            launcher_options: tuple = ()) -> dict:
     """Run ``target`` (python arguments: app.py [args], -m mod ..., -c cmd ...)
     untraced at ``ranks`` ranks ``repeats`` times (each within ``timeout``
-    seconds, if given); returns
+    seconds, if given; ``launcher_options`` go to mpiexec, e.g. MPICH's
+    ``-bind-to core``); returns
     ``{measured, runs, wall}`` (seconds; measured = min of runs)."""
     mpiexec = mpiexec or os.path.join(os.path.dirname(sys.executable), "mpiexec")
     # a dedicated run, one rank per core: MPI's default busy-polling waits,
@@ -26,7 +28,8 @@ def measure(target: list[str], ranks: int, repeats: int, mpiexec: str | None = N
     for i in range(repeats):
         out = tempfile.mkdtemp(prefix="validate-")
         try:
-            cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "validate.clock",
+            cmd = [mpiexec, *launcher_options, "-n", str(ranks), sys.executable, "-m",
+                   "validate.clock",
                    "--out", out] + list(target)
             t0 = time.perf_counter()
             p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

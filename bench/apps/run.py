@@ -8,8 +8,9 @@
 For every recipe of bench/apps/recipes.yaml (install them first with
 bench/apps/install.sh): trace at N (with the C-level call counter beside the
 tracer), cluster, record the representatives; then rounds, one after the
-other, of: a replay of the representatives (N at once: the contention of
-the real run, with load copies beside a lone representative), a
+other, of: a replay of the representatives (each as min(N, cores)
+concurrent copies bound to cores: the contention of the real run, and
+how the node's cores and runs vary), a
 measurement of this machine's network (``calibrate measure``) and a
 real run of the application (untraced, MPI init to the end, as ``python -m
 validate``).  This shared machine drifts by tens of per cent within
@@ -17,7 +18,10 @@ minutes, so the rounds interleave the two sides: both sample the same
 minutes.  Then fit the rounds' network measurements, each point's mean
 (``--combine``), into config/platforms/this-machine.yaml's terms (OUT/APP/platform.yaml),
 expand each round's replays (OUT/APP/compute<k>.csv) and simulate them
-on it: one prediction per round, as one real run per round.  A round's
+on it: one prediction per round, as one real run per round, each with
+the variability measured over all rounds' copies (netsim --variability:
+the median of seeded samples, with its 5-95 % band) and without it (every
+rank at its representative's times), on the same replays.  A round's
 prediction, like a real run, is one sample of every rank at once: the
 ranks wait for the slowest, so taking each representative's fastest
 replay across rounds (as the workflow does, OUT/APP/compute.csv)
@@ -28,7 +32,8 @@ median prediction with the median real run (the table shows each side's
 range over the rounds beside it).  ``--repeats`` rounds
 (``--replay-repeats`` replays, default as many); ``--no-calibrate``
 simulates on config/platforms/this-machine.yaml as it is, and a recipe's
-``platform`` replaces it.  ``--resimulate`` does the fit, the expansion
+``platform`` replaces it.  ``--bind`` binds the real runs' ranks to cores (the replay's copies
+always are, where there are enough).  ``--resimulate`` does the fit, the expansion
 and the simulations again on the rounds saved under OUT (the real runs'
 seconds in OUT/APP/runs.json, the untraced output in
 OUT/APP/untraced.out), without tracing or running anything: after a
@@ -43,7 +48,9 @@ relative difference between a representative's replayed and traced total
 computation), predicted and measured seconds (medians over the rounds),
 error = (predicted - measured) / measured (in the markdown table with
 its 95 % bootstrap interval over the rounds, :func:`error_interval`),
-invisible (MPI calls below
+the error without the variability model (the same replays, every rank at
+its representative's times), whether the median round's 5-95 % band holds
+the measured median, invisible (MPI calls below
 Python that the tracer did not see), same_output (the recipe's output
 line identical traced, untraced and replayed, every representative's own
 line where the pattern holds ``{rank}``: :func:`same_output`; "-" when the
@@ -52,6 +59,7 @@ output is a timing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -69,13 +77,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 from cluster.representatives import read_representatives  # noqa: E402
+from replay.expand import gather_variability  # noqa: E402
 from replay.replayed import read_replayed  # noqa: E402
-from replay.run import keep_least_disturbed  # noqa: E402
+from replay.run import copy_cores, keep_least_disturbed, measure_variability  # noqa: E402
+from replay.variability import write_variability  # noqa: E402
 from validate import measure  # noqa: E402  (the repository's)
 
 PY = sys.executable
 MPIEXEC = str(Path(PY).parent / "mpiexec")
 PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
+# mpiexec's options for the real runs (--bind: MPICH's -bind-to core, so
+# that a rank keeps its core, as each replay copy keeps its own)
+LAUNCHER: tuple = ()
 
 
 def load_recipes(path=HERE / "recipes.yaml") -> dict:
@@ -206,13 +219,33 @@ def host_stages(app: list[str], d: Path, n: int, count_c_calls: bool = False,
 
 def replay_round(app: list[str], d: Path, n: int, k: int,
                  timeout: float = STAGE_TIMEOUT) -> None:
-    """Round ``k``'s replay of the representatives (d/replay/repeat<k>): N at
-    once where the cores allow, the contention of the real run, with load
-    copies beside a lone representative."""
+    """Round ``k``'s replay of the representatives (d/replay/repeat<k>): each
+    as min(N, cores) concurrent copies bound to cores, the contention of the
+    real run, whose times measure how the node's cores and runs vary."""
     load = str(min(n, os.cpu_count() or 1))
     sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-        "--concurrent", load, "--load", load, "-o", str(d / "replay" / f"repeat{k}")] + app,
+        "--load", load, "-o", str(d / "replay" / f"repeat{k}")] + app,
        d / f"replay{k}.log", timeout=timeout)
+
+
+def round_variability(d: Path, reps: list[int], rounds: int) -> Path | None:
+    """d/variability.csv: the representatives' variability over every
+    round's copies (replay.run.measure_variability, then replay.expand's
+    gathering); None where the rounds were replayed without copies."""
+    copies = d / "replay" / "repeat1" / "copies"
+    if not copies.is_dir():
+        return None
+    load = 1 + len(list(copies.glob("copy*")))
+    log = d / "variability.log"
+    with open(log, "w") as f, contextlib.redirect_stderr(f):
+        measure_variability(reps, str(d / "replay"), [str(d / "replay" / f"repeat{k}")
+                                                      for k in range(1, rounds + 1)], load,
+                            copy_cores(load))
+        table = gather_variability(read_representatives(str(d / "reps.csv")), str(d / "replay"),
+                                   warn=lambda m: print(m, file=sys.stderr))
+    path = d / "variability.csv"
+    write_variability(table, str(path))
+    return path
 
 
 def expand_round(d: Path, k: int) -> Path:
@@ -295,7 +328,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
             measure_network(d / f"pingpong{k}.csv")
         if compare and k <= repeats:
             runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None,
-                                timeout=STAGE_TIMEOUT)["measured"])
+                                timeout=STAGE_TIMEOUT, launcher_options=LAUNCHER)["measured"])
             (d / "runs.json").write_text(json.dumps(runs))      # for --resimulate
             print(f"    run {k}/{repeats}: {runs[-1]:.4f} s", flush=True)
     return predict_app(name, recipe, d, platform, replay_repeats, runs, combine)
@@ -342,27 +375,48 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
     if platform is None:
         platform = fit_platform(networks, d / "platform.yaml", combine=combine,
                                 cores=max(n, os.cpu_count() or 1))
-    preds = []
+    # each round simulated with the variability measured over all rounds
+    # (the model) and without it (every rank at its representative's
+    # times), on the same replays
+    var = round_variability(d, sorted(set(reps["representative"])), replay_repeats)
+    preds, plain, bands = [], [], []
     for k in range(1, rounds + 1):
         compute = d / "compute.csv"
         if k <= replay_repeats:
             compute = expand_round(d, k)
-        sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
-            str(compute), "-o", str(d / f"prediction{k}.json")], d / f"simulate{k}.log")
-        preds.append(json.loads((d / f"prediction{k}.json").read_text())["predicted_time"])
+        base = [PY, "-m", "netsim", str(d / "trace"), "--platform", str(platform), "--compute",
+                str(compute)]
+        sh(base + ["-o", str(d / f"prediction{k}-plain.json")], d / f"simulate{k}-plain.log")
+        plain.append(json.loads((d / f"prediction{k}-plain.json").read_text())["predicted_time"])
+        if var is not None:
+            sh(base + ["--variability", str(var), "-o", str(d / f"prediction{k}.json")],
+               d / f"simulate{k}.log")
+            p = json.loads((d / f"prediction{k}.json").read_text())
+            preds.append(p["predicted_time"])
+            bands.append(p["band"])
+        else:
+            preds.append(plain[-1])
+            bands.append([plain[-1], plain[-1]])
     # both sides' typical round: this machine's noise is one-sided (nothing
     # makes a run faster than the machine allows) but bursty, and a side's
     # single fastest round swung a table by tens of per cent (heat-kmeans:
     # one round's replays ran faster than any other round of either side)
     pred = statistics.median(preds)
-    print("    predicted per round: " + ", ".join(f"{p:.4f}" for p in preds) + " s", flush=True)
+    print("    predicted per round: " + ", ".join(f"{p:.4f}" for p in preds) + " s"
+          + ("" if var is None else "; without variability: "
+             + ", ".join(f"{p:.4f}" for p in plain) + " s"), flush=True)
     meta = json.loads((d / "trace" / "meta.json").read_text())
     row = {"app": name, "package": recipe["package"], "N": n, "events": meta["events"],
            "representatives": reps["representative"].nunique(),
            "fidelity": fidelity(d / "trace", reps, d / "replay"), "predicted": pred,
            "measured": float("nan"), "error": float("nan"),
            "invisible": sum(meta.get("invisible_calls", {}).values()),
-           "predicted_each": preds, "measured_each": runs}
+           "predicted_each": preds, "measured_each": runs,
+           # the model off on the same replays, and the median round's band
+           "plain": statistics.median(plain), "plain_each": plain,
+           "error_plain": float("nan"), "variability": var is not None,
+           "band": [statistics.median(b[0] for b in bands),
+                    statistics.median(b[1] for b in bands)]}
     pattern = recipe.get("output")
     row["same_output"] = "-"
     if compare and pattern:
@@ -372,6 +426,7 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
     if compare:
         row["measured"] = statistics.median(runs)
         row["error"] = (pred - row["measured"]) / row["measured"]
+        row["error_plain"] = (row["plain"] - row["measured"]) / row["measured"]
     (d / "row.json").write_text(json.dumps(row))
     print(f"    predicted {pred:.3f} s, measured {row['measured']:.3f} s, "
           f"error {100 * row['error']:+.1f} %, fidelity {100 * row['fidelity']:.1f} %",
@@ -397,13 +452,14 @@ def error_interval(predicted: list[float], measured: list[float], level: float =
 
 def markdown(df: pd.DataFrame) -> str:
     lines = ["| app | package | N | events | reps | replay fidelity | predicted s: median "
-             "(rounds) | measured s: median (rounds) | error (95 % interval) | invisible calls | "
-             "same output |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(rounds) | measured s: median (rounds) | error (95 % interval) | without "
+             "variability | band holds measured | invisible calls | same output |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def spread(median, each):
         return f"{median:.3f} ({min(each):.3f}-{max(each):.3f})"
     ci = []                             # the compared apps' intervals
+    held = []                           # the band holds the measured median
     for r in df.itertuples():
         meas = ("n/a (N > cores)" if r.measured != r.measured
                 else spread(r.measured, r.measured_each))
@@ -412,13 +468,30 @@ def markdown(df: pd.DataFrame) -> str:
             lo, hi = error_interval(r.predicted_each, r.measured_each)
             ci.append((lo, hi))
             err = f"{100 * r.error:+.1f} % ({100 * lo:+.0f} to {100 * hi:+.0f})"
+        plain = getattr(r, "error_plain", float("nan"))
+        plain = "-" if plain != plain or not getattr(r, "variability", False) \
+            else f"{100 * plain:+.1f} %"
+        band = getattr(r, "band", None)
+        inside = "-"
+        if isinstance(band, list) and r.measured == r.measured and getattr(r, "variability",
+                                                                           False):
+            held.append(band[0] <= r.measured <= band[1])
+            inside = f"{'yes' if held[-1] else 'no'} ({band[0]:.3f}-{band[1]:.3f})"
         lines.append(f"| {r.app} | {r.package} | {r.N} | {r.events} | {r.representatives} | "
                      f"{100 * r.fidelity:.1f} % | {spread(r.predicted, r.predicted_each)} | "
-                     f"{meas} | {err} | {r.invisible} | {r.same_output} |")
+                     f"{meas} | {err} | {plain} | {inside} | {r.invisible} | "
+                     f"{r.same_output} |")
     e = df["error"].abs().dropna()
     if len(e):
         lines.append(f"\nCompared: {len(e)} applications; |error| mean {100 * e.mean():.1f} %, "
                      f"max {100 * e.max():.1f} % (goal: mean < 5 %, max < 10 %).")
+        if "error_plain" in df and "variability" in df:
+            ep = df.loc[df["variability"].fillna(False).astype(bool), "error_plain"].abs().dropna()
+            if len(ep):
+                lines.append(f"Without the variability model, on the same replays: |error| "
+                             f"mean {100 * ep.mean():.1f} %, max {100 * ep.max():.1f} %; the "
+                             f"5-95 % band holds the measured median in {sum(held)} of "
+                             f"{len(held)}.")
         inside = sum(-0.1 < lo and hi < 0.1 for lo, hi in ci)
         lines.append(f"The 95 % intervals (bootstrap over the rounds) are "
                      f"{100 * sum(hi - lo for lo, hi in ci) / len(ci):.0f} points wide on "
@@ -470,7 +543,12 @@ def main(argv=None) -> int:
                     help="fit, expand and simulate again from the rounds saved under OUT "
                          "(no tracing, replaying or real runs): after a change to the model, "
                          "or a run that stopped after its rounds")
+    ap.add_argument("--bind", action="store_true",
+                    help="bind each rank of the real runs to a core (MPICH's -bind-to core), "
+                         "as the replays bind each copy")
     a = ap.parse_args(argv)
+    global LAUNCHER
+    LAUNCHER = ("-bind-to", "core") if a.bind else ()
     recipes = load_recipes(a.recipes)
     if a.ranks:
         for r in recipes.values():

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from instrument import load_trace  # noqa: E402
-from replay.expand import target_seconds  # noqa: E402
+from replay.replayed import target_seconds  # noqa: E402
 
 
 def spans(d: Path, rank: int, trace) -> pd.DataFrame:
