@@ -51,6 +51,7 @@ TARGET_MPIEXEC = config["target"].get("mpiexec", MPIEXEC)
 if not (os.path.isfile(TARGET_MPIEXEC) and os.access(TARGET_MPIEXEC, os.X_OK)):
     raise WorkflowError(f"config: target.mpiexec: {TARGET_MPIEXEC} is not an executable file")
 CL = config["cluster"]
+VAR = config["variability"]
 # YAML reads an unquoted `off` as false
 ROLES = "off" if CL["object_roles"] in ("off", False) else CL["object_roles"]
 COUNT = "--count-c-calls" if config["count_c_calls"] else ""
@@ -188,12 +189,15 @@ rule record:
 
 rule replay:
     """Step 4: replay one representative alone on a target node (on SLURM:
-    its own one-node job in the target partition)."""
+    its own one-node job in the target partition), as replay.load copies
+    bound to cores over replay.repeats rounds: its computation times there,
+    and how much they vary from core to core, run to run and span to span."""
     input:
         APP_FILES,
         log=f"{RUN}/msglog",
     output:
-        f"{RUN}/replay/rank{{rank}}.csv",
+        replay=f"{RUN}/replay/rank{{rank}}.csv",
+        variability=f"{RUN}/replay/variability_rank{{rank}}.csv",
     log:
         f"{RUN}/logs/replay_rank{{rank}}.log",
     benchmark:
@@ -201,7 +205,7 @@ rule replay:
     params:
         py=PY,
         n=ranks_of,
-        out=lambda w, output: os.path.dirname(output[0]),
+        out=lambda w, output: os.path.dirname(output.replay),
         repeats=config["replay"]["repeats"],
         load=config["replay"]["load"],
         app=APP,
@@ -210,7 +214,7 @@ rule replay:
     conda:
         ENV
     shell:
-        "{params.py} -m replay --rank {wildcards.rank} --size {params.n} --log {input.log} "
+        "{params.py} -m replay --ranks {wildcards.rank} --size {params.n} --log {input.log} "
         "-o {params.out} --repeats {params.repeats} --load {params.load} {params.app} "
         "> {log} 2>&1"
 
@@ -220,17 +224,20 @@ def replayed(wildcards):
     from cluster.representatives import representative_ranks
     run = RUN.format(**wildcards)
     reps = checkpoints.cluster.get(**wildcards).output.reps
-    return [f"{run}/replay/rank{r}.csv" for r in representative_ranks(reps, ranks_of(wildcards))]
+    return [f"{run}/replay/{f}{r}.csv" for r in representative_ranks(reps, ranks_of(wildcards))
+            for f in ("rank", "variability_rank")]
 
 
 rule expand:
-    """Step 5: every rank takes its representative's target computation times."""
+    """Step 5: every rank takes its representative's target computation
+    times; the representatives' measured variability goes beside them."""
     input:
         trace=f"{RUN}/trace",
         reps=f"{RUN}/representatives.csv",
         replayed=replayed,
     output:
-        f"{RUN}/compute.csv",
+        compute=f"{RUN}/compute.csv",
+        variability=f"{RUN}/variability.csv",
     log:
         f"{RUN}/logs/expand.log",
     benchmark:
@@ -244,14 +251,18 @@ rule expand:
         ENV
     shell:
         "{params.py} -m replay.expand {input.trace} {input.reps} {params.replayed} "
-        "-o {output} --scale {params.scale} --vector {params.vector} > {log} 2>&1"
+        "-o {output.compute} --variability {output.variability} --scale {params.scale} "
+        "--vector {params.vector} > {log} 2>&1"
 
 
 rule simulate:
-    """Step 6: simulate the full-scale run on a target platform."""
+    """Step 6: simulate the full-scale run on a target platform: seeded
+    samples of the ranks' measured variability, the median sample the
+    prediction and the 5-95 % range its band."""
     input:
         trace=f"{RUN}/trace",
         compute=f"{RUN}/compute.csv",
+        variability=f"{RUN}/variability.csv",
         platform=lambda w: PLATFORMS[w.platform],
     output:
         prediction=f"{RUN}/prediction/{{platform}}.json",
@@ -262,11 +273,14 @@ rule simulate:
         f"{RUN}/benchmarks/simulate_{{platform}}.tsv"
     params:
         py=PY,
+        sampling=lambda w, input: (
+            f"--variability {input.variability} --samples {VAR['samples']} --seed {VAR['seed']}"
+            if VAR["samples"] else ""),
     conda:
         ENV
     shell:
         "{params.py} -m netsim {input.trace} --platform {input.platform} --compute {input.compute} "
-        "-o {output.prediction} --timeline {output.timeline} > {log} 2>&1"
+        "{params.sampling} -o {output.prediction} --timeline {output.timeline} > {log} 2>&1"
 
 
 rule calibrate:

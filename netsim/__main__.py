@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -92,16 +93,30 @@ def _platform(a):
     return plat
 
 
-def _from_trace(a, plat, sampled: bool = False):
+@dataclass
+class _Lowered:
+    """A trace lowered for simulation: its schedule and what sampling and
+    a task pool need (``reps``: each rank's representative; ``lower``: a
+    per-sample lowering where the trace's task pool is dealt anew)."""
+    schedule: object
+    warnings: list
+    ends: list                      # the band's two ends' schedules (or none)
+    reps: np.ndarray
+    events: int
+    lower: object = None
+
+
+def _from_trace(a, plat, var) -> _Lowered:
     """The schedule of a trace directory, the trace's warnings (also
     printed), the schedules of the computation band's two ends (empty
-    when the computation has no band) and each rank's representative (its
-    own rank without --compute); writes the SimGrid export when asked.
-    ``sampled``: the computation is the spans' means (what the samples
-    vary around), and no band's ends are lowered."""
+    when the computation has no band or is sampled) and each rank's
+    representative (its own rank without --compute); writes the SimGrid
+    export when asked.  ``var`` (a Variability, or None): sampled where it
+    says anything varies, around the spans' means."""
     from instrument import TraceError, load_trace
     from instrument.merge import trace_warnings
 
+    from .pools import DealtLowering, find_pool
     from .schedule import from_trace
     try:
         t = load_trace(a.trace)
@@ -112,27 +127,27 @@ def _from_trace(a, plat, sampled: bool = False):
                             f"finish; their traces are truncated, so the run cannot "
                             f"be simulated")
     warnings = list(trace_warnings(t.meta).values())
-    pool = _task_pool_warning(t.events)
-    if pool:
-        warnings.append(pool)
+    pool, why = find_pool(t.events)
+    if why:
+        warnings.append(_task_pool_warning(t.events, why))
     for w in warnings:
         print(f"netsim: WARNING: {w}", file=sys.stderr)
+    sampled = var is not None and not var.nil
     inside = None
-    reps = None
+    reps = np.arange(t.size)
     if a.compute:
         c = _load_compute(a.compute, t.events)
         comp, low, high, inside = (c[k].to_numpy(float) for k in ("comp", "low", "high",
                                                                    "inside"))
         if sampled:
             comp = low = high = c["mean"].to_numpy(float)
-        reps = np.zeros(t.size, np.int64)
         reps[t.events["rank"].to_numpy()] = c["representative"].to_numpy()
     else:
         comp = low = high = t.events[a.vector].to_numpy()
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
     sched = from_trace(t, plat, comp, inside=inside)
     ends = []
-    if (low != comp).any() or (high != comp).any():
+    if not pool and ((low != comp).any() or (high != comp).any()):
         ends = [from_trace(t, plat, low, inside=inside), from_trace(t, plat, high, inside=inside)]
     if a.simgrid_out:
         from .simgrid import write_ti
@@ -141,7 +156,21 @@ def _from_trace(a, plat, sampled: bool = False):
         if left:
             print("netsim: SimGrid export left out: " + ", ".join(
                 f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
-    return sched, warnings, ends, reps
+    out = _Lowered(sched, warnings, ends, reps, len(t.events))
+    if pool:
+        print(f"netsim: a task pool: {pool.describe()}; dealt anew in every simulated run, "
+              f"by arrival", file=sys.stderr)
+        sigma = var.sigma_span_of(reps) if sampled else np.zeros(t.size)
+        out.lower = DealtLowering(t, pool, plat, comp, comp, inside, sigma)
+    return out
+
+
+def _nil(reps: np.ndarray):
+    """One sample in which nothing varies (a task pool's single deal)."""
+    from replay.variability import nil
+
+    from .variability import Variability
+    return Variability(nil(np.unique(reps)), samples=1)
 
 
 def _variability(a):
@@ -160,36 +189,36 @@ def _variability(a):
         raise ScheduleError(str(e)) from None
 
 
-def _task_pool_warning(ev) -> str | None:
+def _task_pool_warning(ev, why: str) -> str:
     """The warning for a trace in which a rank took messages from any
-    source and got them from several ranks (a task pool), or None.
+    source from several ranks (a task pool) that the simulator cannot
+    deal anew (netsim/pools.py says which shapes it can): ``why`` not.
 
-    The method keeps the schedule the traced run dealt: each worker
-    replays and is simulated with the tasks it got.  A real pool deals
-    anew, giving a slower core fewer tasks, while the prediction waits for
-    the slowest worker's share: examples/master_worker.py came out 30-38 %
-    high on a 16-core virtual machine whose cores differed 1.2-1.5x
-    (bench/RESULTS.md, Larger N)."""
+    The traced schedule is kept: each worker replays and is simulated
+    with the tasks it got.  A real pool deals anew, giving a slower core
+    fewer tasks, while the prediction waits for the slowest worker's
+    share: examples/master_worker.py came out 30-38 % high on a 16-core
+    virtual machine whose cores differed 1.2-1.5x before the pool was
+    dealt anew (bench/RESULTS.md, Larger N)."""
     wild = ev.loc[ev["wildcard"].to_numpy(bool) & (ev["peer"].to_numpy() >= 0), ["rank", "peer"]]
     sources = wild.groupby("rank")["peer"].nunique()
-    if sources.empty or sources.max() < 2:
-        return None
     r = int(sources.idxmax())
     return (f"rank {r} took {int((wild['rank'] == r).sum())} messages from any source, "
             f"from {int(sources.max())} ranks: a dynamic schedule (a task pool), kept as the "
-            f"traced run dealt it; where the target's cores differ in speed, a real run deals "
-            f"the slower ones less work, and this prediction, which waits for the slowest "
-            f"share, comes out high")
+            f"traced run dealt it, since {why}; where the target's cores differ in speed, a "
+            f"real run deals the slower ones less work, and this prediction, which waits for "
+            f"the slowest share, comes out high")
 
 
-def _sampled(sched, plat, var, reps, run):
+def _sampled(low: _Lowered, plat, var, run):
     """The median sample's Result and the prediction's ``variability``
     record: the distribution, seed and every sample's time."""
     from .variability import run_samples
 
     def progress(m, t):
         print(f"netsim: sample {m + 1}/{var.samples}: {t:.6g} s", file=sys.stderr, flush=True)
-    res, times, mid = run_samples(sched, plat, var, reps, run, progress)
+    res, times, mid, low.schedule = run_samples(low.schedule, plat, var, low.reps, run,
+                                                progress, lower=low.lower, events=low.events)
     return res, {**var.describe(), "times": times, "median_sample": mid}
 
 
@@ -220,23 +249,31 @@ def main(argv=None) -> int:
         var = _variability(a)
         if a.goal_in:
             from .goal import read_goal
-            sched, warnings, ends, reps = read_goal(a.trace), [], [], None
+            s = read_goal(a.trace)
+            low = _Lowered(s, [], [], np.arange(s.nranks), 0)
         else:
-            sched, warnings, ends, reps = _from_trace(a, plat, var is not None and not var.nil)
+            low = _from_trace(a, plat, var)
+        warnings = low.warnings
         if a.goal_out:
             from .goal import write_goal
-            write_goal(a.goal_out, sched)
-        print(f"netsim: simulating {len(sched)} operations", file=sys.stderr)
+            write_goal(a.goal_out, low.schedule)
+        print(f"netsim: simulating {len(low.schedule)} operations", file=sys.stderr)
         sampled = None
         if var is not None and not var.nil:
-            res, sampled = _sampled(sched, plat, var, reps, run)
+            res, sampled = _sampled(low, plat, var, run)
             band = [float(np.percentile(sampled["times"], q)) for q in (5, 95)]
         else:
             if var is not None:
                 print("netsim: nothing was measured to vary: every rank at its "
                       "representative's times", file=sys.stderr)
-            res = run(sched, plat)
-            band = [run(s, plat).predicted_time for s in ends] or [res.predicted_time] * 2
+            if low.lower:                   # a task pool: dealt once, at these times
+                from .variability import run_samples
+                res, _, _, low.schedule = run_samples(low.schedule, plat, _nil(low.reps),
+                                                      low.reps, run, lower=low.lower,
+                                                      events=low.events)
+            else:
+                res = run(low.schedule, plat)
+            band = [run(s, plat).predicted_time for s in low.ends] or [res.predicted_time] * 2
     except (PlatformError, ScheduleError) as e:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
@@ -253,14 +290,14 @@ def main(argv=None) -> int:
     try:
         write_prediction(a.output, out)
         if a.timeline:
-            write_timeline(a.timeline, sched, res)
+            write_timeline(a.timeline, low.schedule, res)
     except OSError as e:                   # instrument.output.OutputError among them
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     pr = res.ranks
     what = (f"median of {len(sampled['times'])} samples, 5-95 %: " if sampled else "band ")
     print(f"predicted time {res.predicted_time:.6g} s ({what}{band[0]:.6g} to {band[1]:.6g} s) "
-          f"on {plat.name} ({sched.nranks} ranks); "
+          f"on {plat.name} ({low.schedule.nranks} ranks); "
           f"mean per rank: computation {pr['computation'].mean():.4g} s, communication "
           f"{pr['communication'].mean():.4g} s, waiting {pr['waiting'].mean():.4g} s")
     print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"

@@ -89,21 +89,31 @@ class Variability:
         s = self._per_rank(rep_of_rank, self.sigma_run)
         return f * np.exp(s * rng.standard_normal(n) - s * s / 2)
 
-    def durations(self, s: Schedule, m: int, rep_of_rank: np.ndarray,
-                  core_of_rank: np.ndarray, cores_per_node: int) -> np.ndarray:
-        """Sample m's duration of every op of ``s`` (lowered with ``work``)."""
+    def span_noise(self, m: int, events: int) -> np.ndarray:
+        """Sample m's standard normal draw per trace event (its span noise
+        is ``exp(sigma_span z - sigma_span**2 / 2)``, sigma_span that of
+        the rank that runs it): from a stream of its own, so that the rank
+        factors stay the same whatever the number of events."""
+        return np.random.default_rng([self.seed, m, 1]).standard_normal(events)
+
+    def sigma_span_of(self, rep_of_rank: np.ndarray) -> np.ndarray:
+        """sigma_span per rank."""
+        return self._per_rank(rep_of_rank, self.sigma_span)
+
+    def durations(self, s: Schedule, factors: np.ndarray, z: np.ndarray,
+                  sigma: np.ndarray) -> np.ndarray:
+        """The duration of every op of ``s`` (lowered with ``work``) in a
+        sample whose ranks run at ``factors`` (per rank), whose events draw
+        ``z`` (per trace event of ``s``) and whose ranks' span noise is
+        ``sigma`` (per rank)."""
         if s.work is None:
             raise ScheduleError("this schedule does not say which of its time is the "
                                 "application's work (a GOAL file): it cannot be sampled")
-        f = self.rank_factors(m, rep_of_rank, core_of_rank, cores_per_node)
-        # the span noise from its own stream: the rank factors stay the same
-        # whatever the number of spans
-        rng = np.random.default_rng([self.seed, m, 1])
         at = np.flatnonzero(s.work > 0)
-        sig = self._per_rank(rep_of_rank, self.sigma_span)[s.rank[at]]
-        noise = np.exp(sig * rng.standard_normal(len(at)) - sig * sig / 2)
+        sig = sigma[s.rank[at]]
+        noise = np.exp(sig * z[s.event[at]] - sig * sig / 2)
         dur = s.dur.copy()
-        dur[at] = np.maximum(dur[at] + s.work[at] * (f[s.rank[at]] * noise - 1), 0.0)
+        dur[at] = np.maximum(dur[at] + s.work[at] * (factors[s.rank[at]] * noise - 1), 0.0)
         return dur
 
     def describe(self) -> dict:
@@ -117,25 +127,38 @@ class Variability:
 
 
 def run_samples(s: Schedule, platform, var: Variability, rep_of_rank: np.ndarray, run,
-                progress=None):
+                progress=None, lower=None, events: int | None = None):
     """Simulate ``var.samples`` samples of ``s`` with ``run(schedule,
-    platform)`` (netsim.predict.run).  Returns (the median sample's
-    Result, every sample's predicted time in sample order, the median
-    sample's index, engine seconds over all samples)."""
+    platform)`` (netsim.predict.run).  ``lower(m, factors, z)``, where
+    given, makes each sample's schedule and the draws of its events (a task
+    pool dealt anew for the sample's speeds: netsim/pools.py); else every
+    sample re-times ``s``.  Returns (the median sample's Result, every
+    sample's predicted time in sample order, the median sample's index,
+    the median sample's schedule).
+    ``events``: the trace's events (default: those ``s`` names); a schedule
+    made without a trace (no op names its event) draws per op."""
     core = platform.core_of(s.nranks)
     rep_of_rank = np.asarray(rep_of_rank)
+    sigma = var.sigma_span_of(rep_of_rank)
+    if len(s) and (s.event < 0).any():
+        s = dataclasses.replace(s, event=np.arange(len(s)))
+    if events is None:
+        events = int(s.event.max()) + 1 if len(s) else 0
 
     def one(m):
-        return run(dataclasses.replace(
-            s, dur=var.durations(s, m, rep_of_rank, core, platform.cores_per_node)), platform)
+        f = var.rank_factors(m, rep_of_rank, core, platform.cores_per_node)
+        z = var.span_noise(m, events)
+        sm, zm = lower(m, f, z) if lower else (s, z)
+        sm = dataclasses.replace(sm, dur=var.durations(sm, f, zm, sigma))
+        return run(sm, platform), sm
     times, secs = [], 0.0
     for m in range(var.samples):
-        res = one(m)
+        res, _ = one(m)
         times.append(res.predicted_time)
         secs += res.seconds
         if progress:
             progress(m, res.predicted_time)
     mid = int(np.argsort(times, kind="stable")[(var.samples - 1) // 2])
-    res = one(mid)                    # again: keeping every sample's arrays costs memory
+    res, sm = one(mid)                # again: keeping every sample's arrays costs memory
     res.seconds += secs
-    return res, times, mid
+    return res, times, mid, sm

@@ -58,7 +58,9 @@ def _parse(argv: list[str]):
         description="Replay ranks of a recorded run one at a time (or K at once) on this "
                     "node and measure their computation between MPI calls.  Writes "
                     "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu (seconds; the "
-                    "replay's own cost per call, measured at the end, is taken out).")
+                    "replay's own cost per call, measured at the end, is taken out); "
+                    "with --ranks, --reps, --load or --repeats also "
+                    "OUT_DIR/variability_rank<R>.csv (docs/FILES.md).")
     ap.add_argument("--rank", type=int, help="replay this rank in this process")
     ap.add_argument("--ranks", help="comma-separated ranks, each in its own process")
     ap.add_argument("--reps", help="representatives CSV from `python -m cluster`")

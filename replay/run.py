@@ -181,8 +181,9 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     = ranks per node there), and every copy's span times are kept
     (OUT/copies/copy<c>/rank<R>.csv): how fast the node's cores run the
     same work, and how much it varies, go into OUT/variability_rank<R>.csv
-    (replay/variability.py; with one copy and one round it says that
-    nothing was measured to vary).
+    (replay/variability.py; written for every rank, also without copies:
+    with one copy and one round it says that nothing was measured to
+    vary, with repeats it holds their span-to-span noise).
 
     With ``repeats`` > 1 every rank is replayed that many times (round after
     round, so that a slow drift of the machine touches all ranks alike) into
@@ -215,10 +216,9 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
             print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
             one_round(os.path.join(out_dir, f"repeat{k}"))
         done = keep_least_disturbed(ranks, out_dir, repeats)
-    if load > 1:
-        rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
-                                                 for k in range(1, repeats + 1)]
-        measure_variability(ranks, out_dir, rounds, load, cores)
+    rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
+                                             for k in range(1, repeats + 1)]
+    measure_variability(ranks, out_dir, rounds, max(load, 1), cores)
     return done
 
 
@@ -253,12 +253,14 @@ def measure_variability(ranks: list[int], out_dir: str, rounds: list[str], load:
         table = estimate(r, spans, [cores[c] for c in same])
         path = os.path.join(out_dir, f"variability_rank{r}.csv")
         write_variability(table, path)
+        written.append(path)
+        if spans.shape[0] * spans.shape[1] < 2:
+            continue                         # one replay: nothing to say
         f = table["factor"].to_numpy()
         print(f"replay: rank {r}: {len(same)} copies x {len(rounds)} round(s): core factors "
               f"{f.min():.3f}-{f.max():.3f}, run-to-run {100 * table['sigma_run'].iat[0]:.1f} %, "
               f"span-to-span {100 * table['sigma_span'].iat[0]:.1f} % -> {path}",
               file=sys.stderr, flush=True)
-        written.append(path)
     return written
 
 

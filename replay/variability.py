@@ -21,9 +21,12 @@ copy's run-to-run noise (``sigma_run``, its standard deviation; needs two
 copies and two rounds).  ``factor``, copy c's core relative to copy 0's:
 ``exp(a[c] - a[0])``.  ``sigma_span``: the standard deviation of the
 logarithm of one span's share of its replay's total, around that span's
-mean share over all replays (spans of at least ``MIN_SPAN`` seconds,
-weighted by length): iteration-to-iteration noise, independent between
-ranks.
+mean (spans of at least ``MIN_SPAN`` seconds, weighted by length):
+iteration-to-iteration noise of the rank's own, independent between
+ranks.  Noise the concurrent copies share at the same moment (the node
+busy for a while) slows every rank of a real run alike and makes none
+wait for another: it is left out (with one copy, the spread over the
+rounds is all there is).
 
 What is sampled around is each span's *mean* over every copy and round,
 each replay first brought to copy 0's level in the kept round (divided by
@@ -109,20 +112,40 @@ def mean_spans(spans: np.ndarray, kept_round: int) -> np.ndarray:
 
 
 def _sigma_span(spans: np.ndarray, total: np.ndarray) -> float:
-    """Span-to-span noise: the weighted standard deviation of log shares."""
+    """Span-to-span noise of one rank's own: the weighted standard
+    deviation of log shares around each span's mean.  With two copies or
+    more, only what differs between copies *at the same moment* counts:
+    they ran at the same time, and what slowed them alike (the node busy
+    for a while) slows every rank of a real run alike and makes none wait
+    for another.  Copies drift apart as they run, so each span of copy 0
+    is compared with the span another copy was running at its start, not
+    with the one of the same index."""
     K, R, S = spans.shape
     if K * R < 2:
         return 0.0
-    share = spans.reshape(K * R, S) / total.reshape(K * R, 1)
     mean_len = spans.reshape(K * R, S).mean(axis=0)
-    use = (mean_len >= MIN_SPAN) & (share > 0).all(axis=0)
+    use = (mean_len >= MIN_SPAN) & (spans > 0).all(axis=(0, 1))
     if not use.any():
         return 0.0
-    ls = np.log(share[:, use])
-    resid = ls - ls.mean(axis=0, keepdims=True)
-    w = np.broadcast_to(mean_len[use], resid.shape)
-    dof = (K * R - 1) / (K * R)                      # each span's own mean is fitted
-    return float(np.sqrt((w * resid ** 2).sum() / w.sum() / dof))
+    with np.errstate(divide="ignore"):
+        ls = np.log(spans / total[:, :, None])
+    resid = np.where(use, ls - np.where(use, ls, 0).mean(axis=(0, 1)), 0.0)
+    w = np.where(use, mean_len, 0.0)
+    if K == 1:
+        dof = (R - 1) / R                              # each span's own mean is fitted
+        return float(np.sqrt((w * resid[0] ** 2).sum() / w.sum() / R / dof))
+    num = den = 0.0
+    for k in range(R):
+        start0 = np.cumsum(spans[0, k]) - spans[0, k]
+        for c in range(1, K):
+            ends = np.cumsum(spans[c, k])
+            at = np.minimum(np.searchsorted(ends, start0, side="right"), S - 1)
+            both = use & use[at]
+            d = resid[0, k] - resid[c, k, at]
+            num += (w * both * d ** 2).sum()
+            den += (w * both).sum()
+    # a difference of two independent draws has twice their variance
+    return float(np.sqrt(num / den / 2)) if den > 0 else 0.0
 
 
 def _rows(rank, factor, sigma_run, sigma_span, rounds, cores) -> pd.DataFrame:

@@ -93,6 +93,41 @@ def platforms_png(path: str, preds: list) -> None:
     plt.close(fig)
 
 
+def variability_png(path: str, preds: list) -> bool:
+    """Left: each platform's sampled run times (dots), the median (the
+    prediction) and the 5-95 % band; right: the measured core factors of
+    each representative.  False (nothing drawn) when no prediction was
+    sampled."""
+    sampled = [p for p in preds if p.get("variability")]
+    if not sampled:
+        return False
+    plt = _plt()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 0.9 + 0.45 * max(len(sampled), 3)),
+                                 layout="constrained", width_ratios=[3, 2])
+    for i, p in enumerate(sampled):
+        t = np.asarray(p["variability"]["times"])
+        ax.plot(t, np.full(len(t), i), "o", color=ACTIVITY["computation"], alpha=0.5, ms=4)
+        ax.plot(p["band"], [i, i], color="black", linewidth=1)
+        ax.plot([p["predicted_time"]], [i], "|", color="black", ms=14, mew=2)
+    ax.set_yticks(range(len(sampled)), [p["platform"]["name"] for p in sampled])
+    ax.set_xlabel("run time of each sample (s); bar: 5-95 %, tick: the median (the prediction)")
+    ax.set_title("samples of the run", fontsize=10)
+    reps = sampled[0]["variability"]["representatives"]
+    for j, r in enumerate(reps):
+        f = np.asarray(r["core_factors"])
+        bx.plot(f, np.full(len(f), j), "o", color=ACTIVITY["waiting"], alpha=0.6, ms=4)
+    bx.axvline(1.0, color="grey", linewidth=0.8)
+    bx.set_yticks(range(len(reps)), [f"rank {r['representative']}: run "
+                                     f"{100 * r['sigma_run']:.1f} %, span "
+                                     f"{100 * r['sigma_span']:.1f} %" for r in reps],
+                  fontsize=8)
+    bx.set_xlabel("core speed factor per copy (1: the measured copy's core)")
+    bx.set_title("measured on the target node, per representative", fontsize=10)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def timeline_png(path: str, timeline: str, ranks: int = 16, max_events: int = 20000) -> None:
     """Gantt chart of the first ranks from a Chrome-trace timeline:
     computation, and time inside MPI calls."""

@@ -18,7 +18,7 @@ import pandas as pd
 from cluster.representatives import read_representatives
 from netsim.prediction import QUANTITIES, read_prediction
 
-from .figures import breakdown_png, platforms_png, timeline_png
+from .figures import breakdown_png, platforms_png, timeline_png, variability_png
 
 SLOWEST = 10                    # ranks named in the per-rank table
 # Once laid out, the page notes on its body whether every figure decoded
@@ -178,8 +178,10 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
     preds = [preds[i] for i in order]
     tls = [timelines[i] for i in order] if timelines else []
     best = preds[0]
-    figs = {k: os.path.join(figdir, f"{k}.png") for k in ("platforms", "breakdown", "timeline")}
+    figs = {k: os.path.join(figdir, f"{k}.png")
+            for k in ("platforms", "breakdown", "timeline", "variability")}
     platforms_png(figs["platforms"], preds)
+    varied = variability_png(figs["variability"], preds)
     breakdown_png(figs["breakdown"], best)
     if tls:
         timeline_png(figs["timeline"], tls[0])
@@ -196,8 +198,17 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
             "error": f"{100 * v['error']:+.1f} %"}])))
     stats, slow = per_rank_summary(best)
     parts += ["<h2>Platforms (what-if sweep)</h2>", _table(_ranking(preds)),
-              _img(figs["platforms"]),
-              f"<h2>Where the time goes on {html.escape(best['platform']['name'])}</h2>",
+              _img(figs["platforms"])]
+    if varied:
+        v = best["variability"]
+        parts += ["<h2>Variability</h2>", _img(figs["variability"]),
+                  f"<p>Each prediction is the median of {v['samples']} samples of the run "
+                  f"(seed {v['seed']}): every rank on a core of the measured speeds, with its "
+                  f"own run-to-run and span-to-span noise, as measured by replaying each "
+                  f"representative as concurrent copies on the target node.  A real run waits "
+                  f"at each synchronisation for its slowest rank; the band is the samples' "
+                  f"5-95 % range.</p>"]
+    parts += [f"<h2>Where the time goes on {html.escape(best['platform']['name'])}</h2>",
               _img(figs["breakdown"]),
               "<p>Computation: the replayed target computation; communication: overheads, "
               "transfers and collectives not hidden by computation; waiting: blocked on a "

@@ -64,7 +64,7 @@ def test_the_mean_iteration_is_the_expected_maximum_of_n_spans(n, iters):
     s = barrier_loop(n, iters)
     plat = flat_platform()
     var = Variability(table(sigma_span=sigma), samples=15, seed=3)
-    _, times, _ = run_samples(s, plat, var, np.zeros(n, int), simulate)
+    _, times, _, _ = run_samples(s, plat, var, np.zeros(n, int), simulate)
     per_iter = np.mean(times) / iters
     assert per_iter == pytest.approx(SPAN * expected_max(n, sigma), rel=0.01)
     # and the expectation itself grows with N: the effect being modelled
@@ -76,7 +76,7 @@ def test_the_slowest_core_of_a_node_sets_the_pace():
     every sample waits for the 1.3x core, every iteration."""
     s = barrier_loop(8, 10)
     var = Variability(table(factors=(1.0, 0.9, 1.3, 1.0)), samples=5)
-    _, times, _ = run_samples(s, flat_platform(cores_per_node=4), var, np.zeros(8, int),
+    _, times, _, _ = run_samples(s, flat_platform(cores_per_node=4), var, np.zeros(8, int),
                               simulate)
     assert times == pytest.approx([10 * SPAN * 1.3] * 5, rel=1e-12)
 
@@ -85,7 +85,7 @@ def test_run_to_run_noise_sets_the_pace_by_its_own_order_statistics():
     n, sigma = 64, 0.05
     s = barrier_loop(n, 3)
     var = Variability(table(sigma_run=sigma), samples=301, seed=1)
-    _, times, _ = run_samples(s, flat_platform(), var, np.zeros(n, int), simulate)
+    _, times, _, _ = run_samples(s, flat_platform(), var, np.zeros(n, int), simulate)
     # a rank's factor holds for the whole run: each sample is 3 iterations
     # of the same slowest rank
     assert np.mean(times) / 3 == pytest.approx(SPAN * expected_max(n, sigma), rel=0.01)
@@ -96,7 +96,7 @@ def test_nothing_measured_to_vary_changes_nothing():
     var = Variability(table(factors=(1.0, 1.0)), samples=3)
     assert var.nil
     one = simulate(s, flat_platform()).predicted_time
-    _, times, _ = run_samples(s, flat_platform(), var, np.zeros(6, int), simulate)
+    _, times, _, _ = run_samples(s, flat_platform(), var, np.zeros(6, int), simulate)
     assert times == [one] * 3
 
 
@@ -126,6 +126,11 @@ def test_estimate_separates_cores_rounds_and_spans():
     noisy = spans.copy()
     noisy[1, 1, 2] *= 1.1
     assert estimate(7, noisy)["sigma_span"].iat[0] > 0.01
+    # the same span slower in both copies of a round at the same moment: the
+    # node was busy, which slows a real run's ranks alike and makes none wait
+    shared = np.array([[base, 1.5 * base], [base, 1.5 * base]])
+    shared[:, 1, 2] *= 1.1
+    assert estimate(7, shared)["sigma_span"].iat[0] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_the_samples_vary_around_each_spans_mean_at_the_kept_level():

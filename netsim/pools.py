@@ -1,0 +1,275 @@
+"""Task pools dealt anew in the simulation, as a real pool deals them.
+
+A master that takes results from any source and sends the next task to
+whoever answered deals its tasks by arrival: which worker did which task
+is a property of the traced run (the host's speeds), not of the program.
+Simulated with the traced schedule, a worker on a slower core of the
+target keeps the tasks it got on the host, and the prediction waits for
+its share; a real pool gives it fewer.  So, where the trace has that
+shape, each simulated run deals the tasks again: a task goes to the
+worker whose previous result reaches the master first in simulated time,
+with that task's cost (its replayed spans, times the worker's own speed
+in a sample of the variability: netsim/variability.py).
+
+The shape recognised (:func:`find_pool`), on one communicator:
+
+* the master: the one rank whose blocking receives from any source got
+  messages from two ranks or more; each such receive is followed at once
+  by a blocking send back to the rank it got the message from (the next
+  task, or the order to stop); before the first of them, one blocking
+  send to each worker (the first deal, which does not depend on arrival
+  and is kept);
+* each worker: after a prefix with no message to or from the master,
+  blocking receives from the master, each followed at once by a blocking
+  send of the result to the master, except the last (the stop), after
+  which the worker never talks to the master again.
+
+A *content* is what one of the master's sends carries: a task (the
+worker's receive, the spans of its work and its result send) or a stop
+(the receive alone).  Dealing keeps the master's calls and their order,
+and moves contents between workers: the k-th deal after the first goes
+to the worker whose result the master's k-th receive took.  Anything else
+(several masters, tasks that communicate, nonblocking pools such as
+mpi4py.futures) keeps the traced schedule, and the warning says why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+def _blocking(op: str, kinds) -> bool:
+    return op in kinds and not op.startswith("i")
+
+
+@dataclass
+class Pool:
+    """A recognised task pool over the trace's events (row indices)."""
+    master: int
+    comm: int
+    workers: list                    # world ranks, in the order of the first deal
+    sends: np.ndarray                # the master's rows: each deal's send, in order
+    recvs: np.ndarray                # the master's rows: each receive from any source
+    contents: list                   # per deal: the rows it carries (a worker's)
+    is_task: np.ndarray              # per deal: a task (True) or a stop
+    first: dict                      # worker -> its rows before its first receive
+    last: dict                       # worker -> its rows after its stop
+    rank_of: np.ndarray              # every event row's rank
+    sbytes: np.ndarray               # per deal: the bytes the master sends
+    rbytes: np.ndarray               # per deal: the bytes of its result (0: a stop)
+
+    @property
+    def tasks(self) -> int:
+        return int(self.is_task.sum())
+
+    def describe(self) -> str:
+        return (f"rank {self.master} deals {self.tasks} tasks to {len(self.workers)} workers "
+                f"by arrival")
+
+
+def find_pool(ev: pd.DataFrame) -> tuple[Pool | None, str | None]:
+    """The task pool of a trace's events, or (None, why not) where the
+    events have a rank that takes messages from any source from several
+    ranks but not the shape above; (None, None) where there is no pool."""
+    from instrument import ops
+    rank, op, peer, comm = (ev[c].to_numpy() for c in ("rank", "op", "peer", "comm"))
+    wild = ev["wildcard"].to_numpy(bool)
+    recv_any = wild & np.isin(op, list(ops.RECVS)) & (peer >= 0)
+    sources = ev.loc[recv_any].groupby("rank")["peer"].nunique()
+    masters = sources[sources >= 2].index.tolist()
+    if not masters:
+        return None, None
+    if len(masters) > 1:
+        return None, f"ranks {masters[:5]} each deal tasks by arrival (one master is modelled)"
+    m = int(masters[0])
+    rows = np.flatnonzero(rank == m)
+    mine = rows[recv_any[rows] & np.isin(op[rows], list(ops.RECVS))]
+    if not all(_blocking(o, ops.RECVS) for o in op[mine]):
+        return None, f"rank {m} takes its results with nonblocking receives"
+    comms = set(comm[mine].tolist())
+    if len(comms) != 1:
+        return None, f"rank {m} takes results on several communicators"
+    c = comms.pop()
+    # each receive from any source answered at once by a send back to its source
+    for i in mine:
+        j = i + 1
+        if j >= len(op) or rank[j] != m or not _blocking(op[j], ops.SENDS) or \
+                peer[j] != peer[i] or comm[j] != c:
+            return None, (f"rank {m} event {int(ev['seq'].iat[i])}: a receive from any source "
+                          f"not followed at once by a send back to its source")
+    answers = mine + 1
+    to_peer = rows[np.isin(op[rows], list(ops.SENDS)) & (comm[rows] == c)]
+    first = [int(i) for i in to_peer if i < mine[0]]
+    if set(to_peer) != set(first) | set(answers.tolist()):
+        return None, f"rank {m} sends to its workers elsewhere than after a result"
+    workers = [int(peer[i]) for i in first]
+    if len(set(workers)) != len(workers) or not all(_blocking(op[i], ops.SENDS) for i in first):
+        return None, f"rank {m}'s first deal is not one blocking send to each worker"
+    sends = np.array(first + answers.tolist())
+    contents, is_task, before, after = [None] * len(sends), np.zeros(len(sends), bool), {}, {}
+    for w in workers:
+        why = _worker(ev, m, c, w, np.flatnonzero(peer[sends] == w), contents, is_task,
+                      before, after)
+        if why:
+            return None, why
+    if int(is_task.sum()) != len(mine):
+        return None, f"rank {m} took {len(mine)} results for {int(is_task.sum())} tasks"
+    sb = ev["sbytes"].to_numpy()
+    rbytes = np.array([sb[cn[1]] if t else 0 for cn, t in zip(contents, is_task)], np.int64)
+    return Pool(m, int(c), workers, sends, mine, contents, is_task, before, after, rank,
+                sb[sends].astype(np.int64), rbytes), None
+
+
+def _worker(ev, m, c, w, deals, contents, is_task, before, after) -> str | None:
+    """Worker ``w``'s contents of the master's ``deals`` (indices into its
+    sends), its rows before and after them; why not, where it has not the
+    shape."""
+    from instrument import ops
+    rank, op, peer, comm = (ev[k].to_numpy() for k in ("rank", "op", "peer", "comm"))
+    wrows = np.flatnonzero(rank == w)
+    talk = wrows[(comm[wrows] == c) & (peer[wrows] == m)]
+    got = talk[np.isin(op[talk], list(ops.RECVS))]
+    if len(got) != len(deals):
+        return f"rank {w} received {len(got)} messages from rank {m}, which sent it {len(deals)}"
+    if not all(_blocking(o, ops.RECVS) for o in op[got]):
+        return f"rank {w} receives its tasks with nonblocking calls"
+    for k, (g, n) in enumerate(zip(got, deals)):
+        if k + 1 < len(got):                  # a task: answered at once by its result
+            s = g + 1
+            if s >= len(op) or rank[s] != w or not _blocking(op[s], ops.SENDS) or \
+                    peer[s] != m or comm[s] != c:
+                return (f"rank {w} event {int(ev['seq'].iat[g])}: a task not answered at "
+                        f"once by a result to rank {m}")
+            contents[n] = [int(g), int(s)]
+            is_task[n] = True
+        else:                                 # the stop
+            contents[n] = [int(g)]
+    if len(talk) != 2 * len(got) - 1:
+        return f"rank {w} talks to rank {m} outside its tasks"
+    before[w] = [int(i) for i in wrows if i < got[0]]
+    after[w] = [int(i) for i in wrows if i > got[-1]]
+    return None
+
+
+def deal(pool: Pool, span, message) -> np.ndarray:
+    """Each deal's worker (world rank), dealt by arrival.
+
+    ``span(rows, rank)``: the seconds of these event rows' spans computed
+    by ``rank`` (a task's rows on the worker that gets it);
+    ``message(rank, nbytes)``: seconds from the sender's call to the
+    message's receipt between the master and that worker.  The first
+    deal is the traced one; each later deal goes to the worker whose
+    result reaches the master first."""
+    dest = np.full(len(pool.sends), -1, np.int64)
+    nw = len(pool.workers)
+    dest[:nw] = pool.workers
+    mine = np.flatnonzero(pool.rank_of == pool.master)
+    done_rows = 0                                # the master's rows accounted for
+
+    def master_until(row):
+        """The master's spans up to and including the one before ``row``."""
+        nonlocal done_rows
+        j = int(np.searchsorted(mine, row, "right"))
+        t = span(mine[done_rows:j], pool.master)
+        done_rows = j
+        return t
+    ready = {w: span(np.array(pool.first[w], np.int64), w) for w in pool.workers}
+    results: list = []                           # (arrival at the master, deal, worker)
+
+    def give(n, w, sent):
+        rows = np.array(pool.contents[n], np.int64)
+        posted = ready[w] + span(rows[:1], w)     # the worker reaches its receive
+        if pool.is_task[n]:
+            done = max(sent + message(w, pool.sbytes[n]), posted) + span(rows[1:], w)
+            ready[w] = done
+            heapq.heappush(results, (done + message(w, pool.rbytes[n]), n, w))
+    clock = 0.0
+    for n in range(nw):
+        clock += master_until(pool.sends[n])
+        give(n, int(dest[n]), clock)
+    for k in range(len(pool.recvs)):
+        arrive, _, w = heapq.heappop(results)
+        clock = max(clock + master_until(pool.recvs[k]), arrive)
+        n = nw + k
+        clock += master_until(pool.sends[n])
+        dest[n] = w
+        give(n, w, clock)
+    return dest
+
+
+def dealt(ev: pd.DataFrame, pool: Pool, dest: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The events with the deals ``dest`` in place of the traced ones, and
+    the original row of each new row (to carry per-event arrays along).
+    Every worker keeps its rows before its first task and after its stop;
+    the contents it gets go between, in the master's order; the master's
+    receives take their results from the new sources."""
+    order, new_rank = [], []
+    for r in range(int(ev["rank"].max()) + 1):
+        if r in pool.first:
+            got = [pool.contents[n] for n in np.flatnonzero(dest == r)]
+            rows = pool.first[r] + [i for c in got for i in c] + pool.last[r]
+        else:
+            rows = np.flatnonzero(pool.rank_of == r).tolist()
+        order += rows
+        new_rank += [r] * len(rows)
+    order = np.asarray(order, np.int64)
+    out = ev.iloc[order].reset_index(drop=True)
+    out["rank"] = np.asarray(new_rank, dtype=out["rank"].dtype)
+    out["seq"] = out.groupby("rank").cumcount().astype(ev["seq"].dtype)
+    at = {int(o): i for i, o in enumerate(order)}
+    peer, rbytes = out["peer"].to_numpy().copy(), out["rbytes"].to_numpy().copy()
+    for n, i in enumerate(pool.sends):
+        peer[at[int(i)]] = dest[n]
+    w_of = {}                                     # the deal each result answers
+    for k, i in enumerate(pool.recvs):
+        n = len(pool.workers) + k
+        # the k-th result taken is that of the task its worker held
+        w = int(dest[n])
+        held = w_of.get(w, [n_ for n_ in np.flatnonzero(dest == w) if pool.is_task[n_]])
+        w_of[w] = held
+        task = held.pop(0)
+        peer[at[int(i)]] = w
+        rbytes[at[int(i)]] = pool.rbytes[task]
+    out["peer"], out["rbytes"] = peer, rbytes
+    return out, order
+
+
+class DealtLowering:
+    """Lowers a trace with its task pool dealt anew, once per sample
+    (``run_samples``'s ``lower``): the deal depends on the sample's speeds.
+
+    ``work``: per event, the application's seconds before it (what the
+    variability multiplies); ``comp``, ``inside``: the computation table's
+    columns the lowering takes (netsim.schedule.from_trace)."""
+
+    def __init__(self, trace, pool: Pool, platform, work: np.ndarray, comp: np.ndarray,
+                 inside: np.ndarray | None, sigma: np.ndarray):
+        self.trace, self.pool, self.platform = trace, pool, platform
+        self.work = np.asarray(work, float) * platform.compute_scale
+        self.comp, self.inside, self.sigma = comp, inside, sigma
+        core = platform.core_of(trace.size)
+        span, lat, _ = platform.level_arrays()
+        self._core, self._lat = core, lat
+        self.fixed = platform.o_send + platform.o_recv + platform.call_overhead
+
+    def message(self, w: int, nbytes: int) -> float:
+        """Seconds from the master's (or worker's) send call to the other's receipt."""
+        p, a, b = self.platform, self._core[[self.pool.master]], self._core[[w]]
+        return float(self.fixed + self._lat[p.level_of(a, b)[0]]
+                     + p.wire(a, b, np.array([float(nbytes)]))[0])
+
+    def __call__(self, m: int, factors: np.ndarray, z: np.ndarray):
+        from .schedule import from_trace
+
+        def span(rows, r):
+            s = self.sigma[r]
+            return float((self.work[rows] * np.exp(s * z[rows] - s * s / 2)).sum() * factors[r])
+        dest = deal(self.pool, span, self.message)
+        ev, order = dealt(self.trace.events, self.pool, dest)
+        t = dataclasses.replace(self.trace, events=ev)
+        inside = None if self.inside is None else self.inside[order]
+        return from_trace(t, self.platform, self.comp[order], inside=inside), z[order]

@@ -1,0 +1,89 @@
+"""Task pools dealt anew in the simulation (netsim/pools.py), on real traces
+of examples/master_worker.py: a worker on a slower core gets fewer tasks,
+as in a real pool, where the traced schedule kept its traced share."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, ROOT, trace
+
+from instrument import load_trace
+from netsim import load_platform
+from netsim import run as simulate
+from netsim.pools import DealtLowering, deal, dealt, find_pool
+from netsim.schedule import from_trace
+from netsim.variability import Variability
+from replay.variability import nil
+
+TASK = 10e-3          # every task's cost, on a worker of speed 1
+TASKS = 30
+
+
+@pytest.fixture(scope="module")
+def pool_trace(tmp_path_factory):
+    """master_worker at 4 ranks: a master and three workers."""
+    out = tmp_path_factory.mktemp("pool") / "trace"
+    trace(4, out, [EXAMPLES / "master_worker.py", "--tasks", str(TASKS), "--size", "40"])
+    return load_trace(str(out))
+
+
+def task_costs(t) -> np.ndarray:
+    """Per event: TASK before each worker's result send, nothing elsewhere."""
+    ev = t.events
+    return np.where((ev["rank"] > 0) & (ev["op"] == "send") & (ev["peer"] == 0), TASK, 0.0)
+
+
+def test_the_pool_is_recognised_and_every_task_dealt_once(pool_trace):
+    pool, why = find_pool(pool_trace.events)
+    assert why is None and pool.master == 0 and sorted(pool.workers) == [1, 2, 3]
+    assert pool.tasks == TASKS and (~pool.is_task).sum() == 3     # one stop per worker
+    speed = {0: 1.0, 1: 1.0, 2: 1.0, 3: 2.0}                  # worker 3 twice as slow
+    work = task_costs(pool_trace)
+
+    def span(rows, r):
+        return float(work[rows].sum() * speed[r])
+    dest = deal(pool, span, lambda w, nbytes: 1e-6)
+    got = {w: int(((dest == w) & pool.is_task).sum()) for w in (1, 2, 3)}
+    # by time 12 TASK the fast workers did 12 each, the slow one 6
+    assert got[1] + got[2] + got[3] == TASKS
+    assert got[1] == pytest.approx(12, abs=1) and got[2] == pytest.approx(12, abs=1)
+    assert got[3] == pytest.approx(6, abs=1)
+    assert ((dest == np.array([1, 2, 3])[:, None]) & ~pool.is_task).sum(axis=1).tolist() == \
+        [1, 1, 1]
+    ev, order = dealt(pool_trace.events, pool, dest)
+    assert sorted(order.tolist()) == list(range(len(pool_trace.events)))
+    for w in (1, 2, 3):
+        mine = ev[ev["rank"] == w]
+        assert list(mine["seq"]) == list(range(len(mine)))
+        assert (mine["op"] == "send").sum() == got[w]
+    # the master's k-th result comes from the worker its next task goes to
+    m = ev[ev["rank"] == 0].reset_index(drop=True)
+    recv = np.flatnonzero(m["op"] == "recv")
+    assert (m["peer"].to_numpy()[recv] == m["peer"].to_numpy()[recv + 1]).all()
+
+
+def test_a_slow_worker_no_longer_sets_the_pace(pool_trace):
+    """Simulated with the traced deal, the slow worker does its traced
+    share (about a third) at half speed; dealt anew, the pool ends when
+    2.5 workers' worth of speed has done the tasks."""
+    plat = load_platform(str(ROOT / "config" / "platforms" / "ib-cluster.yaml"))
+    pool, _ = find_pool(pool_trace.events)
+    work = task_costs(pool_trace)
+    f = np.array([1.0, 1.0, 1.0, 2.0])
+    z = np.zeros(len(work))
+    var = Variability(nil([0, 1, 2, 3]), samples=1)
+    sigma = np.zeros(4)
+    lower = DealtLowering(pool_trace, pool, plat, work, work, None, sigma)
+    s, zs = lower(0, f, z)
+    redealt = simulate(dataclasses.replace(s, dur=var.durations(s, f, zs, sigma)),
+                       plat).predicted_time
+    traced_s = from_trace(pool_trace, plat, work)
+    traced = simulate(dataclasses.replace(traced_s, dur=var.durations(traced_s, f, z, sigma)),
+                      plat).predicted_time
+    slow_share = int(((pool_trace.events["rank"] == 3) & (work > 0)).sum())
+    assert traced == pytest.approx(2 * TASK * slow_share, rel=0.02)
+    assert redealt == pytest.approx(TASKS * TASK / 2.5, rel=0.05)
+    if slow_share > 7:
+        assert redealt < traced
