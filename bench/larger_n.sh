@@ -2,7 +2,8 @@
 # The validation tables at larger N, in one run, on a machine with more cores.
 #
 #   bash bench/larger_n.sh [--ranks "4 8 16"] [--rounds 5] [--apps a,b] [--out DIR]
-#                          [--wheels DIR] [--python PY] [--budget SECONDS] [--probe]
+#                          [--wheels DIR] [--python PY] [--budget SECONDS]
+#                          [--app-seconds S] [--no-probe]
 #
 # From a fresh checkout: installs the project (.venv, pip install -e .;
 # with --wheels DIR from a folder of wheels, for a machine without the
@@ -25,8 +26,20 @@
 # tracer's C extension must already be built for PY (instrument/_hotpath
 # *.so).  --budget S: start no application after S seconds (each runs
 # alone, so a lent machine's time ends between them, not inside one).
-# --probe: first, bench/node_speed_probe.py at the largest N, which says
-# how much the node's own speed varies (a floor under any error).
+# --no-probe: skip the first step, bench/node_speed_probe.py at the
+# largest N, which says how much the node's own speed varies (a floor
+# under any error).
+#
+# Every application runs the rounds of bench/apps/run.py (interleaved:
+# replays, one network measurement in the first round, real runs), its
+# real runs' ranks bound to cores (--bind; each replay copy is bound to
+# a core of its own), and is simulated with the variability model and
+# without it on the same replays: the table has both errors and whether
+# the model's 5-95 % band holds the measured median.  Each application
+# is time-boxed: --app-seconds S (default: the budget shared out over the
+# applications and N, at least 60 s; without a budget, none), after
+# which it is stopped and its row says so.  The default budget, 660 s,
+# fits the whole run in 12 minutes of a 16-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RANKS="4 8 16"
@@ -35,8 +48,9 @@ OUT=bench/larger_n/results
 WHEELS=
 APPS=
 PYTHON=
-BUDGET=
-PROBE=
+BUDGET=660
+APP_SECONDS=
+PROBE=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --ranks) RANKS="$2"; shift 2 ;;
@@ -46,8 +60,10 @@ while [ $# -gt 0 ]; do
         --apps) APPS="$2"; shift 2 ;;
         --python) PYTHON="$2"; shift 2 ;;
         --budget) BUDGET="$2"; shift 2 ;;
+        --app-seconds) APP_SECONDS="$2"; shift 2 ;;
         --probe) PROBE=1; shift ;;
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-probe) PROBE=; shift ;;
+        -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "larger_n.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -91,6 +107,13 @@ for name, recipe in load_recipes().items():
 print(",".join(ok))
 EOF
 )
+if [ -z "$APP_SECONDS" ] && [ -n "$BUDGET" ]; then
+    NAPPS=$(( $(tr , '\n' <<<"$EXAMPLES${THIRD:+,$THIRD}" | grep -c .) ))
+    NN=0
+    for n in $RANKS; do if [ "$n" -le "$CORES" ]; then NN=$((NN + 1)); fi; done
+    APP_SECONDS=$(( BUDGET / ( (NAPPS > 0 ? NAPPS : 1) * (NN > 0 ? NN : 1) ) ))
+    if [ "$APP_SECONDS" -lt 60 ]; then APP_SECONDS=60; fi
+fi
 in_budget() {   # what [file]: say so (in file) and fail once the budget is spent
     if [ -n "$BUDGET" ] && [ $(( $(date +%s) - START )) -ge "$BUDGET" ]; then
         echo "$1: not started, the budget of $BUDGET s is spent" | tee -a "${2:-$OUT/TABLES.md}"
@@ -105,7 +128,13 @@ table() {  # N, title, log name, command...: one markdown table, app by app
     for app in $(tr , ' ' <<<"$LIST"); do
         in_budget "N=$n $name $app" "$rows" || break
         echo "== N=$n: $name, $app"
-        "$@" --apps "$app" >> "$OUT/N$n-$name.log" 2>&1 || echo "(failed: $app, $OUT/N$n-$name.log)" >> "$rows"
+        local rc=0
+        ${APP_SECONDS:+timeout -k 10 "$APP_SECONDS"} "$@" --apps "$app" >> "$OUT/N$n-$name.log" 2>&1 || rc=$?
+        if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+            echo "| $app | (stopped after its $APP_SECONDS s) |" >> "$rows"
+        elif [ "$rc" != 0 ]; then
+            echo "(failed: $app, $OUT/N$n-$name.log)" >> "$rows"
+        fi
         grep "^| $app " "$OUT/N$n-$name.log" | tail -1 >> "$rows" || true
     done
     # the header from any table printed, then the rows in the order run
@@ -115,7 +144,7 @@ table() {  # N, title, log name, command...: one markdown table, app by app
 {
     echo "# Validation at larger N"
     echo
-    echo "$(date -u +%F), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), rounds $ROUNDS."
+    echo "$(date -u +%F), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), rounds $ROUNDS, ${APP_SECONDS:-unlimited} s per application, code $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
 } > "$OUT/TABLES.md"
 if [ -n "$PROBE" ]; then
     MAXN=$CORES
@@ -130,10 +159,11 @@ for N in $RANKS; do
     fi
     LIST=$EXAMPLES table "$N" "examples (bench/apps/run.py --recipes bench/apps/examples.yaml)" \
         examples $PY bench/apps/run.py --recipes bench/apps/examples.yaml --ranks "$N" \
-        --repeats "$ROUNDS" --out "$OUT/N$N/examples" --markdown
+        --repeats "$ROUNDS" --bind --calibrate-once --out "$OUT/N$N/examples" --markdown
     if [ -n "$THIRD" ]; then
         LIST=$THIRD table "$N" "third-party applications" apps $PY bench/apps/run.py \
-            --ranks "$N" --repeats "$ROUNDS" --out "$OUT/N$N/apps" --markdown
+            --ranks "$N" --repeats "$ROUNDS" --bind --calibrate-once --out "$OUT/N$N/apps" \
+            --markdown
     fi
     if [ "$EMULATE" = yes ]; then
         # one run: it calibrates every emulated link once for all its apps

@@ -300,12 +300,13 @@ def fit_platform(measured: list[Path], path: Path, template: Path = PLATFORM,
 
 def validate_app(name: str, recipe: dict, out: Path, repeats: int,
                  platform: Path | None = PLATFORM, replay_repeats: int = 1,
-                 combine: str = "mean") -> dict:
+                 combine: str = "mean", measurements: int | None = None) -> dict:
     """The whole method on one application; returns its row of the table.
 
-    ``platform`` None: measure this machine's network in every round, beside
-    the replays and the real runs (OUT/APP/pingpong<k>.csv), and simulate
-    on each point's ``combine`` over them (OUT/APP/platform.yaml)."""
+    ``platform`` None: measure this machine's network in every round (the
+    first ``measurements`` rounds, if given), beside the replays and the
+    real runs (OUT/APP/pingpong<k>.csv), and simulate on each point's
+    ``combine`` over them (OUT/APP/platform.yaml)."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
     d = out / name
@@ -324,7 +325,7 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     for k in range(1, rounds + 1):
         if k <= replay_repeats:
             replay_round(app, d, n, k)
-        if platform is None and k <= repeats:
+        if platform is None and k <= min(repeats, measurements or repeats):
             measure_network(d / f"pingpong{k}.csv")
         if compare and k <= repeats:
             runs.append(measure(app, n, 1, MPIEXEC, env=env(), log=lambda s: None,
@@ -543,6 +544,9 @@ def main(argv=None) -> int:
                     help="fit, expand and simulate again from the rounds saved under OUT "
                          "(no tracing, replaying or real runs): after a change to the model, "
                          "or a run that stopped after its rounds")
+    ap.add_argument("--calibrate-once", action="store_true",
+                    help="measure the network in the first round only (a dedicated node's "
+                         "shared memory does not drift as this machine's does)")
     ap.add_argument("--bind", action="store_true",
                     help="bind each rank of the real runs to a core (MPICH's -bind-to core), "
                          "as the replays bind each copy")
@@ -569,7 +573,8 @@ def main(argv=None) -> int:
                 resimulate(name, recipes[name], out, platform, a.combine)
             else:
                 validate_app(name, recipes[name], out, a.repeats, platform,
-                             a.replay_repeats or a.repeats, a.combine)
+                             a.replay_repeats or a.repeats, a.combine,
+                             1 if a.calibrate_once else None)
         except RuntimeError as e:
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
             failed.append(name)
