@@ -14,11 +14,12 @@
 #     whose sources are installed (bench/apps/install.sh);
 #   - where emulated clusters can be made here (root, unshare, ip, tc),
 #     the porting study (bench/porting_study.py) at N emulated nodes.
-# Writes each table's results under DIR/N<N>/ and all the markdown tables
-# in DIR/TABLES.md (default DIR: bench/larger_n/results).  An N larger than
+# The largest N runs first.  Writes each table's results under DIR/N<N>/
+# and all the markdown tables in DIR/TABLES.md (default DIR:
+# bench/larger_n/results).  An N larger than
 # the cores is skipped: oversubscribed real runs measure nothing.  --apps
-# keeps only those examples (jacobi, cg, fft2d, master-worker, uneven) in
-# both tables, and no third-party applications.
+# keeps only those examples (jacobi, cg, fft2d, master-worker, uneven,
+# rma-halo, parareal) in both tables, and no third-party applications.
 #
 # --python PY: use PY's own environment instead of a .venv (a machine that
 # has NumPy, pandas and the rest but no package index): the wheels of
@@ -152,7 +153,9 @@ if [ -n "$PROBE" ]; then
     { echo; echo "## The node's own speed (bench/node_speed_probe.py, $MAXN ranks)"; echo; } >> "$OUT/TABLES.md"
     "$(dirname "$PY")/mpiexec" -n "$MAXN" "$PY" bench/node_speed_probe.py | tee -a "$OUT/TABLES.md"
 fi
-for N in $RANKS; do
+# the largest N first: it is the scarcest evidence, and a budget spent
+# early must not leave it out
+for N in $(tr ' ' '\n' <<<"$RANKS" | grep . | sort -rn); do
     if [ "$N" -gt "$CORES" ]; then
         echo "N=$N: more ranks than the $CORES cores here; skipped" | tee -a "$OUT/TABLES.md"
         continue
