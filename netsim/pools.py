@@ -13,24 +13,28 @@ in a sample of the variability: netsim/variability.py).
 
 The shape recognised (:func:`find_pool`), on one communicator:
 
-* the master: the one rank whose blocking receives from any source got
-  messages from two ranks or more; each such receive is followed at once
-  by a blocking send back to the rank it got the message from (the next
-  task, or the order to stop); before the first of them, one blocking
-  send to each worker (the first deal, which does not depend on arrival
-  and is kept);
-* each worker: after a prefix with no message to or from the master,
-  blocking receives from the master, each followed at once by a blocking
-  send of the result to the master, except the last (the stop), after
-  which the worker never talks to the master again.
+* the master: the one rank whose blocking receives from any source (or
+  from the source a probe from any source found just before: Probe, or
+  Iprobe polled until it found one) got messages from two ranks or more.  A receive
+  followed at once by a blocking send back to its source *answers* it
+  (the next task, or the order to stop); one that is not collects a
+  result only (the end of a round of ``map``; a next round's first send
+  that happens to go to the source of the round's last result reads as
+  its answer).  Every other blocking
+  send to a worker on that communicator is a *fixed* deal (the first
+  deal of a round, which does not depend on arrival): kept as traced;
+* each worker: blocking receives from the master, each followed at once
+  by a blocking send of the result to the master, except perhaps the last
+  (the stop); nothing else passes between it and the master.
 
 A *content* is what one of the master's sends carries: a task (the
 worker's receive, the spans of its work and its result send) or a stop
 (the receive alone).  Dealing keeps the master's calls and their order,
-and moves contents between workers: the k-th deal after the first goes
-to the worker whose result the master's k-th receive took.  Anything else
-(several masters, tasks that communicate, nonblocking pools such as
-mpi4py.futures) keeps the traced schedule, and the warning says why.
+and moves contents between workers: an answer goes to the worker whose
+result the receive before it took, a receive takes the result that
+reaches the master first.  Anything else (several masters, tasks that
+communicate, nonblocking receives such as mpi4py.futures') keeps the
+traced schedule, and the warning says why.
 """
 from __future__ import annotations
 
@@ -51,13 +55,15 @@ class Pool:
     """A recognised task pool over the trace's events (row indices)."""
     master: int
     comm: int
-    workers: list                    # world ranks, in the order of the first deal
+    workers: list                    # world ranks
     sends: np.ndarray                # the master's rows: each deal's send, in order
+    answers: np.ndarray              # per deal: the receive it answers (-1: a fixed deal)
     recvs: np.ndarray                # the master's rows: each receive from any source
+    probes: np.ndarray               # per receive: the probe that found it (-1: none)
     contents: list                   # per deal: the rows it carries (a worker's)
     is_task: np.ndarray              # per deal: a task (True) or a stop
     first: dict                      # worker -> its rows before its first receive
-    last: dict                       # worker -> its rows after its stop
+    last: dict                       # worker -> its rows after its last
     rank_of: np.ndarray              # every event row's rank
     sbytes: np.ndarray               # per deal: the bytes the master sends
     rbytes: np.ndarray               # per deal: the bytes of its result (0: a stop)
@@ -71,6 +77,9 @@ class Pool:
                 f"by arrival")
 
 
+PROBES = ("probe", "iprobe", "mprobe", "improbe")
+
+
 def find_pool(ev: pd.DataFrame) -> tuple[Pool | None, str | None]:
     """The task pool of a trace's events, or (None, why not) where the
     events have a rank that takes messages from any source from several
@@ -78,7 +87,12 @@ def find_pool(ev: pd.DataFrame) -> tuple[Pool | None, str | None]:
     from instrument import ops
     rank, op, peer, comm = (ev[c].to_numpy() for c in ("rank", "op", "peer", "comm"))
     wild = ev["wildcard"].to_numpy(bool)
-    recv_any = wild & np.isin(op, list(ops.RECVS)) & (peer >= 0)
+    recv = np.isin(op, list(ops.RECVS)) & (peer >= 0)
+    # a probe from any source that found the message the next call receives
+    found = np.zeros(len(op), bool)
+    found[1:] = (np.isin(op[:-1], PROBES) & wild[:-1] & (rank[:-1] == rank[1:])
+                 & (peer[:-1] == peer[1:]) & (comm[:-1] == comm[1:]))
+    recv_any = recv & (wild | found)          # a result taken from whoever sent first
     sources = ev.loc[recv_any].groupby("rank")["peer"].nunique()
     masters = sources[sources >= 2].index.tolist()
     if not masters:
@@ -87,29 +101,25 @@ def find_pool(ev: pd.DataFrame) -> tuple[Pool | None, str | None]:
         return None, f"ranks {masters[:5]} each deal tasks by arrival (one master is modelled)"
     m = int(masters[0])
     rows = np.flatnonzero(rank == m)
-    mine = rows[recv_any[rows] & np.isin(op[rows], list(ops.RECVS))]
+    mine = rows[recv_any[rows]]
     if not all(_blocking(o, ops.RECVS) for o in op[mine]):
         return None, f"rank {m} takes its results with nonblocking receives"
     comms = set(comm[mine].tolist())
     if len(comms) != 1:
         return None, f"rank {m} takes results on several communicators"
     c = comms.pop()
-    # each receive from any source answered at once by a send back to its source
-    for i in mine:
+    answered = {}                            # send row -> the receive it answers
+    for k, i in enumerate(mine):
         j = i + 1
-        if j >= len(op) or rank[j] != m or not _blocking(op[j], ops.SENDS) or \
-                peer[j] != peer[i] or comm[j] != c:
-            return None, (f"rank {m} event {int(ev['seq'].iat[i])}: a receive from any source "
-                          f"not followed at once by a send back to its source")
-    answers = mine + 1
-    to_peer = rows[np.isin(op[rows], list(ops.SENDS)) & (comm[rows] == c)]
-    first = [int(i) for i in to_peer if i < mine[0]]
-    if set(to_peer) != set(first) | set(answers.tolist()):
-        return None, f"rank {m} sends to its workers elsewhere than after a result"
-    workers = [int(peer[i]) for i in first]
-    if len(set(workers)) != len(workers) or not all(_blocking(op[i], ops.SENDS) for i in first):
-        return None, f"rank {m}'s first deal is not one blocking send to each worker"
-    sends = np.array(first + answers.tolist())
+        if j < len(op) and rank[j] == m and _blocking(op[j], ops.SENDS) and \
+                peer[j] == peer[i] and comm[j] == c:
+            answered[int(j)] = k
+    probes = np.where(found[mine], mine - 1, -1)
+    sends = rows[np.isin(op[rows], list(ops.SENDS)) & (comm[rows] == c) & (peer[rows] >= 0)]
+    if not all(_blocking(o, ops.SENDS) for o in op[sends]):
+        return None, f"rank {m} deals with nonblocking sends"
+    answers = np.array([answered.get(int(i), -1) for i in sends])
+    workers = sorted(set(peer[sends].tolist()) | set(peer[mine].tolist()))
     contents, is_task, before, after = [None] * len(sends), np.zeros(len(sends), bool), {}, {}
     for w in workers:
         why = _worker(ev, m, c, w, np.flatnonzero(peer[sends] == w), contents, is_task,
@@ -120,8 +130,8 @@ def find_pool(ev: pd.DataFrame) -> tuple[Pool | None, str | None]:
         return None, f"rank {m} took {len(mine)} results for {int(is_task.sum())} tasks"
     sb = ev["sbytes"].to_numpy()
     rbytes = np.array([sb[cn[1]] if t else 0 for cn, t in zip(contents, is_task)], np.int64)
-    return Pool(m, int(c), workers, sends, mine, contents, is_task, before, after, rank,
-                sb[sends].astype(np.int64), rbytes), None
+    return Pool(m, int(c), workers, sends, answers, mine, probes, contents, is_task, before,
+                after, rank, sb[sends].astype(np.int64), rbytes), None
 
 
 def _worker(ev, m, c, w, deals, contents, is_task, before, after) -> str | None:
@@ -135,38 +145,41 @@ def _worker(ev, m, c, w, deals, contents, is_task, before, after) -> str | None:
     got = talk[np.isin(op[talk], list(ops.RECVS))]
     if len(got) != len(deals):
         return f"rank {w} received {len(got)} messages from rank {m}, which sent it {len(deals)}"
+    if not len(got):
+        return f"rank {w} sends results to rank {m} but gets no task from it"
     if not all(_blocking(o, ops.RECVS) for o in op[got]):
         return f"rank {w} receives its tasks with nonblocking calls"
     for k, (g, n) in enumerate(zip(got, deals)):
-        if k + 1 < len(got):                  # a task: answered at once by its result
-            s = g + 1
-            if s >= len(op) or rank[s] != w or not _blocking(op[s], ops.SENDS) or \
-                    peer[s] != m or comm[s] != c:
-                return (f"rank {w} event {int(ev['seq'].iat[g])}: a task not answered at "
-                        f"once by a result to rank {m}")
-            contents[n] = [int(g), int(s)]
+        s = g + 1
+        if s < len(op) and rank[s] == w and _blocking(op[s], ops.SENDS) and peer[s] == m and \
+                comm[s] == c:
+            contents[n] = [int(g), int(s)]    # a task: answered at once by its result
             is_task[n] = True
-        else:                                 # the stop
-            contents[n] = [int(g)]
-    if len(talk) != 2 * len(got) - 1:
+        elif k + 1 == len(got):
+            contents[n] = [int(g)]            # the stop
+        else:
+            return (f"rank {w} event {int(ev['seq'].iat[g])}: a task not answered at once by "
+                    f"a result to rank {m}")
+    if len(talk) != len(got) + int(is_task[deals].sum()):
         return f"rank {w} talks to rank {m} outside its tasks"
     before[w] = [int(i) for i in wrows if i < got[0]]
-    after[w] = [int(i) for i in wrows if i > got[-1]]
+    after[w] = [int(i) for i in wrows if i > talk[-1]]
     return None
 
 
-def deal(pool: Pool, span, message) -> np.ndarray:
-    """Each deal's worker (world rank), dealt by arrival.
+def deal(pool: Pool, span, message) -> tuple[np.ndarray, np.ndarray]:
+    """Each deal's worker and each receive's source (world ranks), dealt
+    by arrival.
 
     ``span(rows, rank)``: the seconds of these event rows' spans computed
     by ``rank`` (a task's rows on the worker that gets it);
     ``message(rank, nbytes)``: seconds from the sender's call to the
-    message's receipt between the master and that worker.  The first
-    deal is the traced one; each later deal goes to the worker whose
-    result reaches the master first."""
+    message's receipt between the master and that worker.  A fixed deal
+    goes where it went; an answer to the worker whose result the receive
+    before it took; a receive takes the result that reaches the master
+    first."""
     dest = np.full(len(pool.sends), -1, np.int64)
-    nw = len(pool.workers)
-    dest[:nw] = pool.workers
+    source = np.full(len(pool.recvs), -1, np.int64)
     mine = np.flatnonzero(pool.rank_of == pool.master)
     done_rows = 0                                # the master's rows accounted for
 
@@ -187,26 +200,34 @@ def deal(pool: Pool, span, message) -> np.ndarray:
             done = max(sent + message(w, pool.sbytes[n]), posted) + span(rows[1:], w)
             ready[w] = done
             heapq.heappush(results, (done + message(w, pool.rbytes[n]), n, w))
+        else:
+            ready[w] = posted
+    # the master's deals and receives in its call order
+    steps = sorted([(int(r), False, n) for n, r in enumerate(pool.sends)]
+                   + [(int(r), True, k) for k, r in enumerate(pool.recvs)])
     clock = 0.0
-    for n in range(nw):
-        clock += master_until(pool.sends[n])
-        give(n, int(dest[n]), clock)
-    for k in range(len(pool.recvs)):
-        arrive, _, w = heapq.heappop(results)
-        clock = max(clock + master_until(pool.recvs[k]), arrive)
-        n = nw + k
-        clock += master_until(pool.sends[n])
-        dest[n] = w
-        give(n, w, clock)
-    return dest
+    for row, is_recv, i in steps:
+        clock += master_until(row)
+        if is_recv:
+            arrive, _, w = heapq.heappop(results)
+            clock = max(clock, arrive)
+            source[i] = w
+        else:
+            k = pool.answers[i]
+            dest[i] = source[k] if k >= 0 else pool.rank_of[pool.contents[i][0]]
+            give(i, int(dest[i]), clock)
+    return dest, source
 
 
-def dealt(ev: pd.DataFrame, pool: Pool, dest: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
-    """The events with the deals ``dest`` in place of the traced ones, and
-    the original row of each new row (to carry per-event arrays along).
-    Every worker keeps its rows before its first task and after its stop;
-    the contents it gets go between, in the master's order; the master's
-    receives take their results from the new sources."""
+def dealt(ev: pd.DataFrame, pool: Pool, dest: np.ndarray,
+          source: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The events with the deals ``dest`` and the receives' ``source`` in
+    place of the traced ones, and the original row of each new row (to
+    carry per-event arrays along).  Every worker keeps its rows before
+    its first task and after its last; the contents it gets go between,
+    in the master's order; the master's receives (and the probes that
+    found them) take their results from the new sources, each worker's
+    in the order it was dealt them, with their size and tag."""
     order, new_rank = [], []
     for r in range(int(ev["rank"].max()) + 1):
         if r in pool.first:
@@ -220,21 +241,23 @@ def dealt(ev: pd.DataFrame, pool: Pool, dest: np.ndarray) -> tuple[pd.DataFrame,
     out = ev.iloc[order].reset_index(drop=True)
     out["rank"] = np.asarray(new_rank, dtype=out["rank"].dtype)
     out["seq"] = out.groupby("rank").cumcount().astype(ev["seq"].dtype)
-    at = {int(o): i for i, o in enumerate(order)}
+    at = np.empty(len(order), np.int64)
+    at[order] = np.arange(len(order))            # original row -> new row
     peer, rbytes = out["peer"].to_numpy().copy(), out["rbytes"].to_numpy().copy()
-    for n, i in enumerate(pool.sends):
-        peer[at[int(i)]] = dest[n]
-    w_of = {}                                     # the deal each result answers
-    for k, i in enumerate(pool.recvs):
-        n = len(pool.workers) + k
-        # the k-th result taken is that of the task its worker held
-        w = int(dest[n])
-        held = w_of.get(w, [n_ for n_ in np.flatnonzero(dest == w) if pool.is_task[n_]])
-        w_of[w] = held
-        task = held.pop(0)
-        peer[at[int(i)]] = w
-        rbytes[at[int(i)]] = pool.rbytes[task]
-    out["peer"], out["rbytes"] = peer, rbytes
+    tag, old_tag = out["tag"].to_numpy().copy(), ev["tag"].to_numpy()
+    peer[at[pool.sends]] = dest
+    held = {w: [n for n in np.flatnonzero(dest == w) if pool.is_task[n]] for w in pool.workers}
+    for k in np.argsort(pool.recvs):
+        w = int(source[k])
+        task = held[w].pop(0)
+        for row in (pool.recvs[k], pool.probes[k]):
+            if row >= 0:
+                # the result's source, size and tag (a pool may tag each
+                # result with its task's number)
+                peer[at[row]] = w
+                rbytes[at[row]] = pool.rbytes[task]
+                tag[at[row]] = old_tag[pool.contents[task][1]]
+    out["peer"], out["rbytes"], out["tag"] = peer, rbytes, tag
     return out, order
 
 
@@ -268,8 +291,8 @@ class DealtLowering:
         def span(rows, r):
             s = self.sigma[r]
             return float((self.work[rows] * np.exp(s * z[rows] - s * s / 2)).sum() * factors[r])
-        dest = deal(self.pool, span, self.message)
-        ev, order = dealt(self.trace.events, self.pool, dest)
+        dest, source = deal(self.pool, span, self.message)
+        ev, order = dealt(self.trace.events, self.pool, dest, source)
         t = dataclasses.replace(self.trace, events=ev)
         inside = None if self.inside is None else self.inside[order]
         return from_trace(t, self.platform, self.comp[order], inside=inside), z[order]
