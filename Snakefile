@@ -273,14 +273,13 @@ rule simulate:
         f"{RUN}/benchmarks/simulate_{{platform}}.tsv"
     params:
         py=PY,
-        sampling=lambda w, input: (
-            f"--variability {input.variability} --samples {VAR['samples']} --seed {VAR['seed']}"
-            if VAR["samples"] else ""),
+        v=VAR,
     conda:
         ENV
     shell:
         "{params.py} -m netsim {input.trace} --platform {input.platform} --compute {input.compute} "
-        "{params.sampling} -o {output.prediction} --timeline {output.timeline} > {log} 2>&1"
+        "--variability {input.variability} --samples {params.v[samples]} --seed {params.v[seed]} "
+        "-o {output.prediction} --timeline {output.timeline} > {log} 2>&1"
 
 
 rule calibrate:

@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                          "(netsim/variability.py); needs --compute")
     ap.add_argument("--samples", type=int, default=SAMPLES,
                     help=f"samples of the run drawn from --variability (default {SAMPLES}; "
-                         f"odd, so that the median is one of them)")
+                         f"odd, so that the median is one of them; 0: none, every rank at "
+                         f"its representative's times)")
     ap.add_argument("--seed", type=int, default=SEED,
                     help=f"seed of the samples (default {SEED}; written into the prediction)")
     ap.add_argument("--compute-scale", type=float, default=1.0,
@@ -175,8 +176,10 @@ def _nil(reps: np.ndarray):
 
 def _variability(a):
     """--variability's model, or None."""
-    if not a.variability:
+    if not a.variability or a.samples == 0:
         return None
+    if a.samples < 0:
+        raise ScheduleError(f"--samples must be >= 0, not {a.samples}")
     if not a.compute:
         raise ScheduleError("--variability needs --compute (which rank each representative "
                             "stands for)")

@@ -102,7 +102,7 @@ def variability_png(path: str, preds: list) -> bool:
     if not sampled:
         return False
     plt = _plt()
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 0.9 + 0.45 * max(len(sampled), 3)),
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 1.2 + 0.45 * max(len(sampled), 3)),
                                  layout="constrained", width_ratios=[3, 2])
     for i, p in enumerate(sampled):
         t = np.asarray(p["variability"]["times"])
@@ -121,8 +121,8 @@ def variability_png(path: str, preds: list) -> bool:
                                      f"{100 * r['sigma_run']:.1f} %, span "
                                      f"{100 * r['sigma_span']:.1f} %" for r in reps],
                   fontsize=8)
-    bx.set_xlabel("core speed factor per copy (1: the measured copy's core)")
-    bx.set_title("measured on the target node, per representative", fontsize=10)
+    bx.set_xlabel("core factor per copy (1: copy 0)")
+    bx.set_title("measured per representative", fontsize=10)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True

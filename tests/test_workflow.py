@@ -23,8 +23,9 @@ def test_default_workflow_end_to_end(default_run):
     res, _ = default_run
     html = (res / "report.html").read_text()
     assert "Predicted performance at 8 ranks" in html and "data:image/png;base64," in html
-    for name in ("platforms", "breakdown", "timeline"):
+    for name in ("platforms", "breakdown", "timeline", "variability"):
         assert (res / "report_figures" / f"{name}.png").stat().st_size > 5000
+    assert "<h2>Variability</h2>" in html
     reps = pd.read_csv(res / "representatives.csv")
     # the default (uneven, 2 work classes): the classes rank % 2 are never
     # mixed in one cluster, as long as the trace shows them.  8 ranks on 2
@@ -49,6 +50,15 @@ def test_default_workflow_end_to_end(default_run):
     for p in preds.values():
         assert p["predicted_time"] > 0 and len(p["ranks"]) == 8
         assert p["compute"].endswith("compute.csv")
+    # the variability model is the default: each representative replayed as
+    # 2 copies over 2 rounds, 15 samples, the median the prediction
+    var = pd.read_csv(res / "variability.csv")
+    assert set(var["representative"]) == set(reps["representative"])
+    assert (var.groupby("representative")["copy"].count() == 2).all()
+    assert (var["rounds"] == 2).all()
+    for p in preds.values():
+        v = p["variability"]
+        assert v["samples"] == 15 and p["predicted_time"] == sorted(v["times"])[7]
     # every rule kept its log and benchmark
     for rule in ("trace", "cluster", "record", "expand", "report", "calibrate"):
         assert (res / "logs" / f"{rule}.log").exists()
@@ -164,8 +174,11 @@ def test_a_changed_config_reruns_what_it_changes(default_run, tmp_path):
     cut = _planned(res, tmp_path, "cluster: {threshold: 0.3}\n")
     assert "trace" not in cut and {"cluster"} | downstream <= cut
     # the replay's repeats: not the trace, the clustering or the record
-    rep = _planned(res, tmp_path, "replay: {repeats: 2}\n")
+    rep = _planned(res, tmp_path, "replay: {repeats: 3}\n")
     assert not rep & {"trace", "cluster", "record"} and "report" in rep
+    # the samples of the variability: the simulations and the report only
+    var = _planned(res, tmp_path, "variability: {samples: 5}\n")
+    assert var == {"simulate", "report", "all"}, var
 
 
 def test_a_list_of_ranks_is_a_scalability_study(tmp_path):
