@@ -14,7 +14,7 @@ import sys
 
 from launch import in_own_arena, split_command
 
-VALUED = ("-o", "--output", "--ranks", "--reps")
+VALUED = ("-o", "--output", "--ranks", "--reps", "--watchdog")
 
 
 def parse_ranks(ranks: str) -> list[int]:
@@ -33,6 +33,24 @@ def main(argv=None) -> int:
     return run() if callable(run) else run
 
 
+def _watchdog_option(p) -> None:
+    p.add_argument("--watchdog", type=float, metavar="S",
+                   help="stop a rank that makes no MPI call and uses no CPU for S seconds, "
+                        "saying where it is stuck (default 300; 0: never): a deadlock, or a "
+                        "read that never returns, would otherwise hang the job until its "
+                        "time limit")
+
+
+def _set_watchdog(parser, seconds) -> None:
+    """--watchdog S, for this process's watchdog (launch/watchdog.py)."""
+    if seconds is None:
+        return
+    if seconds < 0:
+        parser.error("--watchdog must be >= 0")
+    from launch.watchdog import ENV
+    os.environ[ENV] = repr(seconds)
+
+
 def _plan(argv: list[str]):
     """What ``main`` does: a function that traces or records (run in the
     main thread, where the application runs), or an exit code."""
@@ -46,25 +64,28 @@ def _plan(argv: list[str]):
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("trace", help="run an application under the tracer (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument trace -o DIR [--force] "
-                             "[--keep-raw] (app.py | -m module | -c command) [args ...]")
+                             "[--keep-raw] [--count-c-calls] [--watchdog S] (app.py | -m module "
+                             "| -c command) [args ...]")
     p.add_argument("-o", "--output", required=True, help="trace directory to create")
     p.add_argument("--force", action="store_true",
                    help="replace an existing trace directory")
     p.add_argument("--keep-raw", action="store_true",
                    help="keep the per-rank raw files after merging")
+    _watchdog_option(p)
     p.add_argument("--count-c-calls", action="store_true",
                    help="also count MPI calls at the C level (a PMPI shim built with the "
                         "MPI library's mpicc) and warn about calls made below Python, "
                         "which the trace cannot contain (c_calls.csv in the trace)")
     p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
-                             "--reps REPS.csv) -o LOG_DIR [--force] (app.py | -m module | "
-                             "-c command) [args ...]")
+                             "--reps REPS.csv) -o LOG_DIR [--force] [--watchdog S] (app.py | "
+                             "-m module | -c command) [args ...]")
     p.add_argument("-o", "--output", required=True, help="message log directory to create")
     p.add_argument("--ranks", help="comma-separated world ranks to record")
     p.add_argument("--reps", help="representatives CSV from `python -m cluster`: record its "
                                   "representative ranks")
     p.add_argument("--force", action="store_true", help="replace an existing log directory")
+    _watchdog_option(p)
     p = sub.add_parser("show", help="print a summary of a trace")
     p.add_argument("trace", help="trace directory")
     p.add_argument("--max-ranks", type=int, default=32,
@@ -80,6 +101,7 @@ def _plan(argv: list[str]):
         args = parser.parse_args(["trace"] + opts)
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
+        _set_watchdog(parser, args.watchdog)
         if args.count_c_calls:
             from .ccount import CcountError, load, preloaded_command
             try:
@@ -103,6 +125,7 @@ def _plan(argv: list[str]):
         args = parser.parse_args(["record"] + opts)
         if mode is None:
             parser.error("record: give the application: app.py, -m module or -c command")
+        _set_watchdog(parser, args.watchdog)
         if bool(args.ranks) == bool(args.reps):
             parser.error("record: give exactly one of --ranks and --reps")
         try:

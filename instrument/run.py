@@ -21,6 +21,7 @@ TRACER_VERSION = "1.1"   # 1.1: empty polls folded (polls, poll_cpu, poll_gap)
 
 
 from launch import AtMPIImport, abort_job, in_own_arena, run_app  # noqa: E402  (standard library only)
+from launch.watchdog import watch  # noqa: E402  (standard library only)
 
 from .output import write_json  # noqa: E402  (json only: no heavy imports)
 from .waits import recorded  # noqa: E402  (standard library only)
@@ -251,13 +252,16 @@ def _on_sigterm(started) -> None:
                                                       f"instrument trace: rank {rank}"))
 
 
-def _run_hooked(hook, target: list[str], mode: str, error: type, who: str, said):
+def _run_hooked(hook, target: list[str], mode: str, error: type, who: str, said, events):
     """Run the application with the tool's ``hook`` (launch.AtMPIImport) in
     place: ``(status, code, the set-up's result)``, or None when the set-up
     failed (rank 0 says why).  ``error``: the tool's write error class; one
-    raised in a call ends the run with code 2 and ``said(result, e)``."""
-    sys.meta_path.insert(0, hook)
+    raised in a call ends the run with code 2 and ``said(result, e)``.
+    ``events()``: the rank's count of events so far, which the watchdog
+    (launch/watchdog.py) watches with its CPU time from now on."""
+    watch(f"{who}: rank {os.environ.get('PMI_RANK', '?')}", events)
     try:
+        hook.install()
         try:
             status, code = run_app(target, mode, ours=(error, SetupError))
         except error as e:
@@ -289,7 +293,8 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     hook = AtMPIImport(lambda MPI: _start_trace(MPI, trace_dir, force, argv, waits), _on_sigterm)
     ran = _run_hooked(hook, target, mode, WriteError, "instrument trace",
                       lambda started, e: f"rank {started[0]}: {started[2].R.named(e)}; the "
-                                         f"events written before are kept")
+                                         f"events written before are kept",
+                      lambda: hook.result[2].R.n if hook.result else 0)
     if ran is None:
         return 2
     status, code, (rank, size, intercept) = ran
@@ -435,7 +440,8 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
     hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
                                                  waits), _on_sigterm_record)
     ran = _run_hooked(hook, target, mode, LogError, "instrument record",
-                      lambda started, e: f"rank {started[0]}: {e}")
+                      lambda started, e: f"rank {started[0]}: {e}",
+                      lambda: hook.result[2].W.index if hook.result and hook.result[2] else 0)
     if ran is None:
         return 2
     status, code, (rank, ranks, rec) = ran

@@ -77,8 +77,8 @@ class AtMPIImport(importlib.abc.MetaPathFinder):
     MPI is initialised by the application's thread where a plain run
     initialises it; ``setup`` runs :func:`in_own_arena` and its result is
     kept in ``result``; ``then(result)``, if given, runs after it in the
-    application's thread (what must: signal handlers).  Insert into
-    ``sys.meta_path`` before the application runs; after it, :meth:`ensure`
+    application's thread (what must: signal handlers).  :meth:`install`
+    before the application runs; after it, :meth:`ensure`
     runs the set-up for an application that never imported ``mpi4py.MPI``,
     and raises the set-up's error if it failed (the application then saw
     that error at its import)."""
@@ -105,15 +105,28 @@ class AtMPIImport(importlib.abc.MetaPathFinder):
         spec.loader.exec_module = exec_module
         return spec
 
+    def install(self) -> None:
+        """Put the hook in place before the application runs; where
+        ``mpi4py.MPI`` is imported already (a ``sitecustomize``, a ``.pth``
+        file, the interpreter's start-up), run the set-up now, since MPI is
+        initialised and no import of it is left to catch."""
+        loaded = sys.modules.get("mpi4py.MPI")
+        if loaded is not None:
+            self._run(loaded)
+        else:
+            sys.meta_path.insert(0, self)
+
     def _run(self, module):
         self.done, self.module = True, module
         try:
-            self.result = in_own_arena(self.setup, module)
+            with _imports_unblocked():
+                self.result = in_own_arena(self.setup, module)
         except BaseException as e:
             self.error = e
             raise
         if self.then is not None:
             self.then(self.result)
+
 
     def ensure(self):
         """The set-up's result; run now if the application never imported
@@ -131,6 +144,39 @@ class AtMPIImport(importlib.abc.MetaPathFinder):
             from mpi4py import MPI
             self._run(MPI)
         return self.result
+
+
+class _imports_unblocked:
+    """While the set-up thread runs, the modules this thread is importing
+    (every one it is inside of, as the application imported mpi4py.MPI
+    from within their import) read as loaded to other threads.
+
+    An import of a module that is still initialising waits for its lock,
+    which the importing thread holds until it is done; this thread, in
+    turn, waits for the set-up thread.  Pyomo's deferred imports (as
+    mpi-sppy uses them) import mpi4py.MPI from inside the import of the
+    ``mpi4py`` package, and the set-up's own ``import mpi4py`` then waited
+    for ever.  The set-up imports only the tool's modules, the standard
+    library and mpi4py, whose package has run by the time its MPI
+    submodule is imported: finding them loaded is right.  The flags are
+    put back as they were afterwards."""
+
+    def __enter__(self):
+        self.flagged = []
+        for m in list(sys.modules.values()):
+            try:                # the module's own dict: a lazy module's
+                spec = object.__getattribute__(m, "__dict__").get("__spec__")  # __getattr__
+            except (AttributeError, TypeError):                                 # would import
+                continue
+            if getattr(spec, "_initializing", False):
+                spec._initializing = False
+                self.flagged.append(spec)
+        return self
+
+    def __exit__(self, *exc):
+        for spec in self.flagged:
+            spec._initializing = True
+        return False
 
 
 def split_command(argv: list[str], valued=(), prog: str = "tool"):

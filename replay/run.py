@@ -95,7 +95,7 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     # replayed with a 64 MiB pad
     log = in_own_arena(open_log, rank, size, log_dir, target, mode, any_command)
     hook = AtMPIImport(lambda MPI: _install(log, rank))
-    sys.meta_path.insert(0, hook)
+    hook.install()
     # a divergence or a damaged record is reported as itself, not as the
     # application's failure with its traceback
     status, code = run_app(target, mode, ours=(Divergence, LogError))

@@ -18,57 +18,12 @@ import os
 import sys
 import threading
 import time
-import traceback
 
-ENV = "REPREPLAY_WATCHDOG_SECONDS"
-DEFAULT = 300.0
-EXIT = 3                              # the process's exit code when stopped
-
-
-def limit() -> float:
-    """Seconds without a replayed call before the replay is stopped (0: never)."""
-    try:
-        return max(0.0, float(os.environ.get(ENV, DEFAULT)))
-    except ValueError:
-        return DEFAULT
-
-
-# frames of the tool itself (running the application), not worth naming
-OURS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), p)
-             for p in ("launch", "replay", "instrument"))
-
-
-def _location(ident: int, frames: int = 3) -> str:
-    """The innermost Python frames of the application in thread ``ident``,
-    innermost first."""
-    frame = sys._current_frames().get(ident)
-    if frame is None:
-        return "an unknown place"
-    stack = [f for f in traceback.extract_stack(frame)
-             if not f.filename.startswith("<frozen") and not f.filename.startswith(OURS)]
-    return " <- ".join(f"{f.filename}:{f.lineno} in {f.name}"
-                       for f in reversed(stack[-frames:])) or "an unknown place"
-
-
-def _state(native_id: int, interval: float = 0.5) -> str:
-    """Whether the thread sleeps in the kernel (and in what) or uses the CPU."""
-    base = f"/proc/self/task/{native_id}"
-
-    def ticks():
-        with open(f"{base}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[0], int(fields[11]) + int(fields[12])   # state, utime + stime
-    try:
-        state, t0 = ticks()
-        time.sleep(interval)
-        state, t1 = ticks()
-        with open(f"{base}/wchan") as f:
-            wchan = f.read().strip()
-    except (OSError, ValueError, IndexError):
-        return "in a state this system does not show"
-    if t1 - t0 >= interval * os.sysconf("SC_CLK_TCK") / 2:
-        return "spinning on the CPU (busy-polling, or computing)"
-    return f"sleeping in the kernel ({wchan})" if wchan not in ("", "0") else "sleeping"
+# the limit, its variable and how a stuck thread is described are the same
+# as for trace and record
+from launch.watchdog import DEFAULT, ENV, EXIT, limit  # noqa: F401  (re-exported)
+from launch.watchdog import location as _location
+from launch.watchdog import state as _state
 
 
 def watch(rank: int, replayer, seconds: float | None = None) -> None:
