@@ -101,9 +101,32 @@ class AtMPIImport(importlib.abc.MetaPathFinder):
             # the set-up's thread imports modules that import mpi4py.MPI: they
             # must find it loaded, not wait for this import to finish
             module.__spec__._initializing = False
-            self._run(module)
+            if module.Is_initialized():
+                self._run(module)
+            else:
+                self._at_init(module)
         spec.loader.exec_module = exec_module
         return spec
+
+    def _at_init(self, module) -> None:
+        """MPI not initialised at its import (``mpi4py.rc.initialize =
+        False``, as Devito sets it): the set-up runs when the application
+        initialises it, right after its own ``MPI.Init`` or
+        ``MPI.Init_thread`` returns (MPI initialised from C instead, the
+        set-up runs at :meth:`ensure`)."""
+        for name in ("Init", "Init_thread"):
+            real = getattr(module, name)
+
+            def init(*args, _real=real, _name=name, **kwargs):
+                out = _real(*args, **kwargs)
+                for n in ("Init", "Init_thread"):       # once
+                    setattr(module, n, self._real_init[n])
+                if not self.done:
+                    self._run(module)
+                return out
+            self._real_init = getattr(self, "_real_init", {})
+            self._real_init[name] = real
+            setattr(module, name, init)
 
     def install(self) -> None:
         """Put the hook in place before the application runs; where

@@ -105,8 +105,13 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         raise ReplayError(f"rank {rank}: the application {status} during replay "
                           f"(at event {rp.seq}, log record {log.index})")
     fake.finish()
-    # the replay's own cost between calls is not the application's computation
-    rp.probes.append((rp.seq, *fake.overhead()))
+    # the replay's own cost between calls is not the application's
+    # computation: measured once more at the end, unless the application
+    # finalised MPI itself (the probe's calls need MPI; the probes taken
+    # along the run, the first at its first call, stand)
+    if not hook.module.Is_finalized() or not rp.probes:
+        rp.probes.append((rp.seq, *(fake.overhead() if not hook.module.Is_finalized()
+                                    else (0.0, 0.0))))
     rows = less_overhead(rp.rows, rp.probes)
     busy = _busy_warning(rank, rows)
     if busy:

@@ -18,6 +18,9 @@ IMPORTS = [
     ("deferred", [APPS / "import_paths.py", "deferred"], None),
     ("pyomo", [APPS / "import_paths.py", "pyomo"], None),
     ("module", ["-m", "lazy_mpi.main"], APPS),
+    # MPI initialised (and finalised) by the application itself, as Devito does
+    ("init", [APPS / "deferred_init.py", "--init", "init"], None),
+    ("init-thread", [APPS / "deferred_init.py", "--init", "init_thread"], None),
 ]
 
 
@@ -29,7 +32,11 @@ def test_every_way_of_importing_mpi4py_is_traced_recorded_and_replayed(tmp_path,
     mpi4py package: the tool's set-up then waited for an import lock the
     application's thread held, and every rank hung), ``-m`` modules: each
     traced with its allreduce and barrier, recorded and replayed with the
-    same output.  --watchdog stops a run that hangs all the same."""
+    same output.  An application that sets ``mpi4py.rc.initialize = False``
+    and initialises MPI itself later (the tool's set-up then used MPI before
+    it existed, and every rank aborted), and finalises it itself (the
+    replay's last overhead probe then called MPI after it).  --watchdog
+    stops a run that hangs all the same."""
     kw = {"cwd": cwd} if cwd else {}
     t = mpirun(2, ["-m", "instrument", "trace", "--watchdog", "60", "-o", tmp_path / "t"]
                + app, timeout=240, **kw)
