@@ -69,7 +69,8 @@ def main(argv=None) -> int:
                          f"nothing repeats), raised into the dendrogram's clearest gap above "
                          f"it; what that joins stays apart unless each cluster holds "
                          f"{MIN_JOINED} ranks or more whose totals are within {AUTO_MAX:g} of "
-                         f"the mean of their representative's")
+                         f"the mean of their representative's; and no cluster keeps totals "
+                         f"more than {1 + AUTO_MAX:g}x apart, whatever other classes weigh")
     ap.add_argument("--vector", default="cpu", choices=["cpu", "comp"],
                     help="cpu: CPU seconds between calls (default; right on an "
                          "oversubscribed host); comp: wall seconds")
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
     how = (f"auto: in the clearest gap of the dendrogram above {NOISE_FACTOR:g} x the "
            f"measured noise {rv.noise:.3g} = {auto_threshold(rv.noise):.3g}, joining there "
            f"clusters of {MIN_JOINED} ranks or more within {AUTO_MAX:g} of the mean of their "
-           f"representative"
+           f"representative, none with totals more than {1 + AUTO_MAX:g}x apart"
            if a.threshold == "auto" else "fixed")
     print(f"{n} ranks, {groups} group(s) of identical communication, {k} cluster(s); "
           f"cut at {cut:.4g} s ({threshold:.3g} of the mean total {reps['total'].mean():.4g} s; "

@@ -289,3 +289,33 @@ def test_gap_cut_separates_classes_not_slow_ranks():
     assert labels[0] != labels[48]
     one = ranks(48, 1.0)
     assert len(np.unique(cluster_group(one, gap_cut(one, 0.1 * one.sum(axis=1).mean())))) <= 3
+
+
+def test_light_classes_stay_apart_beside_a_heavy_one(tmp_path):
+    """12 ranks on 2 cores, three classes doing 1, 3 and 9 units of work:
+    the automatic cut, a fraction of the mean total over all ranks, joined
+    the 1- and 3-unit classes (totals 0.021 and 0.036 s beside 0.099 s; 43 %
+    clustering error).  Work that differs by half or more is never one
+    cluster, whatever the other classes weigh: three clusters, each one
+    class, every member within 1.5x of its representative."""
+    trace(12, tmp_path / "t", [EXAMPLES / "uneven.py", "--iters", "6", "--work", "20000",
+                               "--units", "1,3,9"], timeout=300)
+    p = run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(tmp_path / "r.csv")])
+    reps = pd.read_csv(tmp_path / "r.csv")
+    classes = reps.groupby("cluster")["rank"].agg(lambda r: set(r % 3))
+    assert all(len(c) == 1 for c in classes), p.stdout + reps.to_string()
+    assert reps["cluster"].nunique() >= 3
+    assert (reps["total"] / reps["rep_total"]).between(1 / 1.5, 1.5).all(), reps.to_string()
+
+
+def test_split_by_magnitude_keeps_a_slowed_class_together():
+    """Totals 1.7x apart split; ranks of one class slowed up to 1.4x (a busy
+    core) stay one cluster; ranks that hardly compute do not split over
+    their noise."""
+    from cluster.select import split_by_magnitude
+    X = np.array([[1.0], [1.05], [1.7], [1.75], [9.0], [9.0 * 1.4], [1e-6], [3e-6]])
+    labels = np.array([0, 0, 0, 0, 1, 1, 2, 2])
+    out = split_by_magnitude(X, labels, 1.5, 0.02 * X.sum(axis=1).mean())
+    assert out[0] == out[1] != out[2] == out[3]
+    assert out[4] == out[5] and out[6] == out[7]
+    assert len(set(out)) == 4
