@@ -96,6 +96,27 @@ def _names(types) -> str:
         t.__name__, t.__name__) for t in types)
 
 
+# integer columns of the events table, and its columns of seconds
+INTEGERS = ("rank", "seq", "comm", "peer", "tag", "sbytes", "rbytes", "req", "rpeer", "rtag",
+            "flags", "polls")
+SECONDS = ("comp", "cpu", "t_start", "t_end", "poll_cpu", "poll_gap")
+MAX_BYTES = 2 ** 48
+
+
+def _check_types(events: pd.DataFrame, path: str) -> None:
+    """Each column of the contract in its type: integers where counts and
+    ranks are, numbers where seconds are (a column of strings or floats
+    there raised a TypeError in the checks below)."""
+    for col in INTEGERS:
+        if col in events and not pd.api.types.is_integer_dtype(events[col]):
+            raise TraceError(f"{path}: column {col} must hold integers, not "
+                             f"{events[col].dtype} (a damaged or hand-edited table?)")
+    for col in SECONDS:
+        if col in events and not pd.api.types.is_numeric_dtype(events[col]):
+            raise TraceError(f"{path}: column {col} must hold seconds (numbers), not "
+                             f"{events[col].dtype} (a damaged or hand-edited table?)")
+
+
 def check_events(events: pd.DataFrame, meta: dict, path: str) -> None:
     """Check the events table against the contract before any stage uses it.
 
@@ -104,9 +125,11 @@ def check_events(events: pd.DataFrame, meta: dict, path: str) -> None:
     2, ... (no event twice or lost), as many events as meta.json counts and
     a complete rank ending with finalize, known op names, peers that are
     world ranks or MPI's constants, times finite (computation >= 0), byte
-    counts >= 0, and events for every rank of a complete trace.  Columns
-    the table lacks (a reader asked for fewer) are not checked."""
+    counts >= 0 and at most 2**48 (a larger message is damage, and sums of
+    such counts overflowed), and events for every rank of a complete trace.
+    Columns the table lacks (a reader asked for fewer) are not checked."""
     where = _Where(events, path)
+    _check_types(events, path)
     if "rank" in events:
         _check_ranks(events, meta, where)
     if "op" in events:
@@ -130,6 +153,8 @@ def check_events(events: pd.DataFrame, meta: dict, path: str) -> None:
         if col in events:
             v = events[col].to_numpy()
             where.bad(v < 0, f"{col} {{}} is negative", v)
+            if col != "polls":
+                where.bad(v > MAX_BYTES, f"{col} {{}} is more than 2**48 bytes in one call", v)
     if {"rank", "t_start", "t_end"} <= set(events.columns):
         _check_clock(events, where)
 

@@ -9,7 +9,8 @@ from .merge import trace_warnings
 
 def summary(trace) -> dict[str, pd.DataFrame]:
     """Tables behind ``show``: per op and per rank."""
-    ev = trace.events
+    # byte sums in floating point: an int64 sum wraps around silently
+    ev = trace.events.astype({"sbytes": float, "rbytes": float})
     per_op = ev.groupby("op", observed=True).agg(
         events=("seq", "size"), ranks=("rank", "nunique"),
         sbytes=("sbytes", "sum"), rbytes=("rbytes", "sum"),

@@ -11,6 +11,10 @@ import pandas as pd
 
 from .output import write_atomic
 
+# at most this many seconds in one value: 1e300 s of computation in a
+# replay went into the computation table and the prediction as it was
+MAX_SECONDS = 1e7
+
 
 def read_table(path: str, columns, error, what: str, producer: str,
                integers=(), seconds=()) -> pd.DataFrame:
@@ -18,7 +22,8 @@ def read_table(path: str, columns, error, what: str, producer: str,
 
     Raises ``error`` (an exception class) if it cannot be read, lacks one
     of ``columns``, is empty, has a non-integer value in ``integers``, or
-    a value in ``seconds`` that is not a finite number >= 0 (named by the
+    a value in ``seconds`` that is not a finite number >= 0 and at most
+    MAX_SECONDS (named by the
     row's ``rank`` and ``seq`` where the table has them; a column of
     ``seconds`` not in ``columns`` is optional, checked where present).  ``what`` names
     the table and ``producer`` the command that writes it, for messages."""
@@ -37,12 +42,13 @@ def read_table(path: str, columns, error, what: str, producer: str,
             raise error(f"{path}: column {c} must hold integers")
     for c in (c for c in seconds if c in df.columns):
         v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
-        bad = np.nonzero(~np.isfinite(v) | (v < 0))[0]
+        bad = np.nonzero(~np.isfinite(v) | (v < 0) | (v > MAX_SECONDS))[0]
         if len(bad):
             i = bad[0]
             where = ", ".join(f"{k} {df[k].iloc[i]}" for k in ("rank", "seq") if k in df.columns)
             raise error(f"{path}: {where + ': ' if where else f'row {i}: '}{c} must be a "
-                        f"finite number >= 0, not {df[c].iloc[i]}")
+                        f"finite number >= 0 (and at most {MAX_SECONDS:g} s), not "
+                        f"{df[c].iloc[i]}")
     return df
 
 

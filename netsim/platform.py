@@ -478,7 +478,20 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML that reads 6e-9 as a number (YAML 1.1 wants a dot: 6.0e-9)."""
+    """YAML that reads 6e-9 as a number (YAML 1.1 wants a dot: 6.0e-9), and
+    refuses a key given twice in one mapping (YAML keeps the last without
+    a word: a second ``nodes: 3`` below ``nodes: 256`` went unnoticed)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"the key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(

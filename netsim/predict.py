@@ -83,8 +83,17 @@ def run(s: Schedule, platform) -> Result:
             s.nranks, room))
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))
+    _finite(end)
     return Result(float(end.max()) if len(end) else 0.0,
                   _breakdown(s, start, end, matched, coll_last), start, end, int(events), secs)
+
+
+def _finite(end: np.ndarray) -> None:
+    """A simulation whose times overflowed is refused, not written as an
+    infinite prediction its own reader would refuse later."""
+    if len(end) and not np.isfinite(end).all():
+        raise ScheduleError("the simulated times overflowed (an operation ends at infinity): "
+                            "a platform value or a computation time is far too large")
 
 
 def _warmup(s: Schedule, sends: np.ndarray, core: np.ndarray, platform) -> np.ndarray:
@@ -145,6 +154,7 @@ def _run_loggops(s, platform, L, bt) -> Result:
             platform.o_send, platform.gap, G, platform.O_send, platform.eager_limit, room))
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))
+    _finite(end)
     return Result(float(finish.max()) if len(finish) else 0.0,
                   _breakdown(s, start, end, matched, np.zeros(0), finish), start, end,
                   int(events), secs)

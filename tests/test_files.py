@@ -84,6 +84,14 @@ def test_a_damaged_replay(stages, tmp_path):
         df.to_csv(rep / f.name, index=False)
     fails_clearly(["replay.expand", stages / "t", stages / "reps.csv", rep,
                    "-o", tmp_path / "c.csv"], "comp must be a finite number >= 0", ", seq ")
+    # 1e300 s went into the computation table and the prediction as it was
+    for f in (stages / "rep").glob("rank*.csv"):
+        df = pd.read_csv(f)
+        df.loc[len(df) // 2, "comp"] = 1e300
+        df.to_csv(rep / f.name, index=False)
+    fails_clearly(["replay.expand", stages / "t", stages / "reps.csv", rep,
+                   "-o", tmp_path / "c.csv"], "(and at most 1e+07 s), not 1e+300")
+    assert not (tmp_path / "c.csv").exists()
 
 
 @pytest.mark.parametrize("damage,needle", [
@@ -184,6 +192,13 @@ def _at(col, value, row=3):
     (None, lambda m: m.update(kind="log"), "not a trace's metadata"),
     (lambda ev: ev[ev["seq"] != ev.groupby("rank")["seq"].transform("max")], None,
      "events, but meta.json counted"),
+    # floats or strings where ranks and seconds are: TypeErrors in the checks
+    (lambda ev: ev.assign(rank=ev["rank"].astype(float)), None,
+     "column rank must hold integers, not float64"),
+    (lambda ev: ev.assign(peer=ev["peer"].astype(str)), None, "column peer must hold integers"),
+    (lambda ev: ev.assign(cpu=ev["cpu"].astype(str)), None, "column cpu must hold seconds"),
+    # 2**62 bytes: an int64 sum wrapped around and show printed "0 B"
+    (_at("sbytes", 2 ** 62), None, "rank 0, event 3: sbytes 4611686018427387904 is more than"),
 ])
 def test_a_damaged_trace_is_refused_by_every_stage_before_anything_is_written(
         stages, tmp_path, events, meta, needle):

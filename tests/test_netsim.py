@@ -330,6 +330,29 @@ def test_platform_validation_names_the_key(tmp_path):
         load_platform(f"config/platforms/{f}.yaml")
 
 
+def test_damaged_platform_values_are_refused_not_simulated(tmp_path):
+    """A key given twice (YAML keeps the last without a word: nodes 256
+    became 3), a time of 1e308 (the simulation overflowed and netsim wrote
+    an infinite prediction that its own reader refused), cores_per_node
+    1e308 (a numba typing error): each a clear refusal naming the key."""
+    good = (ROOT / "config" / "platforms" / "ib-cluster.yaml").read_text()
+    (tmp_path / "twice.yaml").write_text(good + "nodes: 3\n")
+    with pytest.raises(PlatformError, match="the key 'nodes' is given twice"):
+        load_platform(str(tmp_path / "twice.yaml"))
+    with pytest.raises(PlatformError, match="gap"):
+        from_dict({"nodes": 1, "cores_per_node": 1, "network": {
+            "levels": [{"latency": 0, "byte_time": 0}], "gap": 1e308}})
+    with pytest.raises(PlatformError, match="cores_per_node"):
+        from_dict({"nodes": 1, "cores_per_node": 1e308,
+                   "network": {"levels": [{"latency": 0, "byte_time": 0}]}})
+    # what the platform's ranges cannot catch, the simulation does
+    B = Builder(1)
+    a = B.op(CALC, 0, [], dur=1e308)
+    B.op(CALC, 0, [(a, False)], dur=1e308)
+    with pytest.raises(ScheduleError, match="overflowed"):
+        simulate(B.done(), platform())
+
+
 @pytest.fixture(scope="module")
 def jacobi_trace(tmp_path_factory):
     out = tmp_path_factory.mktemp("jac") / "t"
