@@ -78,16 +78,25 @@ def _read_tables(path: str, columns) -> Trace:
     ev_path = os.path.join(path, "events.parquet")
     if not os.path.exists(ev_path):
         raise TraceError(f"{ev_path}: missing; the trace holds no events")
-    try:
-        events = pd.read_parquet(ev_path, columns=columns)
-        comms = pd.read_parquet(os.path.join(path, "comms.parquet"))
-        sites = pd.read_parquet(os.path.join(path, "sites.parquet"))
-        tp = os.path.join(path, "topology.parquet")
-        topology = pd.read_parquet(tp) if os.path.exists(tp) else pd.DataFrame()
-    except Exception as e:  # pyarrow raises several types for damaged files
-        raise TraceError(f"{path}: cannot read trace tables: {e}") from e
+    # every merge writes all four (topology empty without topologies): a
+    # trace without one lost a file
+    for name in ("comms.parquet", "sites.parquet", "topology.parquet"):
+        if not os.path.exists(os.path.join(path, name)):
+            raise TraceError(f"{os.path.join(path, name)}: missing (every merged trace has "
+                             f"it); the trace is damaged")
     from .merge import COMMS_COLUMNS, EVENT_SCHEMA
     need = columns if columns is not None else EVENT_SCHEMA.names
+    try:
+        import pyarrow.parquet as pq
+        have = pq.read_schema(ev_path).names
+        events = pd.read_parquet(ev_path, columns=[c for c in need if c in have])
+        comms = pd.read_parquet(os.path.join(path, "comms.parquet"))
+        sites = pd.read_parquet(os.path.join(path, "sites.parquet"))
+        topology = pd.read_parquet(os.path.join(path, "topology.parquet"))
+    except Exception as e:  # pyarrow raises several types for damaged files
+        # its first line: the rest can be the whole schema
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TraceError(f"{path}: cannot read trace tables: {said}") from e
     lost = [c for c in need if c not in events.columns] + \
         [c for c in COMMS_COLUMNS if c not in comms.columns]
     if lost:

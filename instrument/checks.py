@@ -19,6 +19,8 @@ from .errors import TraceError
 # what the tracer writes into meta.json before the run (merge adds the rest)
 META_REQUIRED = ("kind", "tracer_version", "argv", "size", "cwd", "mpi_library", "mpi_version",
                  "mpi4py_version", "python", "start", "end", "complete", "merged")
+# and the keys the merge adds (a merged trace without them was accepted)
+MERGED_REQUIRED = ("ranks", "incomplete_ranks", "hosts", "events", "unmodelled")
 # the keys of meta.json that stages read, and their JSON types
 META_TYPES = {"argv": list, "complete": bool, "merged": bool, "events": int,
               "incomplete_ranks": list, "ranks": list, "hosts": list, "unmodelled": dict,
@@ -47,7 +49,8 @@ def read_meta(path: str) -> dict:
     size = meta.get("size")
     if type(size) is not int or size < 1:
         raise TraceError(f"{path}: size {size!r} is not a positive number of ranks")
-    lost = [k for k in META_REQUIRED if k not in meta]
+    lost = [k for k in META_REQUIRED + (MERGED_REQUIRED if meta.get("merged") is True else ())
+            if k not in meta]
     if lost:
         raise TraceError(f"{path}: missing key(s) {', '.join(lost)} (the tracer writes them all)")
     for key, types in META_TYPES.items():

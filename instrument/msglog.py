@@ -57,6 +57,29 @@ class LogError(BaseException):
     application's own ``except Exception`` cannot swallow it."""
 
 
+def read_record(log_dir: str) -> dict:
+    """The log directory's record.json, checked: a message log of ``size``
+    ranks that recorded ``ranks``.  A directory without it is no complete
+    log (a replay from it once ran anyway)."""
+    import json
+    path = os.path.join(log_dir, "record.json")
+    try:
+        with open(path, "rb") as f:
+            rec = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise LogError(f"{path}: missing; {log_dir} is not a message log directory "
+                       f"(written by `instrument record`), or lost its record") from None
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise LogError(f"{path}: cannot read ({e})") from None
+    if not (isinstance(rec, dict) and rec.get("kind") == "message-log"
+            and type(rec.get("size")) is int and rec["size"] >= 1
+            and isinstance(rec.get("ranks"), list)
+            and all(type(r) is int and 0 <= r < rec["size"] for r in rec["ranks"])):
+        raise LogError(f"{path}: not a message log's record (kind message-log, size, the "
+                       f"ranks recorded)")
+    return rec
+
+
 def log_path(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, f"rank{rank}.log")
 

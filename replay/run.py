@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from instrument.msglog import LogError, LogReader, log_path
+from instrument.msglog import LogError, LogReader, log_path, read_record
 from instrument.output import OutputError, write_atomic
 from launch import command_line
 
@@ -42,7 +42,12 @@ def check_command(header: dict, path: str, target: list[str], mode: str) -> None
 def open_log(rank: int, size: int | None, log_dir: str, target: list[str], mode: str,
              any_command: bool = False) -> LogReader:
     """Rank ``rank``'s message log, refused before anything runs when it is
-    not complete, of another rank or N, or of another command line."""
+    not complete, of another rank or N, or of another command line, or its
+    directory has no record of what was recorded."""
+    record = read_record(log_dir)
+    if rank not in record["ranks"]:
+        raise LogError(f"{log_dir}: rank {rank} was not recorded (the log holds rank(s) "
+                       f"{record['ranks'][:20]})")
     log = LogReader(log_path(log_dir, rank))
     h = log.header
     if h.get("rank") != rank:
