@@ -89,10 +89,12 @@ def _read_tables(path: str, columns) -> Trace:
     try:
         import pyarrow.parquet as pq
         have = pq.read_schema(ev_path).names
-        events = pd.read_parquet(ev_path, columns=[c for c in need if c in have])
-        comms = pd.read_parquet(os.path.join(path, "comms.parquet"))
-        sites = pd.read_parquet(os.path.join(path, "sites.parquet"))
-        topology = pd.read_parquet(os.path.join(path, "topology.parquet"))
+        # the pages' checksums verified where they were written (merge)
+        crc = {"page_checksum_verification": True}
+        events = pd.read_parquet(ev_path, columns=[c for c in need if c in have], **crc)
+        comms = pd.read_parquet(os.path.join(path, "comms.parquet"), **crc)
+        sites = pd.read_parquet(os.path.join(path, "sites.parquet"), **crc)
+        topology = pd.read_parquet(os.path.join(path, "topology.parquet"), **crc)
     except Exception as e:  # pyarrow raises several types for damaged files
         # its first line: the rest can be the whole schema
         said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

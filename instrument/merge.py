@@ -347,7 +347,10 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
     g = _Globals()
     out = os.path.join(out_dir, "events.parquet")
     tmp = out + ".tmp"
-    writer = pq.ParquetWriter(tmp, EVENT_SCHEMA, compression="zstd")
+    # page checksums: a flipped byte is refused on reading, never read as
+    # another op (one turned rank 0's init into an isend, and every stage
+    # took it)
+    writer = pq.ParquetWriter(tmp, EVENT_SCHEMA, compression="zstd", write_page_checksum=True)
     ranks = []
     unmodelled: dict[str, int] = {}
     total = 0
@@ -397,12 +400,14 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
     writer.close()
     os.replace(tmp, out)
     comms = pd.DataFrame(g.comm_rows, columns=COMMS_COLUMNS)
-    comms.to_parquet(os.path.join(out_dir, "comms.parquet"), index=False)
+    comms.to_parquet(os.path.join(out_dir, "comms.parquet"), index=False,
+                     write_page_checksum=True)
     pd.DataFrame(g.site_rows, columns=["site", "file", "line", "function"]).to_parquet(
-        os.path.join(out_dir, "sites.parquet"), index=False)
+        os.path.join(out_dir, "sites.parquet"), index=False, write_page_checksum=True)
     topo = pd.DataFrame(g.topo_rows, columns=["comm", "rank", "sources", "destinations",
                                               "dims", "periods", "coords"])
-    topo.to_parquet(os.path.join(out_dir, "topology.parquet"), index=False)
+    topo.to_parquet(os.path.join(out_dir, "topology.parquet"), index=False,
+                    write_page_checksum=True)
     meta["ranks"] = ranks
     meta["complete"] = all(r["complete"] for r in ranks)
     meta["incomplete_ranks"] = [r["rank"] for r in ranks if not r["complete"]]
