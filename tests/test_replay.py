@@ -160,7 +160,8 @@ def test_damaged_logs_fail_loudly(tmp_path):
     p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, check=False)
     assert p.returncode == 2 and "version 7" in p.stderr
     p = replay(tmp_path / "log", tmp_path / "rep", app, rank=3, check=False)
-    assert p.returncode == 2 and "rank3.log: cannot open message log" in p.stderr
+    assert p.returncode == 2 and "rank 3 was not recorded (the log holds rank(s) [0])" in \
+        p.stderr
     path.write_bytes(good)
     p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0, extra=["--size", "5"],
                check=False)
