@@ -114,19 +114,19 @@ class AtMPIImport(importlib.abc.MetaPathFinder):
         initialises it, right after its own ``MPI.Init`` or
         ``MPI.Init_thread`` returns (MPI initialised from C instead, the
         set-up runs at :meth:`ensure`)."""
-        for name in ("Init", "Init_thread"):
-            real = getattr(module, name)
+        real = {name: getattr(module, name) for name in ("Init", "Init_thread")}
 
-            def init(*args, _real=real, _name=name, **kwargs):
-                out = _real(*args, **kwargs)
-                for n in ("Init", "Init_thread"):       # once
-                    setattr(module, n, self._real_init[n])
+        def wrapped(fn):
+            def init(*args, **kwargs):
+                out = fn(*args, **kwargs)
+                for name, f in real.items():            # once: the real ones back
+                    setattr(module, name, f)
                 if not self.done:
                     self._run(module)
                 return out
-            self._real_init = getattr(self, "_real_init", {})
-            self._real_init[name] = real
-            setattr(module, name, init)
+            return init
+        for name, fn in real.items():
+            setattr(module, name, wrapped(fn))
 
     def install(self) -> None:
         """Put the hook in place before the application runs; where
@@ -149,7 +149,6 @@ class AtMPIImport(importlib.abc.MetaPathFinder):
             raise
         if self.then is not None:
             self.then(self.result)
-
 
     def ensure(self):
         """The set-up's result; run now if the application never imported

@@ -162,7 +162,7 @@ def _from_trace(a, plat, var) -> _Lowered:
         print(f"netsim: a task pool: {pool.describe()}; dealt anew in every simulated run, "
               f"by arrival", file=sys.stderr)
         sigma = var.sigma_span_of(reps) if sampled else np.zeros(t.size)
-        out.lower = DealtLowering(t, pool, plat, comp, comp, inside, sigma)
+        out.lower = DealtLowering(t, pool, plat, comp, inside, sigma)
     return out
 
 

@@ -45,6 +45,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .schedule import from_trace
+from .variability import mean_one
+
 
 def _blocking(op: str, kinds) -> bool:
     return op in kinds and not op.startswith("i")
@@ -265,18 +268,18 @@ class DealtLowering:
     """Lowers a trace with its task pool dealt anew, once per sample
     (``run_samples``'s ``lower``): the deal depends on the sample's speeds.
 
-    ``work``: per event, the application's seconds before it (what the
-    variability multiplies); ``comp``, ``inside``: the computation table's
-    columns the lowering takes (netsim.schedule.from_trace)."""
+    ``comp``: per event, the application's seconds before it (what the
+    lowering takes, netsim.schedule.from_trace, and the deal weighs at each
+    worker's speed); ``inside``: the computation table's column; ``sigma``:
+    each rank's span noise."""
 
-    def __init__(self, trace, pool: Pool, platform, work: np.ndarray, comp: np.ndarray,
+    def __init__(self, trace, pool: Pool, platform, comp: np.ndarray,
                  inside: np.ndarray | None, sigma: np.ndarray):
         self.trace, self.pool, self.platform = trace, pool, platform
-        self.work = np.asarray(work, float) * platform.compute_scale
-        self.comp, self.inside, self.sigma = comp, inside, sigma
-        core = platform.core_of(trace.size)
-        span, lat, _ = platform.level_arrays()
-        self._core, self._lat = core, lat
+        self.comp, self.inside, self.sigma = np.asarray(comp, float), inside, sigma
+        self.work = self.comp * platform.compute_scale
+        self._core = platform.core_of(trace.size)
+        self._lat = platform.level_arrays()[1]
         self.fixed = platform.o_send + platform.o_recv + platform.call_overhead
 
     def message(self, w: int, nbytes: int) -> float:
@@ -286,11 +289,8 @@ class DealtLowering:
                      + p.wire(a, b, np.array([float(nbytes)]))[0])
 
     def __call__(self, m: int, factors: np.ndarray, z: np.ndarray):
-        from .schedule import from_trace
-
         def span(rows, r):
-            s = self.sigma[r]
-            return float((self.work[rows] * np.exp(s * z[rows] - s * s / 2)).sum() * factors[r])
+            return float((self.work[rows] * mean_one(self.sigma[r], z[rows])).sum() * factors[r])
         dest, source = deal(self.pool, span, self.message)
         ev, order = dealt(self.trace.events, self.pool, dest, source)
         t = dataclasses.replace(self.trace, events=ev)

@@ -41,6 +41,12 @@ SAMPLES = 15                     # odd: the median is one of the samples
 SEED = 0
 
 
+def mean_one(sigma, z):
+    """The factor of a draw ``z`` (standard normal) of noise ``sigma``:
+    ``exp(sigma z - sigma**2 / 2)``, log-normal of mean 1."""
+    return np.exp(sigma * z - sigma * sigma / 2)
+
+
 class Variability:
     """The measured table (replay/variability.py's columns) and its sampling.
 
@@ -87,7 +93,7 @@ class Variability:
             mine = rep_of_rank == rep
             f[mine] = factors[copy[mine] % len(factors)]
         s = self._per_rank(rep_of_rank, self.sigma_run)
-        return f * np.exp(s * rng.standard_normal(n) - s * s / 2)
+        return f * mean_one(s, rng.standard_normal(n))
 
     def span_noise(self, m: int, events: int) -> np.ndarray:
         """Sample m's standard normal draw per trace event (its span noise
@@ -111,7 +117,7 @@ class Variability:
                                 "application's work (a GOAL file): it cannot be sampled")
         at = np.flatnonzero(s.work > 0)
         sig = sigma[s.rank[at]]
-        noise = np.exp(sig * z[s.event[at]] - sig * sig / 2)
+        noise = mean_one(sig, z[s.event[at]])
         dur = s.dur.copy()
         dur[at] = np.maximum(dur[at] + s.work[at] * (factors[s.rank[at]] * noise - 1), 0.0)
         return dur

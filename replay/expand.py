@@ -69,6 +69,7 @@ from .replayed import ReplayedError, read_replayed, target_seconds
 from .variability import (
     VariabilityError,
     collect,
+    copies_in,
     mean_spans,
     nil,
     read_variability,
@@ -145,8 +146,7 @@ def _mean(rp: pd.DataFrame, secs: np.ndarray, replay_dir: str, rep: int, warn) -
     if not os.path.exists(os.path.join(replay_dir, f"variability_rank{rep}.csv")):
         return secs
     rounds = round_dirs(replay_dir)
-    copies = 1 + len(glob.glob(os.path.join(rounds[0], "copies", "copy*", f"rank{rep}.csv")))
-    spans, ops, kept, _ = collect(rep, rounds, copies,
+    spans, ops, kept, _ = collect(rep, rounds, copies_in(rounds[0], rep),
                                   warn=lambda m: warn(f"replay.expand: note: {m}"))
     if len(ops) != len(rp) or (ops != rp["op"].to_numpy()).any() or not len(spans):
         return secs                  # the kept replay is not the one collected: keep it

@@ -219,15 +219,14 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
                                  any_command)
         return _replay_round(ranks, size, log_dir, dest, target, mode, concurrent, env,
                              any_command)
-    if repeats == 1:
-        done = one_round(out_dir)
-    else:
-        for k in range(1, repeats + 1):
-            print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
-            one_round(os.path.join(out_dir, f"repeat{k}"))
-        done = keep_least_disturbed(ranks, out_dir, repeats)
     rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
                                              for k in range(1, repeats + 1)]
+    for k, d in enumerate(rounds, 1):
+        if repeats > 1:
+            print(f"replay: repeat {k}/{repeats}", file=sys.stderr, flush=True)
+        done = one_round(d)
+    if repeats > 1:
+        done = keep_least_disturbed(ranks, out_dir, repeats)
     measure_variability(ranks, out_dir, rounds, max(load, 1), cores)
     return done
 

@@ -56,6 +56,9 @@ rounds          -     rounds the figures come from
 """
 from __future__ import annotations
 
+import glob
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -189,8 +192,6 @@ def _rows(rank, factor, sigma_run, sigma_span, rounds, cores) -> pd.DataFrame:
 def round_dirs(replay_dir: str) -> list[str]:
     """The round directories of a replay: its repeat<k>/ in order, or the
     directory itself when it was replayed once."""
-    import glob
-    import os
     found = glob.glob(os.path.join(replay_dir, "repeat[0-9]*"))
     found = [d for d in found if os.path.basename(d)[len("repeat"):].isdigit()]
     return sorted(found, key=lambda d: int(os.path.basename(d)[len("repeat"):])) or [replay_dir]
@@ -199,10 +200,14 @@ def round_dirs(replay_dir: str) -> list[str]:
 def copy_path(round_dir: str, copy: int, rank: int) -> str:
     """Where copy ``copy`` of rank ``rank``'s replay in a round is written
     (copy 0, the measured one, as a replay without copies)."""
-    import os
     if copy == 0:
         return os.path.join(round_dir, f"rank{rank}.csv")
     return os.path.join(round_dir, "copies", f"copy{copy}", f"rank{rank}.csv")
+
+
+def copies_in(round_dir: str, rank: int) -> int:
+    """How many copies of ``rank`` a round replayed (1: no copies)."""
+    return 1 + len(glob.glob(os.path.join(round_dir, "copies", "copy*", f"rank{rank}.csv")))
 
 
 def collect(rank: int, rounds: list[str], copies: int, warn=None):

@@ -77,7 +77,7 @@ def test_a_slow_worker_no_longer_sets_the_pace(pool_trace):
     z = np.zeros(len(work))
     var = Variability(nil([0, 1, 2, 3]), samples=1)
     sigma = np.zeros(4)
-    lower = DealtLowering(pool_trace, pool, plat, work, work, None, sigma)
+    lower = DealtLowering(pool_trace, pool, plat, work, None, sigma)
     s, zs = lower(0, f, z)
     redealt = simulate(dataclasses.replace(s, dur=var.durations(s, f, zs, sigma)),
                        plat).predicted_time
@@ -110,7 +110,7 @@ def test_a_pool_in_rounds_with_tagged_results_is_dealt_anew(tmp_path):
     plat = load_platform(str(ROOT / "config" / "platforms" / "ib-cluster.yaml"))
     work = np.where((t.events["rank"] > 0) & (t.events["op"] == "ssend"), TASK, 0.0)
     f = np.array([1.0, 1.0, 3.0])
-    lower = DealtLowering(t, pool, plat, work, work, None, np.zeros(3))
+    lower = DealtLowering(t, pool, plat, work, None, np.zeros(3))
     s, zs = lower(0, f, np.zeros(len(work)))
     var = Variability(nil([0, 1, 2]), samples=1)
     res = simulate(dataclasses.replace(s, dur=var.durations(s, f, zs, np.zeros(3))), plat)

@@ -80,7 +80,7 @@ from cluster.representatives import read_representatives  # noqa: E402
 from replay.expand import gather_variability  # noqa: E402
 from replay.replayed import read_replayed  # noqa: E402
 from replay.run import copy_cores, keep_least_disturbed, measure_variability  # noqa: E402
-from replay.variability import write_variability  # noqa: E402
+from replay.variability import copies_in, round_dirs, write_variability  # noqa: E402
 from validate import measure  # noqa: E402  (the repository's)
 
 PY = sys.executable
@@ -228,20 +228,19 @@ def replay_round(app: list[str], d: Path, n: int, k: int,
        d / f"replay{k}.log", timeout=timeout)
 
 
-def round_variability(d: Path, reps: list[int], rounds: int) -> Path | None:
-    """d/variability.csv: the representatives' variability over every
-    round's copies (replay.run.measure_variability, then replay.expand's
-    gathering); None where the rounds were replayed without copies."""
-    copies = d / "replay" / "repeat1" / "copies"
-    if not copies.is_dir():
+def round_variability(d: Path, reps: pd.DataFrame) -> Path | None:
+    """d/variability.csv: the representatives' (``reps``, the clustering's
+    table) variability over every round's copies (replay.run.
+    measure_variability, then replay.expand's gathering); None where the
+    rounds were replayed without copies."""
+    ranks = sorted(set(reps["representative"]))
+    rounds = round_dirs(str(d / "replay"))
+    load = copies_in(rounds[0], ranks[0])
+    if load < 2:
         return None
-    load = 1 + len(list(copies.glob("copy*")))
-    log = d / "variability.log"
-    with open(log, "w") as f, contextlib.redirect_stderr(f):
-        measure_variability(reps, str(d / "replay"), [str(d / "replay" / f"repeat{k}")
-                                                      for k in range(1, rounds + 1)], load,
-                            copy_cores(load))
-        table = gather_variability(read_representatives(str(d / "reps.csv")), str(d / "replay"),
+    with open(d / "variability.log", "w") as f, contextlib.redirect_stderr(f):
+        measure_variability(ranks, str(d / "replay"), rounds, load, copy_cores(load))
+        table = gather_variability(reps, str(d / "replay"),
                                    warn=lambda m: print(m, file=sys.stderr))
     path = d / "variability.csv"
     write_variability(table, str(path))
@@ -379,7 +378,7 @@ def predict_app(name: str, recipe: dict, d: Path, platform: Path | None, replay_
     # each round simulated with the variability measured over all rounds
     # (the model) and without it (every rank at its representative's
     # times), on the same replays
-    var = round_variability(d, sorted(set(reps["representative"])), replay_repeats)
+    var = round_variability(d, reps)
     preds, plain, bands = [], [], []
     for k in range(1, rounds + 1):
         compute = d / "compute.csv"
