@@ -249,3 +249,9 @@ def test_the_prediction_is_the_median_sample_with_its_band(measured, tmp_path):
                "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "x.json"),
                "--variability", str(d / "variability.csv")], check=False)
     assert bad.returncode == 2 and "--variability needs --compute" in bad.stderr
+    bad = run([*PY, "-m", "netsim", str(d / "trace"), "--platform",
+               "config/platforms/ib-cluster.yaml", "--compute", str(d / "compute.csv"),
+               "-o", str(tmp_path / "y.json"), "--variability", str(d / "variability.csv"),
+               "--samples", "-1"], check=False)
+    assert bad.returncode == 2 and "--samples must be >= 0, not -1" in bad.stderr
+    assert not (tmp_path / "y.json").exists()
