@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's test command, K times in a row (default 10), beside a
-# CPU-bound neighbour (one spinning process): no test may depend on the
-# machine being quiet.  Runs on a git worktree of HEAD, so that editing
+# The README's test command, K times in a row (default 10), beside B
+# CPU-bound neighbours (spinning processes, default 1):
+#     bash bench/tests_under_load.sh [K] [B]
+# no test may depend on the machine being quiet.  Runs on a git worktree of HEAD, so that editing
 # the checkout meanwhile changes nothing.  Prints one line per run.
 set -u
 K=${1:-10}
@@ -10,8 +11,12 @@ ROOT=$PWD
 WT=$(mktemp -d /tmp/under-load-XXXX)
 git worktree add -f -q "$WT" HEAD
 cp instrument/_hotpath*.so "$WT/instrument/"
-python3 -c "while True: pass" &
-BURN=$!
+B=${2:-1}
+BURN=""
+for _ in $(seq 1 "$B"); do
+    python3 -c "while True: pass" &
+    BURN="$BURN $!"
+done
 trap 'kill $BURN; git -C "$ROOT" worktree remove --force "$WT"' EXIT
 for i in $(seq 1 "$K"); do
     start=$(date +%s)
