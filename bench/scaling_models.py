@@ -1,20 +1,23 @@
-"""Held-out accuracy and interval coverage of the scaling models on real,
-published measurements (bench/scaling_data/, sources in its SOURCES.md).
+"""Extrapolation error and interval coverage of the scaling models on real,
+published measurements (bench/scaling_data/, sources in its SOURCES.md),
+one, two and three doublings out.
 
     python bench/scaling_models.py [--extrap-venv DIR | --extrap X/bin/python] [-o DIR]
 
-Every series is cut the same way for every method: fit on the runs with at
-most half the largest process count, predict the largest one (every size of
-it, for two-parameter data).  Repeats are reduced to their minimum for our
-models; Extra-P gets them all (it models their mean).  Per family: the
-median and the mean relative error at the held-out points of every model,
-of the automatic choice and of Extra-P, how often each model's
-conformal 90 % interval covered the measurement, and which single model
-did best on the other families with each one left out (the automatic
-choice's prior is meant to be that one).  ``--extrap-venv DIR``
-installs Extra-P 4.2.5 from the package index into its own environment
-DIR (once; it pins numpy < 2); without it or ``--extrap`` Extra-P's
-column is left out.
+Every series is cut every way a user could have measured it: train on its
+first k process counts (k >= 2), predict every later process count that
+lies 1, 2 or 3 doublings past the largest training one (rounded to whole
+doublings; every size of it, for two-parameter data).  Repeats are reduced
+to their minimum for our models; Extra-P gets them all (it models their
+mean).  Per family and distance: the automatic choice's median relative
+error against the best other single model there (the prior left out)
+and against Extra-P (and Extra-P's on the points it answered), and how
+often its 90 % interval held the measurement; then every model pooled.
+The automatic choice's prior (``shrunk``) had its two prior widths
+chosen on the first four families (TUNED); the last two are the check.
+``--extrap-venv DIR`` installs Extra-P 4.2.5 from the package index into
+its own environment DIR (once; it pins numpy < 2); without it or
+``--extrap`` Extra-P's column is left out.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,56 +39,100 @@ from scaling import data as D  # noqa: E402
 from scaling.auto import fit_model, interval  # noqa: E402
 from scaling.models import MODELS  # noqa: E402
 
-FAMILIES = {"archer": "CASTEP, GROMACS and CP2K on ARCHER, repeated runs",
-            "wavetrisk": "climate dynamical core, strong scaling, 3 machines",
+FAMILIES = {"wavetrisk": "climate dynamical core, strong scaling, 3 machines",
             "mpi_collectives": "collective latency, 2 MPI libraries",
             "relearn": "neuroscience code, regions over (procs, size)",
+            "archer": "CASTEP, GROMACS and CP2K on ARCHER, repeated runs",
             "machines": "GROMACS and CASTEP on 21 other machines",
             "opensbli": "OpenSBLI's Taylor-Green vortex, two grids, 12 machines"}
+TUNED = ["wavetrisk", "mpi_collectives", "relearn", "archer"]
+DISTANCES = (1, 2, 3)
 
 
-def split(df):
-    top = df["procs"].max()
-    return df[df["procs"] <= top / 2], df[df["procs"] == top]
+def splits(raw: pd.DataFrame):
+    """(k, raw training rows, reduced test rows, their distances) for every
+    cut of one series that leaves a point 1-3 doublings out."""
+    df = D.reduce(raw, "min")
+    qs = np.sort(df["procs"].unique())
+    for k in range(2, len(qs)):
+        cut = qs[k - 1]
+        test = df[df["procs"] > cut]
+        d = np.round(np.log2(test["procs"].to_numpy(float) / cut)).astype(int)
+        keep = np.isin(d, DISTANCES)
+        if keep.any():
+            yield k, raw[raw["procs"] <= cut], test[keep], d[keep]
 
 
-def evaluate_series(raw: pd.DataFrame, level: float) -> list[dict]:
-    df = D.reduce(raw.drop(columns="series"), "min")
-    train, test = split(df)
-    if train["procs"].nunique() < 3 or test.empty:
-        return []
-    params = [c for c in D.parameters(df)]
-    sizes = int(df["size"].nunique()) if "size" in df else 1
-    spread = 0.0
-    truth = test["time"].to_numpy(float)
+def errors(pred, truth):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(np.isfinite(pred) & (pred > 0), np.abs(pred - truth) / truth, np.inf)
+
+
+def evaluate(raw: pd.DataFrame, level: float) -> list[dict]:
+    """Every model at every split of one series (``raw``: procs, time[, size])."""
     rows = []
-    dist = np.log2(test["procs"].to_numpy(float) / train["procs"].max())
-    for name in MODELS + ["auto"]:
-        try:
-            m, res = fit_model(name, train, params, sizes, spread)
-            with np.errstate(all="ignore"):
-                pred = np.asarray(m.predict(test), float)
-            lo, hi = interval(pred, dist, res, level, spread)
-            chose = m.name if name == "auto" else ""
-        except (ValueError, np.linalg.LinAlgError):
-            pred = lo = hi = np.full(len(test), np.nan)
-            chose = ""
-        with np.errstate(invalid="ignore"):
-            err = np.where(np.isfinite(pred) & (pred > 0), np.abs(pred - truth) / truth, np.inf)
-        for k in range(len(test)):
-            rows.append({"model": name, "error": err[k], "covered": lo[k] <= truth[k] <= hi[k],
-                         "has_interval": bool(np.isfinite(lo[k])), "chose": chose})
+    params = D.parameters(raw)
+    for k, train_raw, test, d in splits(raw):
+        train = D.reduce(train_raw, "min")
+        sizes = int(train["size"].nunique()) if "size" in train else 1
+        truth = test["time"].to_numpy(float)
+        out = np.log2(test["procs"].to_numpy(float) / train["procs"].max())
+        for name in MODELS + ["auto"]:
+            try:
+                m, res = fit_model(name, train, params, sizes)
+                with np.errstate(all="ignore"):
+                    pred = np.asarray(m.predict(test), float)
+                    lo, hi = (m.interval(test, level) if hasattr(m, "interval")
+                              else interval(pred, out, res, level))
+                chose = m.answering(test) if name == "auto" else [""] * len(test)
+            except (ValueError, np.linalg.LinAlgError):
+                pred = lo = hi = np.full(len(test), np.nan)
+                chose = [""] * len(test)
+            err = errors(pred, truth)
+            rows += [{"k": k, "distance": int(d[i]), "model": name, "error": err[i],
+                      "covered": bool(lo[i] <= truth[i] <= hi[i]),
+                      "has_interval": bool(np.isfinite(lo[i])), "chose": chose[i]}
+                     for i in range(len(test))]
     return rows
 
 
 def extrap_entries(raw: pd.DataFrame):
-    df = raw.drop(columns="series")
-    params = ["procs"] + (["size"] if "size" in df else [])
-    top = df["procs"].max()
-    train = df[df["procs"] <= top / 2]
-    test = D.reduce(df[df["procs"] == top], "min")
-    return ({"params": params, "train": train[params + ["time"]].to_numpy(float).tolist(),
-             "test": test[params].to_numpy(float).tolist()}, test["time"].to_numpy(float))
+    """Extra-P's inputs for every split of one series, and the truths."""
+    params = ["procs"] + (["size"] if "size" in raw else [])
+    for k, train_raw, test, d in splits(raw):
+        yield k, d, test["time"].to_numpy(float), {
+            "params": params, "train": train_raw[params + ["time"]].to_numpy(float).tolist(),
+            "test": test[params].to_numpy(float).tolist()}
+
+
+def run_extrap(python: str, entries: list) -> list:
+    with tempfile.TemporaryDirectory() as tmp:
+        fin, fout = Path(tmp, "in.json"), Path(tmp, "out.json")
+        fin.write_text(json.dumps(entries))
+        subprocess.run([python, str(ROOT / "bench/extrap_predict.py"), str(fin), str(fout)],
+                       check=True)
+        return json.loads(fout.read_text())
+
+
+def table(t: pd.DataFrame) -> pd.DataFrame:
+    """Per family and distance: auto against the best single model and
+    Extra-P, and auto's coverage."""
+    med = t.groupby(["family", "distance", "model"])["error"].median().unstack("model")
+    # the prior itself is left out: the question is whether the choice
+    # beats what a user could have picked among the other models
+    single = med[[m for m in MODELS if m in med and m != "shrunk"]]
+    out = pd.DataFrame({
+        "points": t[t["model"] == "auto"].groupby(["family", "distance"]).size(),
+        "auto": med["auto"], "best other": single.min(axis=1),
+        "which": single.idxmin(axis=1)})
+    out["auto / best"] = out["auto"] / out["best other"]
+    if "extra-p" in med:
+        out["extra-p"] = med["extra-p"]
+        e = t[(t["model"] == "extra-p") & np.isfinite(t["error"])]
+        out["extra-p answered"] = e.groupby(["family", "distance"])["error"].median()
+    a = t[(t["model"] == "auto") & t["has_interval"]]
+    out["auto 90 % coverage"] = a.groupby(["family", "distance"])["covered"].mean()
+    return out
 
 
 def main(argv=None) -> int:
@@ -94,7 +142,7 @@ def main(argv=None) -> int:
                     "here and use it")
     ap.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
     ap.add_argument("-o", "--out", default="bench/out/scaling_models",
-                    help="directory for the per-series table")
+                    help="directory for the per-point table")
     a = ap.parse_args(argv)
     if a.extrap_venv:
         a.extrap = str(Path(a.extrap_venv) / "bin" / "python")
@@ -104,78 +152,50 @@ def main(argv=None) -> int:
             subprocess.run([a.extrap, "-m", "pip", "install", "-q", "extrap==4.2.5"],
                            check=True)
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    rows, entries, truths = [], [], []
+    rows, entries, meta = [], [], []
     for fam in FAMILIES:
+        t0 = time.time()
         data = pd.read_csv(ROOT / "bench/scaling_data" / f"{fam}.csv")
         for series, raw in data.groupby("series"):
+            raw = raw.drop(columns="series")
             if (raw["time"] <= 0).any():
                 print(f"{fam}: {series}: left out (a time <= 0)", file=sys.stderr)
                 continue
-            r = evaluate_series(raw, a.level)
-            if not r:
-                continue
-            for x in r:
-                x.update(family=fam, series=series)
-            rows += r
-            e, t = extrap_entries(raw)
-            entries.append((fam, series, e))
-            truths.append(t)
-        print(f"{fam}: {data['series'].nunique()} series", file=sys.stderr)
+            rows += [dict(r, family=fam, series=series) for r in evaluate(raw, a.level)]
+            for k, d, truth, e in extrap_entries(raw):
+                entries.append(e)
+                meta.append((fam, series, k, d, truth))
+        print(f"{fam}: {data['series'].nunique()} series, {time.time() - t0:.0f} s",
+              file=sys.stderr)
     if a.extrap:
-        with tempfile.TemporaryDirectory() as tmp:
-            fin, fout = Path(tmp, "in.json"), Path(tmp, "out.json")
-            fin.write_text(json.dumps([e for *_, e in entries]))
-            subprocess.run([a.extrap, str(ROOT / "bench/extrap_predict.py"), str(fin),
-                            str(fout)], check=True)
-            answers = json.loads(fout.read_text())
-        for (fam, series, _), ans, truth in zip(entries, answers, truths):
+        t0 = time.time()
+        for (fam, series, k, d, truth), ans in zip(meta, run_extrap(a.extrap, entries)):
             pred = np.full(len(truth), np.nan) if ans["pred"] is None else np.asarray(ans["pred"])
-            with np.errstate(invalid="ignore"):
-                err = np.where(np.isfinite(pred) & (pred > 0), np.abs(pred - truth) / truth,
-                               np.inf)
-            rows += [{"model": "extra-p", "error": x, "covered": False, "has_interval": False,
-                      "family": fam, "series": series, "chose": ""} for x in err]
+            rows += [{"family": fam, "series": series, "k": k, "distance": int(d[i]),
+                      "model": "extra-p", "error": x, "covered": False,
+                      "has_interval": False, "chose": ""}
+                     for i, x in enumerate(errors(pred, truth))]
+        print(f"extra-p: {len(entries)} fits, {time.time() - t0:.0f} s", file=sys.stderr)
     t = pd.DataFrame(rows)
-    t.to_csv(Path(a.out) / "per_series.csv", index=False)
-    summary = []
-    pooled = t.assign(family="all")
-    for (fam, model), g in pd.concat([t, pooled]).groupby(["family", "model"], sort=False):
-        summary.append({"family": fam, "model": model, "points": len(g),
-                        "median error": g["error"].median(),
-                        "mean error": g["error"].replace(np.inf, np.nan).mean(),
-                        "failed": int((~np.isfinite(g["error"])).sum()),
-                        "coverage": g.loc[g["has_interval"], "covered"].mean()
-                        if g["has_interval"].any() else np.nan})
-    s = pd.DataFrame(summary)
-    s.to_csv(Path(a.out) / "summary.csv", index=False)
-    for fam, g in s.groupby("family", sort=False):
-        print(f"\n## {fam}: {FAMILIES.get(fam, 'every family pooled')}")
-        print(g.drop(columns="family").to_markdown(index=False, floatfmt=".3f"))
-    chosen = t[t["model"] == "auto"].groupby(["family", "chose"]).size()
-    print("\nmodels the automatic choice took (points):")
-    print(chosen.to_string())
-    print("\nthe prior, family by family left out:")
-    print(prior_check(t).to_markdown(index=False, floatfmt=".3f"))
+    t.to_csv(Path(a.out) / "per_point.csv", index=False)
+    per = table(t)
+    pooled = table(t.assign(family="all"))
+    per = pd.concat([per, pooled])
+    per.to_csv(Path(a.out) / "summary.csv")
+    print(f"\nmedian relative error per family and distance out (doublings); the "
+          f"prior was tuned on {', '.join(TUNED)}:")
+    print(per.reset_index().to_markdown(index=False, floatfmt=".3f"))
+    every = t.groupby(["model", "distance"])["error"].median().unstack("distance")
+    cov = t[t["has_interval"]].groupby("model")["covered"].mean()
+    every["failed"] = t.groupby("model")["error"].apply(lambda e: int((~np.isfinite(e)).sum()))
+    every["90 % coverage"] = cov
+    print("\nevery model, all families pooled (median error per distance):")
+    print(every.reset_index().to_markdown(index=False, floatfmt=".3f"))
+    a = t[t["model"] == "auto"]
+    print("\nthe model that answered for auto (points per distance):")
+    print(a.groupby(["chose", "distance"]).size().unstack("distance").fillna(0)
+          .astype(int).to_markdown())
     return 0
-
-
-def prior_check(t: pd.DataFrame) -> pd.DataFrame:
-    """For each family left out, the single model that did best on the
-    others: by the geometric mean of their median errors (every family
-    weighted alike) and by the median of their points pooled (the largest
-    families dominate)."""
-    single = t[t["model"].isin(MODELS)]
-    medians = single.groupby(["model", "family"])["error"].median().unstack()
-    rows = []
-    for fam in medians.columns:
-        others = medians.drop(columns=fam)
-        geo = np.exp(np.log(others).mean(axis=1)).sort_values()
-        pooled = single[single["family"] != fam].groupby("model")["error"].median()
-        pooled = pooled.sort_values()
-        rows.append({"left out": fam, "best, families alike": geo.index[0],
-                     "error": geo.iloc[0], "best, points pooled": pooled.index[0],
-                     "pooled error": pooled.iloc[0]})
-    return pd.DataFrame(rows)
 
 
 if __name__ == "__main__":

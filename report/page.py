@@ -144,9 +144,10 @@ def _study(folder: str) -> list[str]:
     asked = extra[~extra["procs"].isin(studied)]
     parts = ["<h2>Scalability study</h2>",
              f"<p>Predicted at N = {', '.join(map(str, studied))} on every platform; the "
-             "curves are the automatic model fitted to those predictions (loglinear2, or the "
-             "candidate that extrapolated best inside the data when two cuts or more show "
-             "it), the band its interval.</p>",
+             "curves are the automatic model fitted to those predictions (a log-log "
+             "quadratic whose curvature is shrunk toward zero, or per distance out a "
+             "candidate that rolling origin showed clearly better on two cuts or more), "
+             "the band its predictive interval.</p>",
              _img(os.path.join(folder, "scaling.png"))]
     if len(asked):
         parts += ["<p>Extrapolated beyond the studied N:</p>",

@@ -13,7 +13,7 @@ choice and intervals (:mod:`scaling.auto`), :func:`metric.metric`,
 :mod:`scaling.hetero`, :func:`grids.search`.
 """
 from .data import DataError, load, reduce, select
-from .models import ABC, MODELS, NPT, PMNF, LogLinear, make
+from .models import ABC, MODELS, NPT, PMNF, LogLinear, ShrunkLogLog, make
 
-__all__ = ["load", "reduce", "select", "DataError", "ABC", "LogLinear", "NPT", "PMNF",
-           "make", "MODELS"]
+__all__ = ["load", "reduce", "select", "DataError", "ABC", "LogLinear", "ShrunkLogLog",
+           "NPT", "PMNF", "make", "MODELS"]

@@ -59,18 +59,29 @@ def _held_out(name, m, test) -> dict:
     return row
 
 
-def _print_predictions(m, res, at, cut, level, spread, unit):
+def _print_predictions(m, res, at, train, level, spread, unit):
+    """Each requested point with its interval, or a line saying why it has
+    none; a note where it lies further out than the training runs span."""
     from .auto import interval
+    cut = float(train["procs"].max())
+    span = float(np.log2(cut / train["procs"].min()))
+    distance = np.log2(at["procs"].to_numpy(float) / cut)
     with np.errstate(all="ignore"):
         mean = np.asarray(m.predict(at), float)
-    lo, hi = interval(mean, np.log2(at["procs"].to_numpy(float) / cut), res, level, spread)
-    for q, t, lo_, hi_ in zip(at["procs"], mean, lo, hi):
+        if hasattr(m, "interval"):          # a predictive interval of its own
+            lo, hi = m.interval(at, level)
+        else:
+            lo, hi = interval(mean, distance, res, level, spread)
+    for q, t, lo_, hi_, d in zip(at["procs"], mean, lo, hi, distance):
         if not (np.isfinite(t) and t > 0):
             print(f"    procs {q:>7}: no usable prediction (the model gives {t:.4g})")
             continue
         band = (f"  [{lo_:.5g}, {hi_:.5g}] {level:.0%} interval"
-                if np.isfinite(lo_) else "  (no interval: too few runs to cut)")
-        print(f"    procs {q:>7}: {t:.5g} {unit}{band}")
+                if np.isfinite(lo_) else "  (no interval: too few runs to cut; "
+                "the automatic choice gives one)")
+        far = (f"  (warning: {d:.1f} doublings out, the runs span {span:.1f}: "
+               f"the answer rests on the model's assumptions)" if d > span + 1e-9 else "")
+        print(f"    procs {q:>7}: {t:.5g} {unit}{band}{far}")
 
 
 def cmd_fit(a) -> int:
@@ -108,14 +119,14 @@ def cmd_fit(a) -> int:
         fitted[name] = m
         rows.append(_held_out(name, m, test))
         print(f"{name:<11} {m.describe()}")
-        if name == "auto":
-            r = m.ranking_[["model", "last", "score", "cuts"]]
-            print("    candidates by error per doubling at the last cut (all cuts; cuts):")
-            for _, x in r.iterrows():
-                print(f"      {x['model']:<11} {x['last']:7.3f} ({x['score']:.3f}; "
-                      f"{x['cuts']})")
+        if name == "auto" and len(m.ranking_):
+            print("    rolling origin: mean |log(measured/predicted)| per distance out "
+                  "(cuts):")
+            for d, g in m.ranking_.groupby("distance"):
+                print(f"      {d} doubling(s): " + ", ".join(
+                    f"{x['model']} {x['error']:.3f} ({x['cuts']})" for _, x in g.iterrows()))
         if at is not None:
-            _print_predictions(m, res, at, train["procs"].max(), a.level, spread, unit)
+            _print_predictions(m, res, at, train, a.level, spread, unit)
     table = pd.DataFrame(rows)
     if len(test) and len(table):
         print(f"\nrelative error on {len(test)} held-out configuration(s):")
@@ -150,7 +161,7 @@ def _fit_components(a, raw) -> int:
         train = D.select(D.reduce(part, "min"), a.train)
         m = Auto().fit(train)
         print(f"{c:<14} {m.describe()}")
-        _print_predictions(m, m.residuals_, at, m.cut_, a.level, m.spread, unit)
+        _print_predictions(m, m.residuals_, at, train, a.level, m.spread, unit)
         lo, hi = m.interval(at, a.level)
         total, lo_sum, hi_sum = total + m.predict(at), lo_sum + lo, hi_sum + hi
     print("sum (intervals added: at least the level's coverage)")
@@ -276,13 +287,15 @@ def main(argv=None) -> int:
     f = sub.add_parser(
         "fit", help="fit a model to small runs and extrapolate, with an interval",
         description="Fit execution-time models to measured runs and extrapolate.  The "
-        "default model, auto, answers with loglinear2 (the model that extrapolated "
-        "best on published measurements) unless rolling origin (fit the smaller runs, "
-        "predict the larger ones) at two cuts or more shows another candidate doing "
-        "better at the last cut; its interval is split-conformal from the "
-        "candidates' rolling-origin errors, widened with the distance from the "
-        "largest training run, never narrower than the repeats' spread.  Models "
-        "that do not model 'size' are fitted once per size.",
+        "default model, auto, answers with 'shrunk', a quadratic in log-log whose "
+        "curvature has a narrow prior around zero (it bends only as far as the "
+        "data demand), with its posterior predictive interval, which widens with "
+        "the distance out; at a distance where rolling origin (fit the smaller "
+        "runs, predict the larger ones) judged another candidate on two cuts or "
+        "more and it missed by at most half as much, that candidate answers.  "
+        "Models without an interval of their own get a split-conformal one from "
+        "their rolling-origin errors.  Intervals are never narrower than the "
+        "repeats' spread.  Models that do not model 'size' are fitted once per size.",
         formatter_class=_Defaults)
     f.add_argument("data", help="CSV/Parquet: procs, time[, size, ..., unit]")
     f.add_argument("--model", default="auto",

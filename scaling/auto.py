@@ -4,27 +4,25 @@ A user extrapolating from small runs has no held-out large runs to judge
 models by.  What the training runs do allow is *rolling origin*: cut them
 at each process count q_k, fit on the runs with procs <= q_k, and predict
 the larger training runs.  A model that extrapolated well inside the data
-is the best bet beyond it.
+is the best bet beyond it, at the same distance out.
 
 * :func:`rolling_origin` gives those out-of-sample predictions as a table:
   ``cut`` (largest procs fitted), ``procs`` (predicted), ``distance``
   (log2(procs / cut), how far out), ``log_ratio`` (log(measured /
   predicted); +inf where the model predicted a non-positive or non-finite
   time, or could not be fitted).
-* :class:`Auto` answers with the prior model, ``loglinear2``, unless the
-  training runs hold the evidence to overturn it: two cuts or more, and
-  another candidate's relative error per doubling, |log_ratio| / distance,
-  smaller at the last cut (ties broken by the mean over all cuts).  One
-  cut is one fit predicting one process count: a three-coefficient model
-  fitted through three process counts has nothing left over to be judged
-  by, so its single error says more about that fit than about the model.
-  The prior is the model that extrapolated best on published measurements
-  of unrelated codes (bench/RESULTS.md): whichever family of them is left
-  out, it has the lowest error on the others, each family weighted alike.
-  Where a model gives a non-positive or non-finite time at a requested
-  point, the next candidate answers.
-* :func:`interval` turns a model's rolling-origin residuals into a
-  split-conformal interval: the error per doubling at the level's quantile
+* :class:`Auto` answers with the prior, the curvature-shrunk log-log
+  model (``shrunk``), which needs two process counts, never bends more
+  than the data demand and carries its own predictive interval.  At a
+  distance out (whole doublings past the largest training run) another
+  candidate answers only where rolling origin judged it at that distance
+  on ``min_cuts`` cuts or more and it missed by at most ``margin`` times
+  what the prior missed.  Few runs leave no such evidence: the prior
+  answers.  A fitted model's extrapolation two doublings out from three
+  points is otherwise the change of slope between them, mostly noise.
+* :func:`interval` turns a single model's rolling-origin residuals into a
+  split-conformal interval (used for the models that have no predictive
+  interval of their own): the error per doubling at the level's quantile
   (with the finite-sample correction), times the distance of the predicted
   point from the largest training run; never narrower than the spread of
   the repeats themselves.
@@ -66,13 +64,6 @@ def rolling_origin(factory, df: pd.DataFrame, min_configs: int) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
 
 
-def score(residuals: pd.DataFrame) -> float:
-    """Mean relative error per doubling (inf when any prediction failed)."""
-    if residuals.empty:
-        return math.inf
-    return float(np.mean(_per_doubling(residuals)))
-
-
 def _per_doubling(residuals: pd.DataFrame) -> np.ndarray:
     return (np.abs(residuals["log_ratio"].to_numpy(float))
             / residuals["distance"].to_numpy(float))
@@ -104,92 +95,96 @@ def repeat_spread(raw: pd.DataFrame, keys: list[str]) -> float:
 
 
 class Auto:
-    """The prior model, or the candidate that extrapolated best within the
-    training runs when they hold the evidence for it.
+    """The shrunk log-log prior, or per distance out a candidate that
+    extrapolated that far clearly better within the training runs.
 
-    Candidates are ranked by their error per doubling at the last cut (the
-    one fitted to the most runs, closest to the real extrapolation), ties
-    broken by the mean over all cuts.  The ``prior`` answers unless it was
-    judged on at least ``min_cuts`` cuts and a candidate did better at the
-    last one; without the prior (too few runs to fit it) the best-ranked
-    candidate answers, the power law when nothing could be judged.  The
-    interval pools the residuals of every candidate whose score is finite:
-    the choice itself is uncertain, and a chosen model's own residuals are
-    optimistic (it may have been chosen for having small ones).
-
-    ``fit(df)`` on a reduced table; ``predict(df)``; ``interval(df, level)``;
-    ``ranking_`` is the table of candidates (model, last, score, cuts), best
-    first; ``name`` says which model answers and ``why`` why.
+    ``fit(df)`` on a reduced table; ``predict(df)``; ``interval(df,
+    level)``: the prior's posterior predictive interval (widening with the
+    distance and with the curvature the data leave free), moved to the
+    answer where a candidate answers, never narrower than the repeats'
+    spread.  ``ranking_`` is the table of rolling-origin evidence:
+    ``model``, ``distance`` (whole doublings), ``error`` (mean |log ratio|
+    there), ``cuts``; ``overrides_`` maps a distance to the candidate that
+    answers there; ``name`` is the prior's and ``why`` says what answers
+    where.
     """
 
     def __init__(self, candidates=None, params=(), sizes: int = 1, spread: float = 0.0,
-                 prior: str = "loglinear2", min_cuts: int = 2):
-        self.candidates = list(candidates or CANDIDATES)
+                 prior: str = "shrunk", min_cuts: int = 2, margin: float = 0.5):
+        self.candidates = [c for c in (candidates or CANDIDATES) if c != prior]
         self.params, self.sizes, self.spread = params, sizes, spread
-        self.prior, self.min_cuts = prior, min_cuts
+        self.prior, self.min_cuts, self.margin = prior, min_cuts, margin
         self.name = "auto"
 
     def fit(self, df):
-        n = df["procs"].nunique()
-        rows = []
-        for name in self.candidates:
+        self.cut_ = float(df["procs"].max())
+        fitted, rows = {}, []
+        for name in [self.prior] + self.candidates:
+            def factory(name=name):
+                return make(name, self.params, self.sizes)
             try:                    # too few runs for it, or a singular fit: left out
-                model, res = fit_model(name, df, self.params, self.sizes)
+                m = factory()
+                if df["procs"].nunique() < m.min_configs:
+                    continue
+                fitted[name] = m.fit(df)
             except (ValueError, np.linalg.LinAlgError):
                 continue
-            last = res[res["cut"] == res["cut"].max()] if len(res) else res
-            rows.append({"model": name, "last": score(last), "score": score(res),
-                         "cuts": res["cut"].nunique(), "fitted": model, "residuals": res})
-        if not rows:
-            raise ValueError(f"no model can be fitted to {n} process count(s)")
-        t = pd.DataFrame(rows)
-        # nothing judged at all (too few runs): the power law, which needs the
-        # fewest runs and extrapolates the most conservatively
-        t["fallback"] = t["model"] != "loglinear"
-        t = t.sort_values(["last", "score", "fallback"], kind="stable").reset_index(drop=True)
-        self.ranking_ = t.drop(columns="fallback")
-        best = t.iloc[0]
-        mine = t[t["model"] == self.prior]
-        prior = mine.iloc[0] if len(mine) else None
-        if prior is None:
-            chosen, self.why = best, f"best ranked ({self.prior} not fitted)"
-        elif prior["cuts"] < self.min_cuts:
-            chosen = prior
-            self.why = (f"the prior: {prior['cuts']} cut(s), fewer than {self.min_cuts}, "
-                        f"cannot overturn it")
-        elif best["last"] < prior["last"]:
-            chosen, self.why = best, f"extrapolated best over {best['cuts']} cuts"
-        else:
-            chosen, self.why = prior, "the prior, not bettered over the cuts"
-        self.chosen_ = chosen
-        self.name = chosen["model"]
-        finite = t[np.isfinite(t["score"])]
-        self.residuals_ = (pd.concat(list(finite["residuals"]), ignore_index=True)
-                           if len(finite) else chosen["residuals"])
-        self.cut_ = float(df["procs"].max())
+            res = rolling_origin(factory, df, m.min_configs)
+            if name == self.prior:
+                self.residuals_ = res
+            if len(res):
+                d = np.maximum(np.round(res["distance"].to_numpy(float)), 1)
+                for dist, g in res.groupby(d):
+                    rows.append({"model": name, "distance": int(dist),
+                                 "error": float(np.mean(np.abs(g["log_ratio"]))),
+                                 "cuts": int(g["cut"].nunique())})
+        if self.prior not in fitted:
+            raise ValueError(f"{self.prior}: cannot be fitted to "
+                             f"{df['procs'].nunique()} process count(s)")
+        self.fitted_ = fitted
+        t = pd.DataFrame(rows, columns=["model", "distance", "error", "cuts"])
+        self.ranking_ = t.sort_values(["distance", "error"], kind="stable",
+                                      ignore_index=True)
+        self.overrides_ = {}
+        for dist, g in t.groupby("distance"):
+            mine = g[g["model"] == self.prior]
+            if mine.empty or mine["cuts"].iloc[0] < self.min_cuts:
+                continue
+            others = g[(g["model"] != self.prior) & (g["cuts"] >= self.min_cuts)]
+            others = others.sort_values("error", kind="stable")
+            if len(others) and others["error"].iloc[0] <= self.margin * mine["error"].iloc[0]:
+                self.overrides_[int(dist)] = others["model"].iloc[0]
+        self.name = self.prior
+        self.why = "the prior" + "".join(
+            f"; {d} doubling(s) out: {m} (rolling origin)" for d, m in self.overrides_.items())
         return self
 
+    def answering(self, df) -> list[str]:
+        """The model that answers at each row of ``df`` (the prior within
+        the training runs' range)."""
+        d = np.round(np.log2(df["procs"].to_numpy(float) / self.cut_))
+        return [self.overrides_.get(int(x), self.prior) if x >= 1 else self.prior for x in d]
+
     def predict(self, df):
-        with np.errstate(all="ignore"):
-            out = np.asarray(self.chosen_["fitted"].predict(df), float).copy()
-        out[~(out > 0)] = np.nan
-        # never a non-positive or non-finite time: the next candidate answers
-        for m in self.ranking_["fitted"]:
-            bad = ~np.isfinite(out)
-            if not bad.any():
-                break
+        out = np.asarray(self.fitted_[self.prior].predict(df), float).copy()
+        who = np.array(self.answering(df))
+        for name in set(who) - {self.prior}:
+            rows = who == name
             with np.errstate(all="ignore"):
-                p = np.asarray(m.predict(df), float)
-            ok = bad & np.isfinite(p) & (p > 0)
-            out[ok] = p[ok]
+                p = np.asarray(self.fitted_[name].predict(df[rows]), float)
+            ok = np.isfinite(p) & (p > 0)        # else the prior answers
+            out[np.flatnonzero(rows)[ok]] = p[ok]
         return out
 
     def interval(self, df, level: float = 0.9):
-        d = np.log2(df["procs"].to_numpy(float) / self.cut_)
-        return interval(self.predict(df), d, self.residuals_, level, self.spread)
+        prior = self.fitted_[self.prior]
+        _, hi = prior.interval(df, level)
+        half = np.maximum(np.log(hi / prior.predict(df)), self.spread)
+        mid = self.predict(df)
+        return mid * np.exp(-half), mid * np.exp(half)
 
     def describe(self):
-        return f"{self.name} ({self.why}): {self.chosen_['fitted'].describe()}"
+        return f"auto: {self.prior} ({self.why}): {self.fitted_[self.prior].describe()}"
 
 
 def fit_model(name: str, train: pd.DataFrame, params=(), sizes: int = 1,

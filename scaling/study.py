@@ -11,7 +11,8 @@ turns those files into:
 * ``extrapolation.csv``: per platform and source, the automatic model
   (:class:`scaling.auto.Auto`) fitted to the times and evaluated at every
   studied N and every N asked for: ``procs``, ``time``, ``low``, ``high``
-  (the interval at ``level``), ``model``; ``comp`` and ``comm``
+  (the interval at ``level``), ``model`` (the one that answered at that
+  N); ``comp`` and ``comm``
   extrapolated one by one beside it;
 * ``metric.csv``: the scalability metric's tuple per platform and source
   (efficiency from the times: strong or weak scaling);
@@ -58,7 +59,7 @@ def _auto(df: pd.DataFrame, column: str, at: pd.DataFrame, level: float):
         return None
     m = Auto().fit(d.groupby("procs", as_index=False)["time"].min())
     lo, hi = m.interval(at, level)
-    return m.name, m.predict(at), lo, hi
+    return m.answering(at), m.predict(at), lo, hi
 
 
 def extrapolate(times: pd.DataFrame, predict=(), level: float = 0.9) -> pd.DataFrame:

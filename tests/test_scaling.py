@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT, run
 
-from scaling import ABC, NPT, PMNF, LogLinear, reduce
+from scaling import ABC, NPT, PMNF, LogLinear, ShrunkLogLog, reduce
 from scaling import grids as G
 from scaling import hetero as H
 from scaling.auto import Auto, repeat_spread
@@ -208,7 +208,7 @@ def test_auto_picks_a_model_and_brackets_a_real_held_out_run(tmp_path):
     d.to_csv(tmp_path / "d.csv", index=False)
     out = run([sys.executable, "-m", "scaling", "fit", str(tmp_path / "d.csv"),
                "--train", "procs<=320", "--predict", "640"]).stdout
-    assert out.startswith("auto ") and "candidates by error per doubling" in out
+    assert out.startswith("auto ") and "rolling origin: mean |log" in out
     line = next(x for x in out.splitlines() if "procs     640" in x)
     lo, hi = (float(v) for v in line.split("[")[1].split("]")[0].split(","))
     assert lo <= float(d[d["procs"] == 640]["time"].iloc[0]) <= hi
@@ -219,21 +219,51 @@ def _training(family, name):
     return reduce(d[d["procs"] <= d["procs"].max() / 2])
 
 
-def test_one_cut_cannot_overturn_the_prior_but_several_can():
-    """Four runs of a published collective latency give one cut, on which
-    the power law beat the prior: too little to judge by, the prior
-    answers.  Eight cuts of a climate code's strong scaling, where another
-    model did better at the last cut, overturn it."""
-    short = Auto().fit(_training("mpi_collectives", "IntelMPI MPI_Alltoall"))
-    r = short.ranking_.set_index("model")
-    assert r.loc["loglinear2", "cuts"] == 1
-    assert r["last"].idxmin() != "loglinear2"
-    assert short.name == "loglinear2" and "prior" in short.describe()
-    long = Auto().fit(_training("wavetrisk", "niagara 2018, 2560 domains"))
-    r = long.ranking_
-    assert r.set_index("model").loc["loglinear2", "cuts"] >= 2
-    assert long.name == r.iloc[0]["model"] != "loglinear2"
-    assert "extrapolated best" in long.describe()
+def test_the_prior_bends_only_as_far_as_the_data_demand():
+    """Three exact runs of a bent log-log curve: the exact quadratic
+    extrapolates their change of slope, the shrunk prior mostly does not;
+    twelve runs of the same curve show the bend, and it is recovered."""
+    def bent(q):
+        u = np.log2(q)
+        return table(q, 50 * np.exp(-0.6 * np.log(2) * u + 0.05 * u * u))
+    few = bent(np.array([4, 8, 16]))
+    assert LogLinear(2).fit(few).coef_[2] * np.log(2) == pytest.approx(0.05, rel=1e-6)
+    assert abs(ShrunkLogLog().fit(few).coef_[2]) < 0.5 * 0.05
+    many = bent(2.0 ** np.arange(1, 13))
+    assert ShrunkLogLog().fit(many).coef_[2] == pytest.approx(0.05, rel=0.1)
+
+
+def test_every_point_gets_an_interval_that_widens_with_distance(tmp_path):
+    """Two process counts are enough for the automatic choice to answer
+    with an interval; each doubling further out it is wider, and a point
+    further out than the runs span carries a warning."""
+    (tmp_path / "two.csv").write_text("procs,time\n4,8\n8,4.4\n")
+    out = run([sys.executable, "-m", "scaling", "fit", str(tmp_path / "two.csv"),
+               "--predict", "16,32,64"]).stdout
+    widths = []
+    for q in (16, 32, 64):
+        line = next(x for x in out.splitlines() if f"procs {q:>7}:" in x)
+        lo, hi = (float(v) for v in line.split("[")[1].split("]")[0].split(","))
+        widths.append(hi / lo)
+        assert ("warning: " in line) == (q > 16)
+    assert 1 < widths[0] < widths[1] < widths[2]
+
+
+def test_a_candidate_answers_only_where_several_cuts_show_it_better():
+    """Amdahl's law (100/q + 5) bends more than the prior allows: with nine
+    runs, rolling origin shows on several cuts a model that fits it exactly,
+    and that model answers one doubling out.  With four runs that model was
+    judged on one cut: the prior answers."""
+    q = 2.0 ** np.arange(0, 9)
+    amdahl = table(q, 100 / q + 5)
+    a = Auto().fit(amdahl)
+    assert 1 in a.overrides_ and a.overrides_[1] != "shrunk"
+    assert a.answering(table([512], [1])) == [a.overrides_[1]]
+    assert a.predict(table([512], [1]))[0] == pytest.approx(100 / 512 + 5, rel=0.01)
+    short = Auto().fit(amdahl.iloc[:4])
+    assert short.overrides_ == {} and short.why == "the prior"
+    r = short.ranking_
+    assert (r[r["model"] == a.overrides_[1]]["cuts"] < 2).all()
 
 
 def test_auto_never_predicts_a_non_positive_time():
