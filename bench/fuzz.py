@@ -235,6 +235,7 @@ FILES = {
     "events.parquet": ("trace", "events.parquet",
                        [stage_show, stage_cluster, stage_expand, stage_netsim]),
     "comms.parquet": ("trace", "comms.parquet", [stage_cluster, stage_netsim]),
+    "topology.parquet": ("trace", "topology.parquet", [stage_cluster, stage_netsim]),
     "raw .ev": ("rawtrace", "raw/r000001.ev", ["rawshow"]),
     "raw .side": ("rawtrace", "raw/r000001.side", ["rawshow"]),
     "raw .json": ("rawtrace", "raw/r000001.json", ["rawshow"]),
@@ -248,7 +249,10 @@ FILES = {
     "log status": ("log", "rank0.json", [stage_log]),
     "record.json": ("log", "record.json", [stage_log]),
 }
-CHECKSUMMED = {"message log"}
+# files whose damage must be found (checksums: the log's records, the merged
+# trace's Parquet pages): a changed answer from one is a silent one
+CHECKSUMMED = {"message log", "events.parquet", "comms.parquet", "topology.parquet"}
+HUGE_INT = 2 ** 62       # fits int64, beyond any count the engine sums safely
 
 
 # ---- mutations ---------------------------------------------------------------------
@@ -273,7 +277,7 @@ def damage(rng: random.Random, data: bytes) -> tuple[str, bytes]:
 
 
 EDIT = "(valid edit) "      # a mutation that may well be valid input: not counted as silent
-_BAD_NUMBERS = [float("nan"), float("inf"), -float("inf"), -1.0, -1e-3]
+_BAD_NUMBERS = [float("nan"), float("inf"), -float("inf"), -1.0, -1e-3, 1e300]
 _BAD_VALUES = [None, "x", [], {}, -1, float("nan"), True, 1.5, "", [1, 2]]
 
 
@@ -321,6 +325,9 @@ def _bad_table(rng: random.Random, df: pd.DataFrame, ids: dict,
 
 def invalid(rng: random.Random, name: str, path: Path) -> str:
     """Write one contract violation of the file ``name`` at ``path``."""
+    if name == "topology.parquet" or rng.random() < 0.04:
+        path.unlink()              # every file here is required
+        return "file removed"
     if name in ("events.parquet", "comms.parquet"):
         df = pd.read_parquet(path)
         if name == "events.parquet":
@@ -328,6 +335,12 @@ def invalid(rng: random.Random, name: str, path: Path) -> str:
         else:
             what, df = _bad_table(rng, df, {"comm": 99}, ())
         df.to_parquet(path, index=False)
+        # a wrong table with a valid digest (a tracer's bug, not damage):
+        # what the checks behind the digest must find
+        from instrument.merge import table_digest
+        meta = json.loads((path.parent / "meta.json").read_text())
+        meta["digests"][path.name] = table_digest(str(path))
+        (path.parent / "meta.json").write_text(json.dumps(meta))
         return what
     if name in ("reps.csv", "replay rank.csv", "compute.csv", "pingpong.csv"):
         if rng.random() < 0.15:
@@ -389,6 +402,15 @@ def invalid(rng: random.Random, name: str, path: Path) -> str:
 
 def _bad_events(rng, df):
     choice = rng.random()
+    if choice < 0.08:
+        c = rng.choice(["sbytes", "rbytes"])
+        i = rng.randrange(len(df))
+        df.loc[df.index[i], c] = HUGE_INT
+        return f"{c} = 2**62 in row {i}", df
+    if choice < 0.12:
+        c = rng.choice(["rank", "peer"])
+        df[c] = df[c].astype(float) + 0.5 if rng.random() < 0.5 else df[c].astype(str)
+        return f"{c} of type {df[c].dtype}", df
     if choice < 0.15:
         i = rng.randrange(len(df))
         df.loc[df.index[i], "op"] = "bogus_op"
@@ -460,13 +482,20 @@ def _bad_yaml(rng, path: Path) -> str:
     parent = d
     for k in keys[:-1]:
         parent = parent[k]
+    if rng.random() < 0.1:
+        # a key written twice: YAML keeps the last, which is no user's intent
+        text = path.read_text()
+        top = [ln for ln in text.splitlines() if ln and not ln[0].isspace() and ":" in ln]
+        line = rng.choice(top)
+        path.write_text(text + line.split(":")[0] + ": 3\n")
+        return f"key {line.split(':')[0]} written twice"
     if rng.random() < 0.2 and isinstance(parent, dict):
         # many keys are optional (their defaults documented): a valid edit,
         # unless the reader says the key is required
         del parent[keys[-1]]
         what = f"{EDIT}{'/'.join(map(str, keys))} removed"
     else:
-        choices = [float("nan"), float("inf"), "fast", None, [1]]
+        choices = [float("nan"), float("inf"), "fast", None, [1], 1e308]
         if isinstance(old, (int, float)) and not isinstance(old, bool):
             choices += [-abs(old) - 1]
         new = rng.choice(choices)

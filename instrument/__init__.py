@@ -84,7 +84,14 @@ def _read_tables(path: str, columns) -> Trace:
         if not os.path.exists(os.path.join(path, name)):
             raise TraceError(f"{os.path.join(path, name)}: missing (every merged trace has "
                              f"it); the trace is damaged")
-    from .merge import COMMS_COLUMNS, EVENT_SCHEMA
+    from .merge import COMMS_COLUMNS, EVENT_SCHEMA, TABLES, table_digest
+    digests = meta.get("digests")
+    for name in TABLES:
+        if not isinstance(digests, dict) or digests.get(name) != table_digest(
+                os.path.join(path, name)):
+            raise TraceError(f"{os.path.join(path, name)}: does not match the digest the "
+                             f"merge wrote in meta.json: the file is damaged or was changed "
+                             f"(or merged by an older version)")
     need = columns if columns is not None else EVENT_SCHEMA.names
     try:
         import pyarrow.parquet as pq

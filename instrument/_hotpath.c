@@ -42,6 +42,9 @@ static double slot_t[NSLOTS], slot_c[NSLOTS];
 static int64_t polls = 0;
 static double poll_t0 = 0, poll_c0 = 0, poll_last = 0;
 static unsigned next_slot = 0;
+/* whether the application is inside an MPI call (between enter and its
+ * record): a flush from another thread then times none of its computation */
+static int inside = 0;
 static PyObject *on_flush = NULL;     /* callable(): write side records */
 static PyObject *on_site = NULL;      /* callable(code, lineno) -> site id */
 static PyObject *side_list = NULL;    /* list that gets ("x", event index, extra) */
@@ -136,6 +139,7 @@ static PyObject *enter(PyObject *self, PyObject *unused) {
     else c = cpu();
     unsigned s = next_slot++ % NSLOTS;
     slot_t[s] = t; slot_c[s] = c;
+    inside = 1;
     return PyLong_FromUnsignedLong(s);
 }
 
@@ -149,6 +153,7 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     double t = wall(), t0 = slot_t[s], c0 = slot_c[s], c;
     c = (t - t0 < SHORT) ? c0 + (t - t0) : cpu();
     last_end = t; last_cpu = c;
+    inside = 0;
     if (v[10] & FLAG_NONE) {
         if (polls++ == 0) { poll_t0 = t0; poll_c0 = c0; }
         poll_last = t0;
@@ -277,6 +282,12 @@ static PyObject *count(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(nevents);
 }
 
+/* held_in_call() -> whether events wait in the buffer while the
+   application is inside an MPI call (blocked in it, most likely) */
+static PyObject *held_in_call(PyObject *self, PyObject *unused) {
+    return PyBool_FromLong(buf != NULL && inside && used > 0);
+}
+
 static PyObject *now(PyObject *self, PyObject *unused) {
     return PyFloat_FromDouble(wall());
 }
@@ -300,6 +311,8 @@ static PyMethodDef methods[] = {
     {"flush", flush, METH_NOARGS, "Write buffered events."},
     {"stop", stop, METH_NOARGS, "Flush and stop recording."},
     {"count", count, METH_NOARGS, "Number of events recorded."},
+    {"held_in_call", held_in_call, METH_NOARGS,
+     "Whether buffered events wait while the application is inside an MPI call."},
     {"late", late, METH_NOARGS, "Calls made after the trace was closed (untraced)."},
     {"now", now, METH_NOARGS, "The tracer's clock (CLOCK_MONOTONIC seconds)."},
     {"new_req", new_req, METH_NOARGS, "The next request id of this rank."},

@@ -20,7 +20,7 @@ from .errors import TraceError
 META_REQUIRED = ("kind", "tracer_version", "argv", "size", "cwd", "mpi_library", "mpi_version",
                  "mpi4py_version", "python", "start", "end", "complete", "merged")
 # and the keys the merge adds (a merged trace without them was accepted)
-MERGED_REQUIRED = ("ranks", "incomplete_ranks", "hosts", "events", "unmodelled")
+MERGED_REQUIRED = ("ranks", "incomplete_ranks", "hosts", "events", "unmodelled", "digests")
 # the keys of meta.json that stages read, and their JSON types
 META_TYPES = {"argv": list, "complete": bool, "merged": bool, "events": int,
               "incomplete_ranks": list, "ranks": list, "hosts": list, "unmodelled": dict,

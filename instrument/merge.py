@@ -22,6 +22,7 @@ from . import ops
 from .checks import check_events, read_meta
 from .errors import TraceError
 from .output import write_json
+from .tables import MAX_SECONDS
 from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, N_INT_FIELDS, RECORD, rank_path
 
 RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:N_INT_FIELDS]]
@@ -49,6 +50,18 @@ COMMS_COLUMNS = ["comm", "key", "kind", "how", "members", "remote", "size", "par
 COMPLETIONS_ONE = ops.ops_of("wait", "request") | {"waitany", "testany"}
 # requests whose matched source, tag and size are known only at completion
 RECV_REQUEST_OPS = ops.ops_of("irecv", "isendrecv") | {"start"}
+
+
+TABLES = ("events.parquet", "comms.parquet", "sites.parquet", "topology.parquet")
+
+
+def table_digest(path: str) -> str:
+    """SHA-256 of a table file: the page checksums cover the pages' data,
+    not their headers or the footer (schema, page index), where one flipped
+    byte can rename a column or cut a page short."""
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_side(path: str):
@@ -108,6 +121,10 @@ def rank_info(trace_dir: str, rank: int, warn=None) -> dict:
         with open(path, "rb") as f:
             info = json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
+        # written when the rank starts: events without it mean a lost file
+        if warn and os.path.exists(rank_path(trace_dir, rank, "ev")):
+            warn(f"{path}: missing beside the rank's events; rank {rank} counts as "
+                 f"incomplete")
         return {"rank": rank, "complete": False, "status": "missing"}
     except (OSError, ValueError, UnicodeDecodeError):
         info = None
@@ -277,6 +294,11 @@ def _fix_receives(df: pd.DataFrame, ev: dict, op: np.ndarray, fixups: dict) -> N
 def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
     """One rank's events as a DataFrame in the contract's columns."""
     ev = read_events(rank_path(trace_dir, rank, "ev"))
+    if len(ev) and not os.path.exists(rank_path(trace_dir, rank, "side")):
+        # both are opened when the rank starts: events without it lost their
+        # op names, communicators and call sites
+        raise TraceError(f"{rank_path(trace_dir, rank, 'side')}: missing, while rank {rank} "
+                         f"wrote {len(ev)} events: the raw trace is damaged")
     side, cut = read_side(rank_path(trace_dir, rank, "side"))
     if cut:
         # the rank died while writing (or the file was cut): events that need
@@ -294,14 +316,14 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
     # which merge runs on every rank)
     wrong = ev["polls"] < 0
     for c in ("cpu_start", "cpu_end", "poll_cpu", "poll_gap"):
-        wrong |= ~(np.isfinite(ev[c]) & (ev[c] >= 0))
+        wrong |= ~(np.isfinite(ev[c]) & (ev[c] >= 0) & (ev[c] <= MAX_SECONDS))
     if wrong.any():
         i = int(np.argmax(wrong))
         got = ", ".join(f"{c} {ev[c][i].item()!r}" for c in
                         ("cpu_start", "cpu_end", "polls", "poll_cpu", "poll_gap"))
         raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: {got}: "
-                         f"CPU times, poll counts and poll times must be finite and >= 0: "
-                         f"the raw trace is damaged")
+                         f"CPU times, poll counts and poll times must be finite, >= 0 and "
+                         f"at most {MAX_SECONDS:g} s: the raw trace is damaged")
     prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
     prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
         if n else ev["cpu_end"]
@@ -424,6 +446,7 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
         meta["invisible_calls"] = {str(r.function): int(r.invisible)
                                    for r in counts.itertuples() if r.invisible}
         meta["c_calls_counted_ranks"] = len(ccount_files)
+    meta["digests"] = {name: table_digest(os.path.join(out_dir, name)) for name in TABLES}
     meta["merged"] = True
     write_json(os.path.join(out_dir, "meta.json"), meta)
     if keep_raw is None:

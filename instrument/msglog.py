@@ -37,6 +37,7 @@ import json
 import mmap
 import os
 import struct
+import time
 import zlib
 
 from .output import OutputError, json_default, write_json
@@ -47,6 +48,7 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 REPEAT = 1 << 63
 DEDUP_MIN = 4096
+FLUSH_SECONDS = 0.25      # a busy recorded rank writes at least this often
 
 
 class LogError(BaseException):
@@ -57,11 +59,24 @@ class LogError(BaseException):
     application's own ``except Exception`` cannot swallow it."""
 
 
+def _record_digest(rec: dict) -> str:
+    """SHA-256 of a record.json's keys but ``digest``, in a canonical form."""
+    body = {k: v for k, v in rec.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
+                                     default=json_default).encode()).hexdigest()
+
+
+def write_record(log_dir: str, rec: dict) -> None:
+    """Write the log directory's record.json with its digest."""
+    write_json(os.path.join(log_dir, "record.json"), dict(rec, digest=_record_digest(rec)))
+
+
 def read_record(log_dir: str) -> dict:
     """The log directory's record.json, checked: a message log of ``size``
-    ranks that recorded ``ranks``.  A directory without it is no complete
-    log (a replay from it once ran anyway)."""
-    import json
+    ranks that recorded ``ranks``, whose digest matches its content (a
+    changed size or rank list would mislead every replay from it).  A
+    directory without it is no complete log (a replay from it once ran
+    anyway)."""
     path = os.path.join(log_dir, "record.json")
     try:
         with open(path, "rb") as f:
@@ -77,6 +92,10 @@ def read_record(log_dir: str) -> dict:
             and all(type(r) is int and 0 <= r < rec["size"] for r in rec["ranks"])):
         raise LogError(f"{path}: not a message log's record (kind message-log, size, the "
                        f"ranks recorded)")
+    if rec.get("digest") != _record_digest(rec):
+        raise LogError(f"{path}: its digest does not match its content (changed or damaged "
+                       f"since `instrument record` wrote it, or written by an older version); "
+                       f"record the run again")
     return rec
 
 
@@ -92,7 +111,8 @@ def status_path(path: str) -> str:
 
 
 class LogWriter:
-    """Append records for one rank; flushed every ``flush_bytes``."""
+    """Append records for one rank; flushed every ``flush_bytes`` or
+    ``FLUSH_SECONDS``, and by the rank's watcher when it is idle."""
 
     def __init__(self, path: str, header: dict, flush_bytes: int = 1 << 22):
         self.path = path
@@ -103,6 +123,7 @@ class LogWriter:
         self.pos = 16 + len(h)           # file offset of the next byte written
         self.index = 0
         self.pending = 0
+        self.flushed = time.monotonic()
         self.flush_bytes = flush_bytes
         self.seen: dict[bytes, int] = {}   # digest of a large payload -> its offset
         self.late = 0                      # calls after the log was closed (atexit handlers)
@@ -145,13 +166,16 @@ class LogWriter:
         self.pos += written
         self.pending += written
         self.index += 1
-        if self.pending >= self.flush_bytes:
+        now = time.monotonic()
+        if self.pending >= self.flush_bytes or now - self.flushed > FLUSH_SECONDS:
             self.f.flush()
-            self.pending = 0
+            self.pending, self.flushed = 0, now
 
     def flush(self) -> None:
+        if self.f.closed:            # the watcher thread, after the log was closed
+            return
         self.f.flush()
-        self.pending = 0
+        self.pending, self.flushed = 0, time.monotonic()
 
     def close(self, status: str = "complete") -> None:
         """Write the end record and, beside the log, its completion status."""

@@ -26,6 +26,10 @@ from launch.watchdog import watch  # noqa: E402  (standard library only)
 from .output import write_json  # noqa: E402  (json only: no heavy imports)
 from .waits import recorded  # noqa: E402  (standard library only)
 
+# how often a rank's watcher thread looks for events to flush (a wake-up
+# costs microseconds)
+WATCH_SECONDS = 0.1
+
 
 def end_on_sigterm(finish, flush=None, every: float = 1.0) -> None:
     """End this rank on SIGTERM with ``finish("killed by signal 15")``, even
@@ -76,10 +80,12 @@ def report_late_calls(who: str, count) -> None:
     atexit.register(say)
 
 
-def _when_idle(count, flush, who: str):
-    """A flush of a rank's buffer that acts only when the rank made no call
-    since the last one (blocked, or computing at length): a busy rank
-    flushes inside its calls, by size, and a write from another thread in
+def _when_idle(count, flush, who: str, held=None):
+    """A flush of a rank's buffer that acts only when the rank is inside an
+    MPI call with events waiting (``held()``: blocked, most likely; killed
+    there by the launcher when another rank fails, it keeps them) or made
+    no call since the last one (computing at length): a busy rank flushes
+    inside its calls, by size and time, and a write from another thread in
     the middle of its computation would be counted into it.  ``count()``:
     calls so far.  A write that fails ends the rank with one message (the
     launcher then ends the others): a blocked rank would never see it."""
@@ -87,7 +93,7 @@ def _when_idle(count, flush, who: str):
 
     def idle_flush():
         n = count()
-        if n == last[0]:
+        if n == last[0] or (held is not None and held()):
             try:
                 flush()
             except BaseException as e:          # the trace's WriteError, OSError
@@ -244,12 +250,15 @@ def _start_trace(MPI, trace_dir: str, force: bool, argv: list[str], waits: str |
 
 def _on_sigterm(started) -> None:
     """Killed by the launcher or the batch system: keep what we have, also
-    while blocked in MPI, and flush every second meanwhile (in the main
-    thread, where signal handlers are set)."""
+    while blocked in MPI, and flush meanwhile: a rank killed outright
+    (SIGKILL, as mpiexec does when another rank aborts) loses at most the
+    events of its last FLUSH_SECONDS while busy, and none once it has
+    waited WATCH_SECONDS inside a call (set up in the main thread, where
+    signal handlers are set)."""
     rank, _, intercept = started
     R = intercept.R
-    end_on_sigterm(intercept.finish, flush=_when_idle(lambda: R.n, R.flush,
-                                                      f"instrument trace: rank {rank}"))
+    end_on_sigterm(intercept.finish, every=WATCH_SECONDS, flush=_when_idle(
+        lambda: R.n, R.flush, f"instrument trace: rank {rank}", held=R.held_in_call))
 
 
 def _run_hooked(hook, target: list[str], mode: str, error: type, who: str, said, events):
@@ -366,7 +375,8 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     if refused:
         raise ValueError(refused)
     os.makedirs(log_dir, exist_ok=True)
-    write_json(os.path.join(log_dir, "record.json"), {
+    from .msglog import write_record
+    write_record(log_dir, {
         "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
         "size": size, "ranks": ranks, "cwd": os.getcwd(),
         "start": datetime.datetime.now(datetime.UTC).isoformat()})
@@ -422,7 +432,7 @@ def _on_sigterm_record(started) -> None:
     rank, _, record = started
     if record is not None:
         W = record.W
-        end_on_sigterm(record.finish, flush=_when_idle(
+        end_on_sigterm(record.finish, every=WATCH_SECONDS, flush=_when_idle(
             lambda: W.index, W.flush, f"instrument record: rank {rank}: {W.path}"))
 
 

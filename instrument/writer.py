@@ -5,9 +5,11 @@ everything of variable size (request lists, per-peer counts, call sites,
 communicators, completion fix-ups of receives) as JSON lines to
 ``raw/rNNNNNN.side`` (one line per flush, a list of records: plain data
 that every later stage can read without running anything in it).  Both are
-flushed every ``CHUNK`` events or every second, so a rank that is killed
-loses at most its last second of events, and a truncated last record is
-simply dropped when reading.
+flushed every ``CHUNK`` events or every ``FLUSH_SECONDS``, and by a
+watcher thread as soon as the rank waits inside an MPI call
+(instrument/run.py), so that a rank killed outright while busy loses at
+most its last quarter second of events, and one killed while blocked in
+MPI none; a truncated last record is simply dropped when reading.
 
 The hot path (``enter``/``leave`` in ``_hotpath.c``) costs a few hundred
 nanoseconds per call: CPU-time system calls only around spans longer than
@@ -41,7 +43,7 @@ FLAG_OBJECT = 64         # a lower-case collective of Python objects (mpi4py's o
 FLAG_LOCK_SHARED = 128   # a window Lock of type MPI.LOCK_SHARED (else exclusive)
 
 CHUNK = 8192
-FLUSH_SECONDS = 1.0
+FLUSH_SECONDS = 0.25      # a busy rank writes at least this often
 
 
 def rank_path(trace_dir: str, rank: int, ext: str) -> str:
@@ -97,6 +99,10 @@ class Recorder:
     @property
     def n(self) -> int:
         return self._hot.count()
+
+    def held_in_call(self) -> bool:
+        """Whether events wait in the buffer while the rank is inside a call."""
+        return not self.closed and self._hot.held_in_call()
 
     def flush(self):
         if not self.closed:

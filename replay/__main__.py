@@ -38,12 +38,10 @@ def _refuse_to_overwrite(ranks: list[int], out_dir: str) -> None:
 def _logged_size(log_dir: str) -> int | None:
     """N of the recorded run, from the log's record.json (None if unreadable:
     the replay itself then says what is wrong with the log)."""
-    import json
-    import os
+    from instrument.msglog import LogError, read_record
     try:
-        with open(os.path.join(log_dir, "record.json")) as f:
-            return int(json.load(f)["size"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return read_record(log_dir)["size"]
+    except LogError:
         return None
 
 

@@ -155,16 +155,21 @@ def test_a_damaged_prediction(stages, tmp_path):
 
 
 def _damaged_trace(stages, tmp_path, events=None, meta=None):
-    """A copy of the pipeline's trace with its events or meta.json edited."""
+    """A copy of the pipeline's trace with its events or meta.json edited,
+    its digests kept valid: what a tracer's bug would write, for the
+    checks behind the digests."""
     import shutil
+
+    from instrument.merge import table_digest
     t = tmp_path / "t"
     shutil.copytree(stages / "t", t)
+    m = json.loads((t / "meta.json").read_text())
     if events is not None:
         events(pd.read_parquet(t / "events.parquet")).to_parquet(t / "events.parquet")
+        m["digests"]["events.parquet"] = table_digest(str(t / "events.parquet"))
     if meta is not None:
-        m = json.loads((t / "meta.json").read_text())
         meta(m)
-        (t / "meta.json").write_text(json.dumps(m))
+    (t / "meta.json").write_text(json.dumps(m))
     return t
 
 
@@ -247,18 +252,41 @@ def test_a_log_without_its_record_is_not_replayed(stages, tmp_path):
     assert not (tmp_path / "rep").exists()
 
 
+def test_a_changed_record_is_refused_by_its_digest(stages, tmp_path):
+    """record.json's size or rank list, changed (still valid JSON, still
+    in range), would mislead every replay from the log: its digest no
+    longer matches, and replay says so before the application runs."""
+    import json
+    import shutil
+    log = tmp_path / "log"
+    shutil.copytree(stages / "log", log)
+    rec = json.loads((log / "record.json").read_text())
+    rec["size"] += 1
+    (log / "record.json").write_text(json.dumps(rec))
+    rep = pd.read_csv(stages / "reps.csv")["representative"].iloc[0]
+    fails_clearly(["replay", "--rank", rep, "--log", log, "-o", tmp_path / "rep"] + APP,
+                  "record.json: its digest does not match")
+    assert not (tmp_path / "rep").exists()
+
+
 def test_a_flipped_byte_in_the_events_is_refused_or_harmless(stages, tmp_path):
     """One flipped byte in events.parquet turned rank 0's init into an
     isend, and every stage accepted it (-7 % prediction).  The merge
-    writes page checksums and every reader verifies them: a flip anywhere
-    in the file is refused, or leaves the events as they were."""
+    writes page checksums and a digest of each file, and every reader
+    verifies both: a flip anywhere in the file is refused, the footer's
+    bytes included (a flip outside the checksummed pages once came
+    through in CI)."""
     import shutil
 
     from instrument import TraceError, load_trace
     good = load_trace(str(stages / "t")).events
     size = (stages / "t" / "events.parquet").stat().st_size
     refused = 0
-    for at in np.linspace(4, size - 9, 40).astype(int):
+    raw = (stages / "t" / "events.parquet").read_bytes()
+    footer = int.from_bytes(raw[-8:-4], "little")
+    spots = list(np.linspace(4, size - 9, 40).astype(int))
+    spots += list(range(size - 8 - footer, size, max(1, footer // 40)))
+    for at in spots:
         t = tmp_path / f"t{at}"
         shutil.copytree(stages / "t", t)
         data = bytearray((t / "events.parquet").read_bytes())
@@ -270,7 +298,7 @@ def test_a_flipped_byte_in_the_events_is_refused_or_harmless(stages, tmp_path):
             refused += 1
             continue
         pd.testing.assert_frame_equal(ev, good)
-    assert refused > 20
+    assert refused == len(spots)
 
 
 def test_a_nan_compute_scale_is_refused(stages, tmp_path):

@@ -105,10 +105,40 @@ def test_failing_rank_leaves_readable_incomplete_trace(tmp_path):
     ranks = {r["rank"]: r for r in t.meta["ranks"]}
     assert ranks[1]["status"].startswith("failed")
     ev = t.events
-    # the iterations before the failure are all there on the failing rank
-    assert (ev[(ev["rank"] == 1) & (ev.op == "allreduce")].shape[0]) >= 5
+    # the iterations before the failure are all there on the failing rank,
+    # and on the others, killed outright by mpiexec while they waited in
+    # the next one (their watcher flushed as soon as they waited)
+    for r in range(3):
+        assert (ev[(ev["rank"] == r) & (ev.op == "allreduce")].shape[0]) >= 6, r
     show = run([sys.executable, "-m", "instrument", "show", str(out)]).stdout
     assert "INCOMPLETE" in show
+
+
+def test_a_recorded_rank_killed_while_waiting_keeps_its_records(tmp_path):
+    """When one rank raises, mpiexec kills the others outright while they
+    wait in their next allreduce: a recorded rank's log kept nothing of
+    what its buffer held, and lay without its status file.  Its watcher
+    flushes as soon as it waits; the log (without a status: it did not
+    finish) keeps every call it made, and replay refuses it in one line."""
+    from instrument.msglog import LogError, LogReader
+    log = tmp_path / "log"
+    p = mpirun(3, ["-m", "instrument", "record", "--ranks", "0,1", "-o", log,
+                   APPS / "crash.py", "raise"], check=False, timeout=120)
+    assert p.returncode != 0 and "deliberate failure" in p.stderr
+    assert "error" not in p.stderr.replace("deliberate failure", ""), p.stderr
+    assert not (log / "rank0.json").exists()
+    r = LogReader(str(log / "rank0.log"), complete=False)
+    ops = []
+    try:
+        while r.pos < r.end:
+            ops.append(r.next()[0])
+    except LogError:                      # a record cut by the kill ends the reading
+        pass
+    assert ops.count("allreduce") >= 6, ops
+    rep = run([sys.executable, "-m", "replay", "--rank", "0", "--log", log, "-o",
+               tmp_path / "rep", APPS / "crash.py", "raise"], check=False)
+    assert rep.returncode == 2 and "its recording did not finish" in rep.stderr
+    assert len(rep.stderr.strip().splitlines()) == 1, rep.stderr
 
 
 def test_killed_run_leaves_readable_partial_trace(tmp_path):
