@@ -27,7 +27,7 @@
 # tracer's C extension must already be built for PY (instrument/_hotpath
 # *.so).  --budget S: start no application after S seconds (each runs
 # alone, so a lent machine's time ends between them, not inside one).
-# --no-probe: skip the first step, bench/node_speed_probe.py at the
+# --no-probe: skip the first step, bench/probes/node_speed_probe.py at the
 # largest N, which says how much the node's own speed varies (a floor
 # under any error).
 #
@@ -150,8 +150,8 @@ table() {  # N, title, log name, command...: one markdown table, app by app
 if [ -n "$PROBE" ]; then
     MAXN=$CORES
     for n in $RANKS; do if [ "$n" -le "$CORES" ]; then MAXN=$n; fi; done
-    { echo; echo "## The node's own speed (bench/node_speed_probe.py, $MAXN ranks)"; echo; } >> "$OUT/TABLES.md"
-    "$(dirname "$PY")/mpiexec" -n "$MAXN" "$PY" bench/node_speed_probe.py | tee -a "$OUT/TABLES.md"
+    { echo; echo "## The node's own speed (bench/probes/node_speed_probe.py, $MAXN ranks)"; echo; } >> "$OUT/TABLES.md"
+    "$(dirname "$PY")/mpiexec" -n "$MAXN" "$PY" bench/probes/node_speed_probe.py | tee -a "$OUT/TABLES.md"
 fi
 # the largest N first: it is the scarcest evidence, and a budget spent
 # early must not leave it out

@@ -41,7 +41,7 @@ __all__ = ["split_command", "run_app", "abort_job", "in_own_arena", "AtMPIImport
 # from the heap, never trimmed below 256 MiB, so that a process's
 # allocation history no longer decides whether a loop's temporaries are
 # faulted in again at every step (for measurements that must not depend
-# on it: tests, bench/span_probe.py --pin-malloc)
+# on it: tests, bench/probes/span_probe.py --pin-malloc)
 PINNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 

@@ -23,7 +23,7 @@ def uneven_trace(tmp_path_factory):
     # trimmed): left to glibc's dynamic thresholds, this example's 2.4 MB
     # temporaries are faulted in again at every step or not depending on
     # the process's allocation history, which the tracer's own allocations
-    # change (2x on whole ranks: bench/heap_trim_probe.py); pinned, traced
+    # change (2x on whole ranks: bench/probes/heap_trim_probe.py); pinned, traced
     # and untraced computation agree (0.055 / 0.10 s per class, both).
     env = dict(mpi_env(), **PINNED_MALLOC)
     for _attempt in range(3):

@@ -105,7 +105,7 @@ def test_exclusive_lock_epochs_take_turns_in_the_traced_order(tmp_path):
 
 def test_a_lock_waits_for_the_target_to_serve_it_twice(tmp_path):
     """MPICH grants a lock only inside a call of the target, then serves
-    the transfer inside another (bench/rma_lock_probe.py: a draw against a
+    the transfer inside another (bench/probes/rma_lock_probe.py: a draw against a
     computing target takes two of its calls).  Simulated, rank 1's k-th
     draw ends right after rank 0's 2k-th call, never sooner."""
     from instrument import load_trace

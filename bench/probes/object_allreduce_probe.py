@@ -1,7 +1,7 @@
 """What an allreduce of Python objects costs, measured and predicted, beside
 the allreduce of the same buffer.
 
-    python bench/object_allreduce_probe.py [--ranks 2] [--calls 200] [--repeats 3]
+    python bench/probes/object_allreduce_probe.py [--ranks 2] [--calls 200] [--repeats 3]
                                            [--platform config/platforms/this-machine.yaml]
 
 mpi4py runs ``comm.allreduce(obj)`` as its own algorithm (a binomial tree
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
 APP = '''

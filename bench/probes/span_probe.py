@@ -1,11 +1,11 @@
 """The traced run's computation against the untraced run's, span by span.
 
-    python bench/span_probe.py [--rounds 5] [--min-span 1.0] [--apps jacobi,...]
-    python bench/span_probe.py --recipes bench/apps/recipes.yaml [--apps heat-kmeans,...]
+    python bench/probes/span_probe.py [--rounds 5] [--min-span 1.0] [--apps jacobi,...]
+    python bench/probes/span_probe.py --recipes bench/apps/recipes.yaml [--apps heat-kmeans,...]
                                [--pin-malloc]
 
 An untraced run has no spans to compare, so it carries a probe below
-Python: a PMPI shim (bench/span_probe.c; wrappers generated from the MPI
+Python: a PMPI shim (bench/probes/span_probe.c; wrappers generated from the MPI
 library's header like instrument/ccount.py's, for the calls the tracer
 records) loaded through mpi4py's profiling hook, which notes which
 function each call was and when it began and ended, by the wall clock
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 # the rest is imported where used: the probed run (probe_main) must start
 # the application as a plain run does, with nothing else in its heap
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
 OUT = ROOT / "bench" / "out" / "span_probe"
@@ -68,7 +68,8 @@ def build() -> Path:
 
     from instrument import ccount
     lib = OUT / f"lib{LIB}.so"
-    if lib.exists() and lib.stat().st_mtime > (ROOT / "bench" / "span_probe.c").stat().st_mtime:
+    here = ROOT / "bench" / "probes"
+    if lib.exists() and lib.stat().st_mtime > (here / "span_probe.c").stat().st_mtime:
         return OUT
     mpicc = ccount._mpicc()
     made = ccount.wrappers(
@@ -79,7 +80,7 @@ def build() -> Path:
     (OUT / "names.txt").write_text("".join(name + "\n" for name, _ in made))
     src = OUT / "probe.c"
     src.write_text('#include "span_probe.c"\n\n' + "\n".join(c for _, c in made))
-    tmp = ccount._compile(mpicc, str(lib), ["-I", str(ROOT / "bench"), str(src)], "the probe")
+    tmp = ccount._compile(mpicc, str(lib), ["-I", str(here), str(src)], "the probe")
     os.replace(tmp, lib)
     return OUT
 

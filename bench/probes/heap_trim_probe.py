@@ -1,6 +1,6 @@
 """Why one parareal iteration takes 0.05 s and the next 0.25 s: glibc's heap trimming.
 
-    python bench/heap_trim_probe.py [--points 20000] [--steps 2000] [--iters 5] [--runs 3]
+    python bench/probes/heap_trim_probe.py [--points 20000] [--steps 2000] [--iters 5] [--runs 3]
 
 examples/parareal.py's fine propagator, alone (no MPI), ``--iters`` times
 in a fresh process per run, under three allocator settings:
@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import json, resource, sys, time

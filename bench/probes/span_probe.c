@@ -2,7 +2,7 @@
  * when it began and ended (wall clock and the process's CPU clock), taken
  * below Python, so that its computation spans (the time between two calls)
  * can be set beside a traced run's.  The fixed part of the PMPI shim that
- * bench/span_probe.py generates; every wrapper calls rr_enter() before
+ * bench/probes/span_probe.py generates; every wrapper calls rr_enter() before
  * PMPI_X and rr_leave(its index) after.
  *
  * The times go to a static table (no allocation: the application's heap is

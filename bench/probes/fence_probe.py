@@ -2,7 +2,7 @@
 probe behind rma_halo's -10 % on the emulated target (bench/RESULTS.md).
 
     python -m emulate run --nodes 2 --rate 1gbit -- \\
-        sh -c '$EMULATE_MPIEXEC -n 2 .venv/bin/python bench/fence_probe.py'
+        sh -c '$EMULATE_MPIEXEC -n 2 .venv/bin/python bench/probes/fence_probe.py'
 
 Medians over 200 repetitions each, interleaved in one run: a Barrier; an
 empty fence epoch (two Fences); a fence epoch with one 64-byte Put; and

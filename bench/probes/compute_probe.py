@@ -2,9 +2,9 @@
 NumPy stencil (rma_halo's, 8 sweeps of 500,000 cells) timed 40 times per
 rank, median wall and CPU milliseconds; run it under both launchers:
 
-    .venv/bin/mpiexec -n 2 .venv/bin/python bench/compute_probe.py
+    .venv/bin/mpiexec -n 2 .venv/bin/python bench/probes/compute_probe.py
     python -m emulate run --nodes 2 --rate 1gbit -- \\
-        sh -c '$EMULATE_MPIEXEC -n 2 .venv/bin/python bench/compute_probe.py'
+        sh -c '$EMULATE_MPIEXEC -n 2 .venv/bin/python bench/probes/compute_probe.py'
 """
 import time
 

@@ -1,7 +1,7 @@
 """How steady is one node's computation speed, and how does it change as
 more of its cores work, or wait by spinning?
 
-    mpiexec -n 16 python bench/node_speed_probe.py [--seconds 5] [--work 40000]
+    mpiexec -n 16 python bench/probes/node_speed_probe.py [--seconds 5] [--work 40000]
 
 A validation compares a replay's computation (representatives alone, or
 beside load copies) with a real run's (every rank, some of them waiting

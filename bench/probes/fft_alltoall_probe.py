@@ -6,8 +6,8 @@ entries (both ranks read the same monotonic clock: one host), the time
 from the later entry, and the page faults per call.  Untraced, 6 rounds.
 
     python -m emulate run --nodes 2 --rate 1gbit -- \\
-        sh -c '$EMULATE_MPIEXEC -n 2 .venv/bin/python bench/fft_alltoall_probe.py'
-    mpiexec -n 2 .venv/bin/python bench/fft_alltoall_probe.py     # shared memory
+        sh -c '$EMULATE_MPIEXEC -n 2 .venv/bin/python bench/probes/fft_alltoall_probe.py'
+    mpiexec -n 2 .venv/bin/python bench/probes/fft_alltoall_probe.py     # shared memory
 """
 import resource
 import time

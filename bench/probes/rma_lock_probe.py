@@ -1,7 +1,7 @@
 """What a passive-target lock epoch costs, and when the target must be in
 MPI for it: the probe behind nxtval-rma's error (bench/RESULTS.md).
 
-    mpiexec -n 2 .venv/bin/python bench/rma_lock_probe.py
+    mpiexec -n 2 .venv/bin/python bench/probes/rma_lock_probe.py
 
 Rank 1 draws from a counter in rank 0's window (Lock, Get_accumulate,
 Unlock; exclusive, as mpi4py's nxtval demo does), on a window made by
