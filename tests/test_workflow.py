@@ -69,9 +69,12 @@ def test_default_workflow_end_to_end(default_run):
     assert "latency" in cal
     # the window of Isends at every size, which spaces a sender's messages
     assert [n for n, _ in plat.levels[0].stream] == [n for n, _ in plat.levels[0].one_way]
-    # MPICH packs subarray datatypes apart from the transfer: measured
-    # 0.08-0.13 ns per byte on this machine's shared memory
-    assert plat.pack_byte_time > 0
+    # MPICH packs subarray datatypes apart from the transfer (0.08-0.13 ns
+    # per byte on this machine's shared memory, quiet); on a loaded machine
+    # the packed transfer may come out no slower, and calibrate says so
+    # instead of charging a negative time
+    note = "the packed Alltoallw was not slower" in (res / "logs" / "calibrate.log").read_text()
+    assert (plat.pack_byte_time > 0) != note
 
 
 def test_report_through_snakemake(default_run, tmp_path):
