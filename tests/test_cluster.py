@@ -219,7 +219,9 @@ def test_the_automatic_cut_finds_the_classes_where_the_fixed_one_over_splits(tmp
     11-13 clusters of these traces).  Beside a CPU-bound neighbour some
     ranks run 1.2-1.5x their class's CPU time (genuinely different
     vectors, which the cut may keep apart); a trace with one at 1.4x or
-    more is retaken, twice at most, as the uneven_trace fixture does."""
+    more is retaken, twice at most, as the uneven_trace fixture does.
+    How many stand apart depends on the load; that the automatic cut
+    splits less than the fixed one, on the same trace, does not."""
     for attempt in range(3):
         out = tmp_path / f"t{attempt}"
         trace(16, out, [EXAMPLES / "uneven.py", "--iters", "8", "--work", "60000",
@@ -231,8 +233,11 @@ def test_the_automatic_cut_finds_the_classes_where_the_fixed_one_over_splits(tmp
     assert "auto: in the clearest gap of the dendrogram" in p.stdout, p.stdout
     reps = pd.read_csv(tmp_path / "r.csv")
     classes = reps.groupby("cluster")["rank"].agg(lambda r: set(r % 2))
-    assert all(len(c) == 1 for c in classes) and reps["cluster"].nunique() <= 4, \
-        p.stdout + reps.to_string()
+    assert all(len(c) == 1 for c in classes), p.stdout + reps.to_string()
+    run([sys.executable, "-m", "cluster", str(out), "--threshold", "0.05", "-o",
+         str(tmp_path / "fixed.csv")])
+    fixed = pd.read_csv(tmp_path / "fixed.csv")["cluster"].nunique()
+    assert reps["cluster"].nunique() < fixed, (p.stdout, fixed)
 
 
 def test_a_gap_never_joins_ranks_further_apart_than_the_cut_allows(tmp_path):
