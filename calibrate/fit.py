@@ -84,7 +84,7 @@ def _non_decreasing(t: list[float]) -> list[float]:
     sooner; where the measured points say so (0-64 bytes read 2.3-3.2 us
     in one measurement, in no order), it is the machine's drift between
     the sizes, and pooling them averages it out."""
-    blocks: list[list[float]] = []              # [sum, count]
+    blocks: list[list] = []                     # [sum, count]
     for x in t:
         blocks.append([x, 1])
         while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 # every power of two up to 4 MiB: the curve bends at several of them
 SIZES = [0] + [1 << k for k in range(0, 23)]
@@ -152,7 +153,7 @@ def _pair_costs(w, repeats: int) -> list:
              "allgather": lambda: pair.Allgather(s8, r),
              "allgather_inplace": lambda: pair.Allgather(MPI.IN_PLACE, r),
              "loop": lambda: None}
-    spans = {what: [] for what in calls}
+    spans: dict[str, list] = {what: [] for what in calls}
     for _ in range(repeats):
         for what, fn in calls.items():
             pair.Barrier()
@@ -258,7 +259,7 @@ def _typical_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
     return statistics.median(spans) if spans else float("inf")
 
 
-def _stream(w, peer, sbuf, rbuf):
+def _stream(w, peer, sbuf, rbuf) -> tuple[Callable, Callable]:
     """(sender, receiver): one window of WINDOW nonblocking messages from
     rank 0 to ``peer``, all in flight at once, then a short
     acknowledgement (so that the sender's next window starts after the

@@ -273,12 +273,12 @@ def select(table: pd.DataFrame, vectors: dict, metric: str = "manhattan",
     if len(table) == 0:
         raise ClusterError("no ranks to cluster")
     auto = threshold == "auto"
-    if not auto and not threshold >= 0:
+    if not auto and not float(threshold) >= 0:
         raise ClusterError(f"threshold must be >= 0, not {threshold}")
     table = table.sort_values("rank").reset_index(drop=True)
     totals = np.array([float(np.sum(vectors[r])) for r in table["rank"]])
     mean = float(totals.mean())
-    cut = (auto_threshold(noise) if auto else threshold) * mean
+    cut = (auto_threshold(noise) if auto else float(threshold)) * mean
     # groups numbered in order of their lowest rank
     members = table.groupby("signature", sort=False).indices   # signature -> rows
     order = sorted(members, key=lambda sig: members[sig][0])   # rows are rank-sorted

@@ -42,8 +42,8 @@ def command(c: Cluster, ranks: int, argv: list[str], mpiexec: str | None = None)
     """The hydra command line that runs ``argv`` at ``ranks`` ranks on ``c``."""
     mpiexec = mpiexec or os.path.join(os.path.dirname(sys.executable), "mpiexec")
     cmd = [mpiexec]
-    for k, v in TRANSPORT.items():
-        cmd += ["-genv", k, v]
+    for name, v in TRANSPORT.items():
+        cmd += ["-genv", name, v]
     for k, count in enumerate(placement(c, ranks)):
         if k:
             cmd.append(":")

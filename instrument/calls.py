@@ -51,7 +51,7 @@ def bytes_view(spec, blocks: int = 1):
         # a Fortran-ordered array (pylops-mpi passes them): MPI reads and
         # writes its memory in memory order, which its transpose's C order is
         import numpy as np
-        m = memoryview(np.asarray(m).T)
+        m = memoryview(np.asarray(m).T)  # type: ignore[arg-type]  # ndarray is a buffer
     m = m.cast("B")
     if isinstance(spec, (list, tuple)) and len(spec) == 3:
         count, dt = spec[1], spec[2]

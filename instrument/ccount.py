@@ -119,7 +119,8 @@ def wrappers(mpicc: str, wanted, body) -> list[tuple[str, str]]:
     header behind ``mpicc`` declares and ``wanted(X)`` accepts, each
     once.  ``body(i, call)`` gives the i-th wrapper's statements, ``call``
     being the PMPI_X call with the wrapper's arguments."""
-    out, seen = [], set()
+    out: list = []
+    seen: set = set()
     for name, params in _prototypes(mpicc):
         if name in seen or not wanted(name):
             continue

@@ -22,6 +22,7 @@ META_REQUIRED = ("kind", "tracer_version", "argv", "size", "cwd", "mpi_library",
 # and the keys the merge adds (a merged trace without them was accepted)
 MERGED_REQUIRED = ("ranks", "incomplete_ranks", "hosts", "events", "unmodelled", "digests")
 # the keys of meta.json that stages read, and their JSON types
+META_TYPES: dict[str, type | tuple[type, ...]]
 META_TYPES = {"argv": list, "complete": bool, "merged": bool, "events": int,
               "incomplete_ranks": list, "ranks": list, "hosts": list, "unmodelled": dict,
               "invisible_calls": dict, "c_calls_counted_ranks": int, "cwd": str,

@@ -54,7 +54,7 @@ R: Recorder = None            # set by install()
 PK = PickleCounter()
 ANY_SOURCE, ANY_TAG, PROC_NULL, ROOT = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.PROC_NULL, MPI.ROOT
 IN_PLACE = MPI.IN_PLACE
-REAL = {}                     # name -> the real mpi4py class
+REAL: dict = {}               # name -> the real mpi4py class
 _STATUS = MPI.Status()        # used when the application passes no status
 _world_group = None
 _comm_keys: dict = {}         # communicator key -> count of comms seen with it
@@ -535,7 +535,7 @@ def _coll(cls_name, name):
     return f
 
 
-_REDUCING = set()     # op codes of allreduce/reduce/scan/exscan (filled in _build_classes)
+_REDUCING: set = set()  # op codes of allreduce/reduce/scan/exscan (filled in _build_classes)
 
 
 def _obj_done(s, self, root, res, op):
@@ -1044,7 +1044,7 @@ def _traced_win():
 # --------------------------------------------------------------------------
 # Assembly
 # --------------------------------------------------------------------------
-_OP = {}
+_OP: dict = {}
 _OP_SRR = None
 _R = _P = _M = None
 _TRACED_BY_REAL: dict = {}

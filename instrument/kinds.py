@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from typing import Any
 
 from mpi4py import MPI
 
@@ -55,6 +56,7 @@ class Call:
     ``status``: the Status MPI fills (the application's, or one of our own)."""
 
     __slots__ = ("name", "op", "a", "peer", "tag", "lower", "status", "nbytes", "comm")
+    status: Any                # an MPI.Status once the call has one
 
     def __init__(self, name: str, op: str, a: dict, peer: int, tag: int):
         self.name, self.op, self.a, self.peer, self.tag = name, op, a, peer, tag
@@ -71,7 +73,7 @@ class Call:
 # ops that poll: a call that finds or completes nothing is not logged
 POLLS = frozenset({"iprobe", "improbe", "test", "testall", "testany", "testsome"})
 # what MPI returns for a poll that found or completed nothing, per method
-EMPTY_ANSWERS = {
+EMPTY_ANSWERS: dict[str, object] = {
     "Iprobe": False, "iprobe": False, "Improbe": None, "improbe": None,
     "Test": False, "test": (False, None), "Testall": False, "testall": (False, None),
     "Testany": (MPI.UNDEFINED, False), "testany": (MPI.UNDEFINED, False, None),

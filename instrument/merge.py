@@ -67,7 +67,7 @@ def table_digest(path: str) -> str:
 def read_side(path: str):
     """All side records of one rank, and whether the file was cut short (a
     truncated last line is dropped; any other damage raises TraceError)."""
-    records = []
+    records: list = []
     if not os.path.exists(path):
         return records, False
     with open(path, "rb") as f:
@@ -200,7 +200,11 @@ def _side_tables(side: list, rank: int, g: _Globals):
     """A rank's side records, by kind: op names (``o``), communicators
     (``c``, as global ids), call sites (``s``), per-event extras (``x``)
     and receive-request fix-ups (``f``)."""
-    names, comm_map, site_map, extras, fixups = {}, {}, {}, {}, {}
+    names: dict = {}
+    comm_map: dict = {}
+    site_map: dict = {}
+    extras: dict = {}
+    fixups: dict = {}
     for no, rec in enumerate(side):
         kind = rec[0]
         checks = SIDE_FIELDS.get(kind)
@@ -246,10 +250,10 @@ def _op_names(op_codes: np.ndarray, names: dict) -> np.ndarray:
     return table[np.where((op_codes >= 0) & (op_codes < limit), op_codes, limit)]
 
 
-def _extras(df: pd.DataFrame, ev: dict, op: np.ndarray, extras: dict, names: dict) -> None:
+def _extras(df: pd.DataFrame, ev: np.ndarray, op: np.ndarray, extras: dict, names: dict) -> None:
     """The list columns: completed requests, per-peer counts, started ops."""
     n = len(df)
-    reqs = [[] for _ in range(n)]
+    reqs: list[list] = [[] for _ in range(n)]
     scounts, rcounts, started = [None] * n, [None] * n, [None] * n
     # single-request completions keep their id in `req` while tracing
     one = np.isin(op, list(COMPLETIONS_ONE)) if n else np.zeros(0, bool)
@@ -271,7 +275,7 @@ def _extras(df: pd.DataFrame, ev: dict, op: np.ndarray, extras: dict, names: dic
     df["reqs"], df["scounts"], df["rcounts"], df["started"] = reqs, scounts, rcounts, started
 
 
-def _fix_receives(df: pd.DataFrame, ev: dict, op: np.ndarray, fixups: dict) -> None:
+def _fix_receives(df: pd.DataFrame, ev: np.ndarray, op: np.ndarray, fixups: dict) -> None:
     """Receive requests: what matched (source, tag, bytes) is only known at
     completion, which the tracer noted as a fix-up of the request."""
     if not fixups or not len(df):
@@ -365,7 +369,7 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
     meta = read_meta(meta_path)
     size = meta["size"]
     in_place = out_dir is None
-    out_dir = trace_dir if in_place else out_dir
+    out_dir = trace_dir if out_dir is None else out_dir
     g = _Globals()
     out = os.path.join(out_dir, "events.parquet")
     tmp = out + ".tmp"

@@ -135,9 +135,10 @@ class LogWriter:
             return
         meta = json.dumps([self.index, op, peer, tag, nbytes, comm, result],
                           separators=(",", ":"), default=json_default).encode()
-        parts = [_U32.pack(len(meta)), meta, _U32.pack(len(payloads))]
+        parts: list[bytes | memoryview] = [_U32.pack(len(meta)), meta,
+                                           _U32.pack(len(payloads))]
         offset = self.pos + sum(len(p) for p in parts)
-        new = {}
+        new: dict[bytes, int] = {}
         for p in payloads:
             mv = memoryview(p).cast("B")
             n = mv.nbytes

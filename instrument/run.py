@@ -261,7 +261,8 @@ def _on_sigterm(started) -> None:
         lambda: R.n, R.flush, f"instrument trace: rank {rank}", held=R.held_in_call))
 
 
-def _run_hooked(hook, target: list[str], mode: str, error: type, who: str, said, events):
+def _run_hooked(hook, target: list[str], mode: str, error: type[BaseException], who: str,
+                said, events):
     """Run the application with the tool's ``hook`` (launch.AtMPIImport) in
     place: ``(status, code, the set-up's result)``, or None when the set-up
     failed (rank 0 says why).  ``error``: the tool's write error class; one
@@ -367,6 +368,8 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     An existing log is replaced only with ``force``, and only if it is ours."""
     if ranks is None:
         from cluster.representatives import read_representatives
+        if reps is None:
+            raise ValueError("no ranks to record: give --ranks or --reps")
         ranks = sorted(int(r) for r in read_representatives(reps, size)["representative"].unique())
     bad = [r for r in ranks if not 0 <= r < size]
     if bad:

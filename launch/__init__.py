@@ -208,7 +208,8 @@ def split_command(argv: list[str], valued=(), prog: str = "tool"):
     value, not the application).  Returns ``(opts, mode, target)`` where
     ``mode`` is ``"path"``, ``"module"``, ``"command"`` or None (no
     application given) and ``target`` the application's argv."""
-    opts, i = [], 0
+    opts: list[str] = []
+    i = 0
     while i < len(argv):
         a = argv[i]
         if a in ("-m", "-c"):
@@ -259,9 +260,9 @@ def run_app(target: list[str], mode: str, ours: tuple = ()) -> tuple[str, int]:
             status = f"exited with {e.code}"
     except BaseException:
         traceback.print_exc()
-        kind, err = sys.exc_info()[:2]
+        err = sys.exc_info()[1]
         said = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
-        status, code = f"failed: {kind.__name__}" + (f": {said}" if said else ""), 1
+        status, code = f"failed: {type(err).__name__}" + (f": {said}" if said else ""), 1
     return status, code
 
 

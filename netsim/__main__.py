@@ -10,7 +10,7 @@ import numpy as np
 
 from .platform import PlatformError, from_dict, load_platform
 from .prediction import prediction_json, write_prediction
-from .schedule import ScheduleError
+from .schedule import Schedule, ScheduleError
 from .variability import SAMPLES, SEED
 
 
@@ -99,7 +99,7 @@ class _Lowered:
     """A trace lowered for simulation: its schedule and what sampling and
     a task pool need (``reps``: each rank's representative; ``lower``: a
     per-sample lowering where the trace's task pool is dealt anew)."""
-    schedule: object
+    schedule: Schedule
     warnings: list
     ends: list                      # the band's two ends' schedules (or none)
     reps: np.ndarray

@@ -62,7 +62,9 @@ blocks over the same communicator having warmed its connections.
 """
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 DEFAULT_ALGORITHM = "analytic"
 
@@ -332,12 +334,12 @@ def _scan(alg, i, p, root, n, per_peer):
     return out
 
 
-STEPS = {
+STEPS: dict[str, Callable[..., list]] = {
     "barrier": _barrier,
-    "bcast": lambda *a: _from_root(*a, grows=False),
-    "scatter": lambda *a: _from_root(*a, grows=True),
-    "reduce": lambda *a: _to_root(*a, grows=False),
-    "gather": lambda *a: _to_root(*a, grows=True),
+    "bcast": functools.partial(_from_root, grows=False),
+    "scatter": functools.partial(_from_root, grows=True),
+    "reduce": functools.partial(_to_root, grows=False),
+    "gather": functools.partial(_to_root, grows=True),
     "allreduce": _allreduce, "allgather": _allgather, "alltoall": _alltoall,
     "reduce_scatter": _reduce_scatter, "scan": _scan, "exscan": _scan,
 }

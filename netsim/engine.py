@@ -74,7 +74,7 @@ OUT_OF_ROOM = -1
 def heap_room(ndeps: np.ndarray, nranks: int, most: int) -> int:
     """A first heap size: the ops ready at the start, plus a few entries
     per rank; never more than ``most`` (the most it can ever hold)."""
-    return int(min(most, np.count_nonzero(ndeps == 0) + 4 * nranks + 1024))
+    return min(int(most), int(np.count_nonzero(ndeps == 0)) + 4 * nranks + 1024)
 
 
 @njit(cache=True, inline="always")

@@ -152,9 +152,9 @@ class Platform:
                                     f"{int(node.max())}, the platform has {self.nodes}")
             local = np.zeros(nranks, dtype=np.int64)
             seen: dict = {}
-            for r, n in enumerate(node):
-                local[r] = seen.get(int(n), 0)
-                seen[int(n)] = local[r] + 1
+            for k, n in enumerate(node):
+                local[k] = seen.get(int(n), 0)
+                seen[int(n)] = local[k] + 1
             if max(seen.values()) > self.cores_per_node:
                 raise PlatformError(f"{self.source}: placement map puts "
                                     f"{max(seen.values())} ranks on one node of "

@@ -123,7 +123,10 @@ def find_pool(ev: pd.DataFrame) -> tuple[Pool | None, str | None]:
         return None, f"rank {m} deals with nonblocking sends"
     answers = np.array([answered.get(int(i), -1) for i in sends])
     workers = sorted(set(peer[sends].tolist()) | set(peer[mine].tolist()))
-    contents, is_task, before, after = [None] * len(sends), np.zeros(len(sends), bool), {}, {}
+    contents: list = [None] * len(sends)
+    is_task = np.zeros(len(sends), bool)
+    before: dict = {}
+    after: dict = {}
     for w in workers:
         why = _worker(ev, m, c, w, np.flatnonzero(peer[sends] == w), contents, is_task,
                       before, after)
@@ -231,16 +234,17 @@ def dealt(ev: pd.DataFrame, pool: Pool, dest: np.ndarray,
     in the master's order; the master's receives (and the probes that
     found them) take their results from the new sources, each worker's
     in the order it was dealt them, with their size and tag."""
-    order, new_rank = [], []
+    rows_in_order: list[int] = []
+    new_rank: list[int] = []
     for r in range(int(ev["rank"].max()) + 1):
         if r in pool.first:
             got = [pool.contents[n] for n in np.flatnonzero(dest == r)]
             rows = pool.first[r] + [i for c in got for i in c] + pool.last[r]
         else:
             rows = np.flatnonzero(pool.rank_of == r).tolist()
-        order += rows
+        rows_in_order += rows
         new_rank += [r] * len(rows)
-    order = np.asarray(order, np.int64)
+    order = np.asarray(rows_in_order, np.int64)
     out = ev.iloc[order].reset_index(drop=True)
     out["rank"] = np.asarray(new_rank, dtype=out["rank"].dtype)
     out["seq"] = out.groupby("rank").cumcount().astype(ev["seq"].dtype)

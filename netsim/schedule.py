@@ -60,7 +60,9 @@ without synchronising (measured for every such collective).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -206,9 +208,12 @@ class Builder:
 
     def __init__(self, nranks: int):
         self.nranks = nranks
-        self.cols = {k: [] for k in ("kind", "rank", "peer", "size", "tag", "ctx", "dur",
-                                     "coll", "event", "sync", "reply")}
-        self.src, self.dst, self.isstart = [], [], []
+        self.cols: dict[str, list] = {k: [] for k in ("kind", "rank", "peer", "size", "tag",
+                                                      "ctx", "dur", "coll", "event", "sync",
+                                                      "reply")}
+        self.src: list[int] = []
+        self.dst: list[int] = []
+        self.isstart: list[bool] = []
         self.coll_need: list[int] = []
         self.n = 0
 
@@ -381,6 +386,19 @@ class _OneSided:
     window of the rank itself costs as well).
     """
 
+    # the lowering's state and helpers, which this part of it uses
+    cols: dict
+    B: Builder
+    platform: Any
+    after: list
+    pending: dict
+    rma: dict
+    rma_tag: int
+    grants: dict
+    acquire: dict
+    release: dict
+    messages: Callable[..., tuple]
+
     def one_sided(self, i: int, r: int, op: str):
         cols, B = self.cols, self.B
         comm, t = int(cols["comm"][i]), int(cols["peer"][i])
@@ -411,13 +429,13 @@ class _OneSided:
             if op.startswith("win_r"):     # Rput, Rget, ...: its wait completes it
                 self.pending[int(cols["req"][i])] = [(done, False)]
         elif op in _RMA_COMPLETE_ONE or op in _RMA_COMPLETE_ALL:
-            done = [e for e in open_ if op in _RMA_COMPLETE_ALL or e[0] == t]
-            self.rma[win] = [e for e in open_ if e not in done]
-            need = [(o, False) for _, o, _ in done]
-            for target in sorted({e[0] for e in done if e[2]}):
+            closing = [e for e in open_ if op in _RMA_COMPLETE_ALL or e[0] == t]
+            self.rma[win] = [e for e in open_ if e not in closing]
+            need = [(o, False) for _, o, _ in closing]
+            for target in sorted({e[0] for e in closing if e[2]}):
                 # the target acknowledges once its puts landed
                 self.rma_tag += 1
-                puts = [(o, False) for tt, o, put in done if put and tt == target]
+                puts = [(o, False) for tt, o, put in closing if put and tt == target]
                 B.op(SEND, target, puts, peer=r, size=0, tag=self.rma_tag, ctx=ctx, event=i,
                      reply=True)
                 need.append((B.op(RECV, r, self.after, peer=target, size=0, tag=self.rma_tag,
@@ -539,7 +557,7 @@ class _Lowering(_OneSided):
                          for c, m in self.members.items()}
         self.core = platform.core_of(trace.size)
         self.levels = platform.level_arrays()  # (span, latency, byte time) per level
-        self._widest_cache = {}                # (comm, message bytes) -> (L, G, level)
+        self._widest_cache: dict = {}          # (comm, message bytes) -> (L, G, level)
         self.neigh = {}
         topo = getattr(trace, "topology", None)
         if topo is not None and len(topo):

@@ -82,11 +82,11 @@ PROBE_EVERY, PROBE_CALLS = 0.02, 100
 class Replayer:
     """Log cursor, divergence check and the per-call timers of one rank."""
 
-    def __init__(self, log: LogReader, rank: int, probe_every: float | None = PROBE_EVERY):
+    def __init__(self, log: LogReader | None, rank: int, probe_every: float | None = PROBE_EVERY):
         self.log = log
         self.rank = rank
         self.seq = 0
-        self.rows = []             # (seq, op, comp, cpu, polls, poll_cpu)
+        self.rows: list = []       # (seq, op, comp, cpu, polls, poll_cpu)
         # empty polls answered since the last call, folded into the next
         # call's row as the tracer folds them (instrument/_hotpath.c)
         self.polls = 0
@@ -94,7 +94,7 @@ class Replayer:
         self._poll_cpu0 = 0.0
         # (seq, wall s, cpu s): the replay's own cost per call, measured
         # every ``probe_every`` seconds along the run (see overhead())
-        self.probes = []
+        self.probes: list = []
         self._probe_every = probe_every
         self._next_probe = time.perf_counter()
         self.last_exit = time.perf_counter()
@@ -113,7 +113,7 @@ class Replayer:
         self.object_seconds = 0.0         # likewise
         # seq -> seconds of a call's own work between its messages (see
         # charge()): written beside the call's row
-        self.inside = {}
+        self.inside: dict = {}
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -805,7 +805,7 @@ def overhead(calls: int = PROBE_CALLS) -> tuple[float, float]:
     return canned.walls[mid], canned.cpus[mid]
 
 
-def finish() -> Replayer:
+def finish() -> Replayer | None:
     RP.enter()
     RP.next("finalize")
     RP.leave("finalize")

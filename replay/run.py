@@ -352,7 +352,8 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
     ``concurrent`` at a time."""
     todo = list(ranks)
     running: dict = {}
-    done, failed = [], []
+    done: list = []
+    failed: list = []
     t0 = time.time()
     os.makedirs(out_dir, exist_ok=True)
     while todo or running:

@@ -152,7 +152,7 @@ def _fit_components(a, raw) -> int:
     if not a.predict:
         raise D.DataError("--components needs --predict")
     at = pd.DataFrame({"procs": _ints(a.predict)})
-    total = lo_sum = hi_sum = 0.0
+    total = lo_sum = hi_sum = np.zeros(len(at))
     for c in cols:
         part = raw[["procs", c]].rename(columns={c: "time"})
         bad = part["time"] <= 0
@@ -258,7 +258,7 @@ def cmd_grids(a) -> int:
         print(f"  chosen grid {'x'.join(map(str, S.best)) if S.best else '-'}: "
               f"{S.best_time:.5g} s")
         if a.exhaustive:
-            print(f"  exhaustive optimum {'x'.join(map(str, S.exhaustive_best))}: "
+            print(f"  exhaustive optimum {'x'.join(map(str, S.exhaustive_best or ()))}: "
                   f"{S.exhaustive_time:.5g} s ({S.evaluated_exhaustive} predictions); "
                   f"heuristic 2 loses {S.best_time / S.exhaustive_time - 1:.1%}")
     return 0

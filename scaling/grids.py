@@ -86,8 +86,8 @@ def workflow_evaluator(configfile: str, platform: str, out: str, cores: int = 2)
 
     import yaml
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(configfile) as f:
-        base = yaml.safe_load(f)
+    with open(configfile) as fh:
+        base = yaml.safe_load(fh)
     snakemake = os.path.join(os.path.dirname(sys.executable), "snakemake")
 
     def f(grid):
@@ -150,7 +150,7 @@ def search(shapes, dims: int, max_procs: int, evaluate, min_eff: float = 0.0,
     t1 = T((1,) * dims)
     ok = lambda g, t: t1 / (math.prod(g) * t) >= min_eff
 
-    kept = set(kept)
+    kept_set = set(kept)
 
     def order(values, d):
         """Values of grid dimension d, most uniform distribution first."""
@@ -165,7 +165,7 @@ def search(shapes, dims: int, max_procs: int, evaluate, min_eff: float = 0.0,
             g = prefix + (v,)
             if d + 1 < dims:
                 found = walk(g)
-            elif g in kept:
+            elif g in kept_set:
                 t = T(g)
                 found = (g, t if ok(g, t) else math.inf)
             else:

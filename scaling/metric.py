@@ -31,8 +31,8 @@ def efficiency(df: pd.DataFrame, scaling: str = "strong") -> pd.DataFrame:
         raise ValueError(f"unknown scaling {scaling!r}: strong or weak")
     key = [c for c in ["program", "size"] if c in df]
     first = df.loc[df.groupby(key)["procs"].idxmin()] if key else df.nsmallest(1, "procs")
-    base = first.set_index(key)[["procs", "time"]] if key else None
     if key:
+        base = first.set_index(key)[["procs", "time"]]
         ref = df.join(base.rename(columns={"procs": "p0", "time": "t0"}), on=key)
     else:
         ref = df.assign(p0=first["procs"].iloc[0], t0=first["time"].iloc[0])

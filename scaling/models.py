@@ -37,6 +37,8 @@ parameters): those that do not are fitted once per size by :class:`PerSize`.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy.optimize import lsq_linear, nnls
@@ -355,6 +357,7 @@ class PerSize:
         return "; ".join(f"size {s:g}: {m.describe()}" for s, m in self.models_.items())
 
 
+_FACTORIES: dict[str, Callable[[Any], Any]]
 _FACTORIES = {"abc": lambda p: ABC(), "abc-abs": lambda p: ABC("absolute"),
               "loglinear": lambda p: LogLinear(1, p), "loglinear2": lambda p: LogLinear(2, p),
               "shrunk": lambda p: ShrunkLogLog(p),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,7 @@ from .metric import TUPLE, efficiency, metric
 TIMES = ["platform", "source", "procs", "time", "comp", "comm"]
 
 
-def collect(predictions: list[str], validations: list[str] = ()) -> pd.DataFrame:
+def collect(predictions: list[str], validations: Sequence[str] = ()) -> pd.DataFrame:
     """The times table from prediction JSONs and validate JSONs."""
     from netsim.prediction import read_prediction
     rows = []
