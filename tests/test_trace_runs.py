@@ -173,10 +173,19 @@ def test_damaged_trace_errors_name_the_file(tmp_path):
         load_trace(str(tmp_path / "d"))
     trace(2, tmp_path / "t", ["-c", "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"])
     (tmp_path / "t" / "events.parquet").write_bytes(b"garbage")
-    with pytest.raises(TraceError, match="cannot read"):
+    said = "events.parquet: does not match the digest"
+    with pytest.raises(TraceError, match=said):
         load_trace(str(tmp_path / "t"))
     p = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")], check=False)
-    assert p.returncode == 2 and "cannot read" in p.stderr
+    assert p.returncode == 2 and said in p.stderr
+    # garbage with a digest that matches (a merge's own failure): pyarrow's
+    # refusal, with the directory named
+    from instrument.merge import table_digest
+    meta = json.loads((tmp_path / "t" / "meta.json").read_text())
+    meta["digests"]["events.parquet"] = table_digest(str(tmp_path / "t" / "events.parquet"))
+    (tmp_path / "t" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(TraceError, match="cannot read"):
+        load_trace(str(tmp_path / "t"))
 
 
 def test_library_subclasses_of_mpi_classes_keep_their_isinstance(tmp_path):
