@@ -275,7 +275,7 @@ def test_a_flipped_byte_in_the_events_is_refused_or_harmless(stages, tmp_path):
     writes page checksums and a digest of each file, and every reader
     verifies both: a flip anywhere in the file is refused, the footer's
     bytes included (a flip outside the checksummed pages once came
-    through in CI)."""
+    through, one run of this test in several)."""
     import shutil
 
     from instrument import TraceError, load_trace
