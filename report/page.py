@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
 
 import pandas as pd
@@ -191,8 +190,8 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
     parts = _study(scaling) if scaling else []
     parts += _headline(preds)
     if validate:
-        with open(validate) as f:
-            v = json.load(f)
+        from validate.result import read_validation
+        v = read_validation(validate)
         parts.append("<h2>Predicted vs measured</h2>" + _table(pd.DataFrame([{
             "platform": v["platform"], "predicted (s)": v["predicted"],
             f"measured (s, min of {len(v['runs'])})": v["measured"],

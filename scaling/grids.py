@@ -80,7 +80,6 @@ def workflow_evaluator(configfile: str, platform: str, out: str, cores: int = 2)
     application's arguments (the application must take it), on ``platform``
     (a platform's name in the config).  Each grid's results stay in
     ``out/grid_AxB``."""
-    import json
     import os
     import sys
 
@@ -107,8 +106,9 @@ def workflow_evaluator(configfile: str, platform: str, out: str, cores: int = 2)
         if p.returncode != 0:
             raise ValueError(f"grid {label}: the workflow failed (log: {res}/logs): "
                              f"{p.stderr.strip().splitlines()[-1:]}")
-        with open(os.path.join(res, "prediction", f"{platform}.json")) as j:
-            return float(json.load(j)["predicted_time"])
+        from netsim.prediction import read_prediction
+        return float(read_prediction(os.path.join(res, "prediction",
+                                                  f"{platform}.json"))["predicted_time"])
     return f
 
 

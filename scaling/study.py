@@ -21,7 +21,6 @@ turns those files into:
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
@@ -37,6 +36,7 @@ TIMES = ["platform", "source", "procs", "time", "comp", "comm"]
 def collect(predictions: list[str], validations: Sequence[str] = ()) -> pd.DataFrame:
     """The times table from prediction JSONs and validate JSONs."""
     from netsim.prediction import read_prediction
+    from validate.result import read_validation
     rows = []
     for path in predictions:
         d = read_prediction(path)
@@ -46,8 +46,7 @@ def collect(predictions: list[str], validations: Sequence[str] = ()) -> pd.DataF
         rows.append({"platform": d["platform"]["name"], "source": "predicted",
                      "procs": len(d["ranks"]), "time": t, "comp": comp, "comm": t - comp})
     for path in validations:
-        with open(path) as f:
-            v = json.load(f)
+        v = read_validation(path)
         rows.append({"platform": v["platform"], "source": "measured", "procs": int(v["ranks"]),
                      "time": float(v["measured"]), "comp": np.nan, "comm": np.nan})
     return pd.DataFrame(rows, columns=TIMES).sort_values(["platform", "source", "procs"])

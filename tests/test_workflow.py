@@ -92,13 +92,22 @@ def test_validate_compares_with_a_real_run(default_run, tmp_path):
              "--size", "2", "--repeats", "2", "-o", str(tmp_path / "v.json"), "--",
              "-c", "import time; from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); "
                    "time.sleep(0.3 * MPI.COMM_WORLD.rank)"])
-    v = json.loads((tmp_path / "v.json").read_text())
+    from validate.result import read_validation
+    v = read_validation(str(tmp_path / "v.json"))
     # at least the sleep, and less than the whole command (start-up and
     # tear-down left out), whatever else the machine is doing
     assert len(v["runs"]) == 2 and v["measured"] >= 0.3
     assert all(w > r for w, r in zip(v["wall"], v["runs"]))
     assert v["error"] == pytest.approx((v["predicted"] - v["measured"]) / v["measured"])
     assert "error" in p.stdout
+    # the report and the scaling study read it through the same reader: a
+    # damaged one is refused in one line
+    del v["measured"]
+    (tmp_path / "bad.json").write_text(json.dumps(v))
+    p = run([sys.executable, "-m", "scaling", "study", "--predictions", str(pred),
+             "--validate", str(tmp_path / "bad.json"), "-o", str(tmp_path / "s")],
+            check=False)
+    assert p.returncode == 2 and "bad.json: key(s) measured missing" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("override,message", [

@@ -16,9 +16,9 @@ times (process start-up and tear-down included), for reference.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from .result import write_validation
 from .run import measure
 
 
@@ -62,8 +62,7 @@ def main(argv=None) -> int:
     out = {"platform": pred["platform"]["name"], "ranks": ranks,
            "predicted": pred["predicted_time"], **m, "command": target,
            "error": (pred["predicted_time"] - m["measured"]) / m["measured"]}
-    with open(a.output, "w") as f:
-        json.dump(out, f, indent=1)
+    write_validation(a.output, out)
     print(f"predicted {out['predicted']:.4g} s, measured {out['measured']:.4g} s, "
           f"error {100 * out['error']:+.1f} %")
     return 0
