@@ -17,7 +17,8 @@ where the model allows, else NaN), ``describe() -> str``.
   on the curvature c2, so that bending is believed only where the data
   demand it; the noise is estimated with a prior guess of its own.  Its
   interval is the posterior predictive one (Student t): it widens with
-  the distance out and with the freedom the data leave the curvature.
+  the distance out and with the freedom the data leave the curvature;
+  several rows of one process count (sizes) weigh as one there.
 * :class:`NPT` (heterogeneous clusters): T(N, P) = (k0 N^3 + k1 N^2 + k2 N + k3)/P + k4 log2 P
   + k5 with N = ``size``; ``nonneg=True`` (NNLS, default) or plain least
   squares.
@@ -155,17 +156,28 @@ class ShrunkLogLog:
         self.top_ = float(np.log2(df["procs"].max()))
         self.centre_ = {p: float(np.log2(df[p].to_numpy(float)).mean()) for p in self.params}
         X, y = self._X(df), np.log(df["time"].to_numpy(float))
+        self.coef_, _, _, _ = self._posterior(X, y, np.ones(len(y)))
+        # the interval counts process counts, not rows: the rows of one
+        # process count (its sizes) share its deviation from the curve, so
+        # several of them say no more about the slope and the curvature
+        # than one (with one row per process count, the same fit)
+        w = 1.0 / df.groupby("procs")["procs"].transform("size").to_numpy(float)
+        _, self.cov_, self.s2_, self.dof_ = self._posterior(X, y, w)
+        return self
+
+    def _posterior(self, X, y, w):
+        """Coefficients, their covariance, the noise variance and the
+        degrees of freedom, rows weighted by ``w``."""
         # (nearly) flat priors on the level and the parameters, finite ones
         # on the slope and the curvature
         prior = np.diag([1e-8, self.slope_sd ** -2, self.tau ** -2] + [1e-8] * len(self.params))
-        s2 = self.sigma0 ** 2
+        s2, n = self.sigma0 ** 2, float(w.sum())
         for _ in range(5):      # the noise and the coefficients, to a fixed point
-            cov = np.linalg.inv(X.T @ X / s2 + prior)
-            coef = cov @ X.T @ y / s2
-            rss = float(np.sum((y - X @ coef) ** 2))
-            s2 = (self.nu0 * self.sigma0 ** 2 + rss) / (self.nu0 + len(y))
-        self.coef_, self.cov_, self.s2_, self.dof_ = coef, cov, s2, self.nu0 + len(y)
-        return self
+            cov = np.linalg.inv(X.T @ (X * w[:, None]) / s2 + prior)
+            coef = cov @ X.T @ (w * y) / s2
+            rss = float(np.sum(w * (y - X @ coef) ** 2))
+            s2 = (self.nu0 * self.sigma0 ** 2 + rss) / (self.nu0 + n)
+        return coef, cov, s2, self.nu0 + n
 
     def _log_sd(self, df):
         X = self._X(df)
