@@ -51,7 +51,7 @@ def theirs(goal: str, lgs: str, t2b: str, tmp: Path) -> list[float]:
 def schedules(tmp: Path):
     from test_netsim import collective_schedule
 
-    from netsim.goal import write_goal
+    from interop.goal import write_goal
     cases = [(f, a) for f, algs in (("bcast", ["binomial", "linear"]),
                                     ("reduce", ["binomial"]),
                                     ("allreduce", ["recursive_doubling", "ring",

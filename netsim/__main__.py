@@ -151,7 +151,7 @@ def _from_trace(a, plat, var) -> _Lowered:
     if not pool and ((low != comp).any() or (high != comp).any()):
         ends = [from_trace(t, plat, low, inside=inside), from_trace(t, plat, high, inside=inside)]
     if a.simgrid_out:
-        from .simgrid import write_ti
+        from interop.simgrid import write_ti
         left = write_ti(t, a.simgrid_out, a.flops, compute=comp * plat.compute_scale,
                         inside=None if inside is None else inside * plat.compute_scale)
         if left:
@@ -251,14 +251,14 @@ def main(argv=None) -> int:
                                 "file's")
         var = _variability(a)
         if a.goal_in:
-            from .goal import read_goal
+            from interop.goal import read_goal
             s = read_goal(a.trace)
             low = _Lowered(s, [], [], np.arange(s.nranks), 0)
         else:
             low = _from_trace(a, plat, var)
         warnings = low.warnings
         if a.goal_out:
-            from .goal import write_goal
+            from interop.goal import write_goal
             write_goal(a.goal_out, low.schedule)
         print(f"netsim: simulating {len(low.schedule)} operations", file=sys.stderr)
         sampled = None

@@ -12,11 +12,11 @@ import pytest
 import yaml
 from conftest import APPS, EXAMPLES, ROOT, host_lines, run, trace
 
+from interop.goal import read_goal, write_goal
 from netsim import Builder, PlatformError, ScheduleError, from_dict, load_platform
 from netsim import run as simulate
 from netsim.collectives import steps
 from netsim.engine import CALC, RECV, SEND
-from netsim.goal import read_goal, write_goal
 from netsim.schedule import Schedule
 
 US = 1e-6
@@ -293,11 +293,11 @@ def test_goal_read_a_stretch_at_a_time_is_the_same_schedule(tmp_path, monkeypatc
     """The reader pauses between rank blocks once it has read CHUNK bytes and
     lets go of the text behind: with a tiny CHUNK (a pause after every
     block) the schedule, and the line an error names, are the same."""
-    import netsim.goal
+    import interop.goal
     s = collective_schedule("allreduce", "rabenseifner", 6, 4096)
     write_goal(tmp_path / "s.goal", s)
     whole = read_goal(str(tmp_path / "s.goal"))
-    monkeypatch.setattr(netsim.goal, "CHUNK", 16)
+    monkeypatch.setattr(interop.goal, "CHUNK", 16)
     pieces = read_goal(str(tmp_path / "s.goal"))
     for col in ("kind", "rank", "peer", "size", "tag", "dur", "dep_src", "dep_dst", "dep_start"):
         assert list(getattr(pieces, col)) == list(getattr(whole, col)), col

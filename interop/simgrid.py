@@ -31,8 +31,7 @@ import os
 
 from instrument.ops import ops_of
 from instrument.writer import FLAG_OBJECT
-
-from .collectives import OBJECT_COUNT_BYTES, OF_OBJECTS
+from netsim.collectives import OBJECT_COUNT_BYTES, OF_OBJECTS
 
 _SEND = ops_of("send")
 _ISEND = ops_of("isend")

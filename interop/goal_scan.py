@@ -8,7 +8,7 @@ per-op arrays (rank, kind, peer, size, tag, calc seconds) and
 per-dependency arrays (the op required, the op that requires it, after
 start or completion).  Both work on a stretch of the text at a time and
 say where they stopped, so that the reader can map the file and let go of
-what it has read (netsim/goal.py) instead of holding all of it.
+what it has read (interop/goal.py) instead of holding all of it.
 Labels are per rank block: ``l<digits>`` (what generators write) index a
 table directly, any other label goes through a hash map of its bytes
 (FNV-1a).  A dependency whose labels are both known is resolved at once,
@@ -16,7 +16,7 @@ any other when its block's ``}`` closes it, so ``lA requires lB`` may come
 before either op.
 
 A line it cannot read stops the pass with an error code and the line's
-byte offset; netsim/goal.py turns that into a message naming the file and
+byte offset; interop/goal.py turns that into a message naming the file and
 line.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-from .engine import CALC, RECV, SEND
+from netsim.engine import CALC, RECV, SEND
 
 # error codes of scan()
 OK = 0

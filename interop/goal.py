@@ -16,7 +16,7 @@ dependencies::
 Times in GOAL files are integer nanoseconds here (LogGOPSim's unit is
 whatever its L/o/g arguments use; give those in ns too).
 
-Reading runs at compiled speed (netsim/goal_scan.py: a quick pass that
+Reading runs at compiled speed (interop/goal_scan.py: a quick pass that
 bounds the sizes, then one that fills arrays, no Python object per line)
 over the mapped file, a stretch at a time; errors name the file and line.
 
@@ -31,9 +31,10 @@ import os
 
 import numpy as np
 
+from netsim.engine import CALC, COLL, SEND
+from netsim.schedule import Schedule, ScheduleError, constant, index_type
+
 from . import goal_scan
-from .engine import CALC, COLL, SEND
-from .schedule import Schedule, ScheduleError, constant, index_type
 
 # the keywords, in the order goal_scan.scan() takes them
 _WORDS = tuple(np.frombuffer(w.encode(), np.uint8) for w in (
@@ -80,7 +81,7 @@ def _let_go(m, upto: int) -> None:
 def read_goal(path: str) -> Schedule:
     """Parse a GOAL file into a schedule (errors name the file and line).
 
-    Compiled (netsim/goal_scan.py): a quick pass bounds the operations
+    Compiled (interop/goal_scan.py): a quick pass bounds the operations
     and dependencies, a second fills arrays of that size, trimmed to what
     it found.  The file is mapped and read CHUNK bytes at a time, the pages
     behind let go, so that the text never takes its size in memory."""
