@@ -68,3 +68,12 @@ def host_lines(stdout: str, prefix: str) -> dict:
         if line.startswith(prefix):
             out[int(line.split()[1])] = line.strip()
     return out
+
+
+@pytest.fixture(scope="session")
+def jacobi_trace(tmp_path_factory):
+    """A 4-rank trace of examples/jacobi.py (64 x 64, 20 iterations), read
+    by the simulator's and the exports' tests."""
+    out = tmp_path_factory.mktemp("jac") / "t"
+    trace(4, out, [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "20", "--check", "5"])
+    return out
