@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scaling import data as D  # noqa: E402
-from scaling.auto import fit_model, interval  # noqa: E402
+from scaling.auto import fit_model, interval_of  # noqa: E402
 from scaling.models import MODELS  # noqa: E402
 
 FAMILIES = {"wavetrisk": "climate dynamical core, strong scaling, 3 machines",
@@ -76,14 +76,12 @@ def evaluate(raw: pd.DataFrame, level: float) -> list[dict]:
         train = D.reduce(train_raw, "min")
         sizes = int(train["size"].nunique()) if "size" in train else 1
         truth = test["time"].to_numpy(float)
-        out = np.log2(test["procs"].to_numpy(float) / train["procs"].max())
         for name in MODELS + ["auto"]:
             try:
                 m, res = fit_model(name, train, params, sizes)
                 with np.errstate(all="ignore"):
                     pred = np.asarray(m.predict(test), float)
-                    lo, hi = (m.interval(test, level) if hasattr(m, "interval")
-                              else interval(pred, out, res, level))
+                lo, hi = interval_of(m, res, test, train["procs"].max(), level)
                 chose = m.answering(test) if name == "auto" else [""] * len(test)
             except (ValueError, np.linalg.LinAlgError):
                 pred = lo = hi = np.full(len(test), np.nan)

@@ -62,16 +62,13 @@ def _held_out(name, m, test) -> dict:
 def _print_predictions(m, res, at, train, level, spread, unit):
     """Each requested point with its interval, or a line saying why it has
     none; a note where it lies further out than the training runs span."""
-    from .auto import interval
+    from .auto import interval_of
     cut = float(train["procs"].max())
     span = float(np.log2(cut / train["procs"].min()))
     distance = np.log2(at["procs"].to_numpy(float) / cut)
     with np.errstate(all="ignore"):
         mean = np.asarray(m.predict(at), float)
-        if hasattr(m, "interval"):          # a predictive interval of its own
-            lo, hi = m.interval(at, level)
-        else:
-            lo, hi = interval(mean, distance, res, level, spread)
+    lo, hi = interval_of(m, res, at, cut, level, spread)
     for q, t, lo_, hi_, d in zip(at["procs"], mean, lo, hi, distance):
         if not (np.isfinite(t) and t > 0):
             print(f"    procs {q:>7}: no usable prediction (the model gives {t:.4g})")

@@ -86,6 +86,23 @@ def interval(pred, distance, residuals: pd.DataFrame, level: float = 0.9,
     return pred * np.exp(-half), pred * np.exp(half)
 
 
+def interval_of(model, residuals: pd.DataFrame, df: pd.DataFrame, cut: float,
+                level: float = 0.9, floor: float = 0.0):
+    """(low, high) of a fitted model at ``df``: its own predictive interval
+    where it has one (``shrunk``, ``auto``), else split-conformal from its
+    rolling-origin ``residuals`` (:func:`interval`) at the distance past
+    ``cut``, the largest training process count; never narrower than
+    ``floor`` in log space."""
+    with np.errstate(all="ignore"):
+        pred = np.asarray(model.predict(df), float)
+        if not hasattr(model, "interval"):
+            return interval(pred, np.log2(df["procs"].to_numpy(float) / cut), residuals,
+                            level, floor)
+        _, hi = model.interval(df, level)
+        half = np.maximum(np.log(hi / pred), floor)
+        return pred * np.exp(-half), pred * np.exp(half)
+
+
 def repeat_spread(raw: pd.DataFrame, keys: list[str]) -> float:
     """Median log(max/min) of the time over repeats of one configuration
     (0 without repeats)."""

@@ -156,13 +156,14 @@ class ShrunkLogLog:
         self.top_ = float(np.log2(df["procs"].max()))
         self.centre_ = {p: float(np.log2(df[p].to_numpy(float)).mean()) for p in self.params}
         X, y = self._X(df), np.log(df["time"].to_numpy(float))
-        self.coef_, _, _, _ = self._posterior(X, y, np.ones(len(y)))
+        self.coef_, self.cov_, self.s2_, self.dof_ = self._posterior(X, y, np.ones(len(y)))
         # the interval counts process counts, not rows: the rows of one
         # process count (its sizes) share its deviation from the curve, so
         # several of them say no more about the slope and the curvature
-        # than one (with one row per process count, the same fit)
+        # than one (with one row per process count, the fit above)
         w = 1.0 / df.groupby("procs")["procs"].transform("size").to_numpy(float)
-        _, self.cov_, self.s2_, self.dof_ = self._posterior(X, y, w)
+        if (w < 1).any():
+            _, self.cov_, self.s2_, self.dof_ = self._posterior(X, y, w)
         return self
 
     def _posterior(self, X, y, w):
