@@ -143,10 +143,10 @@ class Replayer:
         self.seq += 1
         self.last_event = time.perf_counter()
         # inside the call, so that the probe's time is no computation span;
-        # never at or after the application's own MPI.Finalize (the probe
-        # calls MPI: a type's size)
+        # never after the application's own MPI.Finalize (the probe calls
+        # MPI: a type's size)
         if self._probe_every is not None and time.perf_counter() >= self._next_probe \
-                and op != "finalize" and not MPI.Is_finalized():
+                and not MPI.Is_finalized():
             self.probes.append((self.seq, *overhead(PROBE_CALLS)))
             self._next_probe = time.perf_counter() + self._probe_every
         self.last_cpu = time.process_time()
