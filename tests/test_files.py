@@ -286,6 +286,7 @@ def test_a_flipped_byte_in_the_events_is_refused_or_harmless(stages, tmp_path):
     footer = int.from_bytes(raw[-8:-4], "little")
     spots = list(np.linspace(4, size - 9, 40).astype(int))
     spots += list(range(size - 8 - footer, size, max(1, footer // 40)))
+    spots = sorted(set(spots))  # the two ranges can share a byte
     for at in spots:
         t = tmp_path / f"t{at}"
         shutil.copytree(stages / "t", t)
