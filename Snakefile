@@ -221,7 +221,7 @@ rule replay:
 
 def replayed(wildcards):
     """The replay outputs of the representatives the clustering chose."""
-    from cluster.representatives import representative_ranks
+    from contracts.representatives import representative_ranks
     run = RUN.format(**wildcards)
     reps = checkpoints.cluster.get(**wildcards).output.reps
     return [f"{run}/replay/{f}{r}.csv" for r in representative_ranks(reps, ranks_of(wildcards))

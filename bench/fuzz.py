@@ -184,7 +184,7 @@ def stage_netsim(p: dict, out: Path):
 
 def stage_prediction(p: dict, out: Path):
     """The prediction's reader, as validate and the report use it."""
-    from netsim.prediction import PredictionError, read_prediction
+    from contracts.prediction import PredictionError, read_prediction
 
     def run():
         try:
@@ -208,7 +208,7 @@ def stage_fit(p: dict, out: Path):
 def stage_log(p: dict, out: Path):
     """What replay reads before and while running the application: the log
     checked and opened for rank 0, every record read to the end."""
-    from instrument.msglog import LogError
+    from contracts.msglog import LogError
     from replay.run import open_log
 
     def run():
@@ -337,7 +337,7 @@ def invalid(rng: random.Random, name: str, path: Path) -> str:
         df.to_parquet(path, index=False)
         # a wrong table with a valid digest (a tracer's bug, not damage):
         # what the checks behind the digest must find
-        from instrument.merge import table_digest
+        from contracts.merge import table_digest
         meta = json.loads((path.parent / "meta.json").read_text())
         meta["digests"][path.name] = table_digest(str(path))
         (path.parent / "meta.json").write_text(json.dumps(meta))
@@ -383,7 +383,7 @@ def invalid(rng: random.Random, name: str, path: Path) -> str:
         path.write_bytes(b"\n".join(lines))
         return f"side record {j} of line {i}: field {k} = {rec[k]!r}"
     if name == "raw .ev":
-        from instrument.writer import FIELDS, N_INT_FIELDS, RECORD
+        from contracts.raw_trace import FIELDS, N_INT_FIELDS, RECORD
         data = bytearray(path.read_bytes())
         n = len(data) // RECORD.size
         i = rng.randrange(n)
@@ -508,7 +508,7 @@ def _bad_yaml(rng, path: Path) -> str:
 def _crafted_record(rng, path: Path) -> str:
     """Rewrite the log with one record's meta replaced by nonsense, every
     checksum and the completion status valid: what the checksum cannot find."""
-    from instrument.msglog import LogReader, LogWriter, status_path
+    from contracts.msglog import LogReader, LogWriter, status_path
     r = LogReader(str(path), complete=False)
     records = []
     while True:

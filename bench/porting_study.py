@@ -69,7 +69,7 @@ from run import (  # noqa: E402
     sh,
 )
 
-from cluster.representatives import read_representatives  # noqa: E402
+from contracts.representatives import read_representatives  # noqa: E402
 from emulate import Cluster, down, up  # noqa: E402
 from emulate.__main__ import parse_rate  # noqa: E402
 from emulate.isolate import MARK, enter, isolated  # noqa: E402

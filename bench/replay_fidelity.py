@@ -67,7 +67,7 @@ def measure(name, n, tmp):
     k = min(n, os.cpu_count() or 1)
     sh([py, "-m", "replay", "--ranks", ranks, "--concurrent", str(k), "--log", str(log),
         "-o", str(rep)] + app)
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(t), columns=["rank", "seq", "op", "cpu"]).events
     totals, segs = [], []
     for r in range(n):

@@ -26,7 +26,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from instrument import Trace  # noqa: E402
+from contracts.trace import Trace  # noqa: E402
 from netsim import from_dict, from_trace  # noqa: E402
 from netsim import run as simulate  # noqa: E402
 from netsim.variability import Variability, run_samples  # noqa: E402

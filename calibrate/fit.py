@@ -175,7 +175,7 @@ def read_measurements(raw):
     of them a row came from (0, 1, ...; rows in each file's order)."""
     import pandas as pd
 
-    from instrument.tables import read_table
+    from contracts.tables import read_table
     paths = [raw] if isinstance(raw, str) else list(raw)
     frames = []
     for p in paths:

@@ -9,7 +9,12 @@ Command line: ``python -m cluster TRACE_DIR -o reps.csv [options]``.
 """
 from __future__ import annotations
 
-from .representatives import RepresentativesError, read_representatives, write_representatives
+from contracts.representatives import (
+    RepresentativesError,
+    read_representatives,
+    write_representatives,
+)
+
 from .select import DEFAULT_THRESHOLD, LINKAGES, METRICS, cluster_group, select, summary
 from .vectors import PEER_MODES, ClusterError, RankVectors, read_rank_vectors
 

@@ -5,9 +5,9 @@ import argparse
 import os
 import sys
 
-from instrument.output import write_atomic
+from contracts.output import write_atomic
+from contracts.representatives import write_representatives
 
-from .representatives import write_representatives
 from .select import (
     AUTO_MAX,
     AUTO_MIN,
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
         os.makedirs(out_dir, exist_ok=True)
         write_representatives(reps, a.output)
         write_atomic(spath, lambda tmp: summ.to_csv(tmp, index=False))
-    except OSError as e:                   # instrument.output.OutputError among them
+    except OSError as e:                   # contracts.output.OutputError among them
         print(f"cluster: error: {e}", file=sys.stderr)
         return 2
     n, k, groups = len(reps), len(summ), reps["group"].nunique()

@@ -37,8 +37,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from instrument.ops import POINT_TO_POINT
-from instrument.writer import FLAG_OBJECT
+from contracts.raw_trace import FLAG_OBJECT
+from mpimodel import ops
+from mpimodel.ops import POINT_TO_POINT
 
 PEER_MODES = ("relative", "absolute", "none")
 SIGNATURE_COLUMNS = ["rank", "op", "comm", "peer", "wildcard", "tag", "sbytes", "rbytes",
@@ -48,7 +49,11 @@ SIGNATURE_COLUMNS = ["rank", "op", "comm", "peer", "wildcard", "tag", "sbytes", 
 # of unpickling and reducing (replay/objects.py), where a scalar's 21 bytes
 # take a microsecond.
 ROLE_BYTES = 1 << 16
-_ROOTED = np.array(["gather", "scatter", "reduce"])
+# object collectives whose root (un)pickles every member's part
+_ROOTED = np.array(sorted(o.op for o in ops.TABLE if o.kind == "ocoll"
+                          and o.shape in ("rooted", "reduce")))
+# object reductions whose members' places in mpi4py's binomial tree are
+# roles (receives_in_reduction); scan and exscan are not modelled as trees
 _TREE = np.array(["reduce", "allreduce"])
 
 
@@ -203,7 +208,7 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
     interpreter's and the application's imports, the same work on every
     rank, yet on a loaded host they vary by tens of milliseconds between
     ranks, more than the work differences clustering must find."""
-    from instrument import TraceError, load_trace
+    from contracts.trace import TraceError, load_trace
     if column not in ("cpu", "comp"):
         raise ClusterError(f"vector column must be 'cpu' or 'comp', not {column!r}")
     try:
@@ -233,8 +238,8 @@ def read_rank_vectors(trace_dir: str, column: str = "cpu", peer_mode: str = "rel
 def _vectors(t, column, comm_sizes, peer_mode, startup, places, role_bytes) -> RankVectors:
     """rank_vectors' reading, whole ranks at a time (memory stays bounded by
     a few ranks' events), each part checked as load_trace checks a trace."""
-    from instrument import TraceError
-    from instrument.checks import check_comms, check_events
+    from contracts.trace import TraceError
+    from contracts.trace_checks import check_comms, check_events
     path = os.path.join(t.path, "events.parquet")
     pf = pq.ParquetFile(path)
     rows, vectors = [], {}

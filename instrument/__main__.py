@@ -12,17 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from launch import in_own_arena, split_command
+from launch import in_own_arena, parse_ranks, split_command
 
 VALUED = ("-o", "--output", "--ranks", "--reps", "--watchdog")
-
-
-def parse_ranks(ranks: str) -> list[int]:
-    """World ranks from ``--ranks "1,2"`` (sorted, each once)."""
-    try:
-        return sorted({int(x) for x in ranks.split(",") if x.strip()})
-    except ValueError:
-        raise ValueError(f"--ranks wants comma-separated integers, not {ranks!r}") from None
 
 
 def main(argv=None) -> int:
@@ -137,13 +129,13 @@ def _plan(argv: list[str]):
         return lambda: record_main(args.output, ranks, target, mode, force=args.force,
                                    reps=args.reps, waits=waits)
     args = parser.parse_args(argv)
-    from .merge import TraceError
+    from contracts.merge import TraceError
     try:
         if args.cmd == "show":
             from .show import show
             print(show(args.trace, args.max_ranks))
         elif args.cmd == "merge":
-            from .merge import merge
+            from contracts.merge import merge
             meta = merge(args.trace, keep_raw=True if args.keep_raw else None)
             print(f"merged {meta['events']} events of {meta['size']} ranks; incomplete ranks: "
                   f"{meta['incomplete_ranks'] or 'none'}")

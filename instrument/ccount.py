@@ -249,13 +249,3 @@ def dump(path: str) -> bool:
         return False
     lib = ctypes.CDLL(_loaded, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
     return lib.repreplay_ccount_dump(path.encode()) == 0
-
-
-def read_counts(paths: list[str]):
-    """Sum per-rank count files into one DataFrame: function, visible, invisible."""
-    import pandas as pd
-    frames = [pd.read_csv(p, sep="\t") for p in paths if os.path.exists(p)]
-    if not frames:
-        return pd.DataFrame(columns=["function", "visible", "invisible"])
-    return (pd.concat(frames).groupby("function", as_index=False)[["visible", "invisible"]]
-            .sum().sort_values("invisible", ascending=False))

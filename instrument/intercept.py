@@ -26,9 +26,17 @@ import inspect
 
 from mpi4py import MPI
 
-from . import ops
-from ._hotpath import WriteError, enter, leave, leave_ex, new_req
-from .bufsize import (
+from contracts.raw_trace import (
+    FLAG_ANY_SOURCE,
+    FLAG_ANY_TAG,
+    FLAG_INPLACE,
+    FLAG_LOCK_SHARED,
+    FLAG_NONCONTIG,
+    FLAG_NONE,
+    FLAG_OBJECT,
+)
+from mpimodel import ops
+from mpimodel.bufsize import (
     BLOCKED_RECV,
     BLOCKED_SEND,
     PickleCounter,
@@ -37,18 +45,11 @@ from .bufsize import (
     noncontiguous,
     per_peer,
 )
-from .calls import Meta
-from .kinds import POLLS, found_nothing
-from .writer import (
-    FLAG_ANY_SOURCE,
-    FLAG_ANY_TAG,
-    FLAG_INPLACE,
-    FLAG_LOCK_SHARED,
-    FLAG_NONCONTIG,
-    FLAG_NONE,
-    FLAG_OBJECT,
-    Recorder,
-)
+from mpimodel.calls import Meta, mixin_hierarchy
+from mpimodel.kinds import POLLS, found_nothing
+
+from ._hotpath import WriteError, enter, leave, leave_ex, new_req
+from .writer import Recorder
 
 R: Recorder = None            # set by install()
 PK = PickleCounter()
@@ -363,10 +364,6 @@ def _probe(name):
     return f
 
 
-# what a started persistent request does, as a nonblocking op
-_INIT_KIND = {"send_init": "isend", "bsend_init": "ibsend", "ssend_init": "issend",
-              "rsend_init": "irsend", "recv_init": "irecv", "psend_init": "isend",
-              "precv_init": "irecv"}
 
 
 def _p2p_init(name):
@@ -375,7 +372,7 @@ def _p2p_init(name):
     op = code(lname)
     base = getattr(REAL["Comm"], name)
     recv = lname in ("recv_init", "precv_init")
-    kind = code(_INIT_KIND[lname])
+    kind = code(ops.STARTS[lname])
 
     def f(self, buf, *args, **kw):
         s = enter()
@@ -401,7 +398,7 @@ def _p2p_init(name):
 # Each collective has one of a few signatures ("shapes"); the wrapper of a
 # shape has that exact signature, because generic *args/**kwargs handling
 # alone would cost the tracer's whole per-call budget.
-_SHAPE = ops.SHAPE                            # "Bcast" -> "bcast" (instrument/ops.py)
+_SHAPE = ops.SHAPE                            # "Bcast" -> "bcast" (mpimodel/ops.py)
 _PLAIN = {k.lower(): k for k in _SHAPE}       # "bcast" -> "Bcast" (for Ibcast)
 _GATHERS = ("gather", "allgather", "gatherv", "allgatherv")
 _SUM = MPI.SUM
@@ -535,7 +532,7 @@ def _coll(cls_name, name):
     return f
 
 
-_REDUCING: set = set()  # op codes of allreduce/reduce/scan/exscan (filled in _build_classes)
+_REDUCING: set = set()  # op codes of ops.REDUCING_OBJECTS (filled in _build_classes)
 
 
 def _obj_done(s, self, root, res, op):
@@ -811,6 +808,23 @@ def _any(opname, base, result):
     return classmethod(f)
 
 
+def _completion(method: str):
+    """The traced Waitall/any/some or Testall/any/some (``method``, either
+    case), told where mpi4py's answer says what completed: an upper-case
+    method returns it alone (Waitsome/Testsome the indices, Waitany the
+    index, Testall the flag), except Testany, which returns (index, flag);
+    a lower-case one in a tuple whose first item it is.  Waitall completes
+    everything."""
+    row = next(o for o in ops.TABLE if o.method == method and o.level == "Request")
+    alone = "" if method[0].isupper() and method != "Testany" else "0"
+    base = getattr(_R, method)
+    if row.completes == "any":
+        return _any(row.op, base, "index" + alone)
+    if row.completes == "some":
+        return _multi(row.op, base, "indices" + alone)
+    return _multi(row.op, base, "all" if row.op == "waitall" else "flag" + alone)
+
+
 def _one_of(op, opname, base, requests, status, result):
     s = enter()
     requests = list(requests)
@@ -965,7 +979,7 @@ def _args_of(method, names):
 
 
 def _traced_win():
-    """The traced Win: each call of instrument/ops.py's WIN_METHODS is an
+    """The traced Win: each call of mpimodel/ops.py's WIN_METHODS is an
     event with the window's communicator as ``comm``, the window's number
     (per rank, in creation order: windows are created collectively) as
     ``tag``, the target as a world rank (transfers, Lock, Unlock, Flush*),
@@ -1065,7 +1079,7 @@ def _comm_init(self, comm=None):
                 setattr(self, a, v)
 
 
-# The tracer's wrapper of each kind of communicator method (instrument/ops.py)
+# The tracer's wrapper of each kind of communicator method (mpimodel/ops.py)
 _WRAPPER = {
     "send": _send, "isend": _isend, "recv": _recv, "irecv": _irecv,
     "sendrecv": _sendrecv, "isendrecv": _isendrecv, "probe": _probe, "mprobe": _probe,
@@ -1098,43 +1112,22 @@ def _methods_for(cls_name):
 
 def _build_classes():
     global _R, _P, _M, _OP_SRR, TracedRequest, TracedPrequest, TracedMessage
-    for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm",
-                 "Distgraphcomm", "Intercomm", "Request", "Prequest", "Grequest",
-                 "Message", "Win", "File"):
+    for name in ops.WRAPPED_LEVELS + ("Grequest", "Win", "File"):
         REAL[name] = getattr(MPI, name)
     _R, _P, _M = REAL["Request"], REAL["Prequest"], REAL["Message"]
     for name in ops.NAMES[:]:
         _OP[name] = code(name)
     _OP_SRR = code("sendrecv_replace")
-    _REDUCING.update(code(n) for n in ("allreduce", "reduce", "scan", "exscan"))
+    _REDUCING.update(code(n) for n in ops.REDUCING_OBJECTS)
     # Mixins mirror mpi4py's hierarchy so each traced class gets its own
     # and its ancestors' traced methods.
-    parents = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
-               "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
-               "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
-    mixins = {}
-    for name, ps in parents.items():
-        mixins[name] = type(name + "Methods", tuple(mixins[p] for p in ps) or (object,),
-                            _methods_for(name))
-    for name in parents:
+    mixins = mixin_hierarchy("", _methods_for)
+    for name in ops.COMM_PARENTS:
         cls = Meta("Traced" + name, (mixins[name], REAL[name]), {"_real": REAL[name]})
         _TRACED_BY_REAL[REAL[name]] = cls
         globals()["Traced" + name] = cls
     slots = ("_tid", "_rx", "_pinfo")
-    completions = {
-        "Waitall": _multi("waitall", _R.Waitall, "all"),
-        "waitall": _multi("waitall", _R.waitall, "all"),
-        "Testall": _multi("testall", _R.Testall, "flag"),
-        "testall": _multi("testall", _R.testall, "flag0"),
-        "Waitsome": _multi("waitsome", _R.Waitsome, "indices"),
-        "waitsome": _multi("waitsome", _R.waitsome, "indices0"),
-        "Testsome": _multi("testsome", _R.Testsome, "indices"),
-        "testsome": _multi("testsome", _R.testsome, "indices0"),
-        "Waitany": _any("waitany", _R.Waitany, "index"),
-        "waitany": _any("waitany", _R.waitany, "index0"),
-        "Testany": _any("testany", _R.Testany, "index0"),
-        "testany": _any("testany", _R.testany, "index0"),
-    }
+    completions = {m: _completion(m) for m in ops.methods("Request", "waitmany")}
     for name, meth in completions.items():
         setattr(RequestMethods, name, meth)
     TracedRequest = Meta("TracedRequest", (RequestMethods, _R),

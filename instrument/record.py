@@ -3,12 +3,12 @@
 ``mpiexec -n N python -m instrument record --ranks R1,R2 -o LOG_DIR app.py``
 runs the application at full scale; only the chosen ranks are intercepted
 (the others run untouched).  On those, every communication call is logged
-in call order (instrument/msglog.py): the op and its arguments, and what
+in call order (contracts/msglog.py): the op and its arguments, and what
 MPI answered: received bytes (raw, from the receive buffers), returned
 objects (pickled), statuses, probe and test outcomes, completion order of
 Waitany/Waitsome/Testsome, the shape of every communicator created, and
 what one-sided communication put into the rank's memory
-(instrument/windows.py).
+(mpimodel/windows.py).
 ``python -m replay`` later answers the same calls from this log.
 """
 from __future__ import annotations
@@ -17,17 +17,16 @@ import inspect
 
 from mpi4py import MPI
 
-from .calls import (
-    COMM_PARENTS,
+from contracts.msglog import LogError, LogWriter
+from mpimodel.calls import (
     Meta,
     describe_comm,
     mixin_hierarchy,
     peer_tag,
 )
-from .kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
-from .msglog import LogError, LogWriter
-from .ops import COMM_METHODS
-from .windows import build as build_windows
+from mpimodel.kinds import KIND_CLASS, Call, MatchedIrecv, MatchedRecv, Wait, WaitMany
+from mpimodel.ops import COMM_METHODS, COMM_PARENTS, COMPLETE_ONE, WRAPPED_LEVELS, methods
+from mpimodel.windows import build as build_windows
 
 W: LogWriter | None = None
 REAL: dict = {}
@@ -60,7 +59,7 @@ def _wrap(obj):
 
 
 class _Log:
-    """The recorder's side of instrument/kinds.py: write a call's record,
+    """The recorder's side of mpimodel/kinds.py: write a call's record,
     wrap what MPI returned into our recording classes."""
 
     @staticmethod
@@ -97,7 +96,7 @@ def _comm_method(cls_name, name):
     return f
 
 
-# ---- requests and matched messages (instrument/kinds.py: what is logged) ------
+# ---- requests and matched messages (mpimodel/kinds.py: what is logged) ------
 def _single(name):
     """Wait/Test (either case) on one request."""
     base = getattr(REAL["Request"], name)
@@ -112,7 +111,7 @@ def _single(name):
 def _multi(name):
     """Waitall/Testall/Waitany/Testany/Waitsome/Testsome, either case."""
     base = getattr(REAL["Request"], name)
-    one = name.lower() in ("waitany", "testany")
+    one = name.lower() in COMPLETE_ONE
 
     def f(cls, requests, statuses=None):
         requests = list(requests)
@@ -172,18 +171,16 @@ def _methods_for(cls_name: str) -> dict:
 
 
 def _build():
-    for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
-                 "Intercomm", "Request", "Prequest", "Message"):
+    for name in WRAPPED_LEVELS:
         REAL[name] = getattr(MPI, name)
     mixins = mixin_hierarchy("Rec", lambda c: _methods_for(c))
     for cname in COMM_PARENTS:
         _BY_REAL[REAL[cname]] = Meta("Rec" + cname, (mixins[cname], REAL[cname]),
                                       {"_real": REAL[cname]})
     req_ns = {"__slots__": ()}
-    for n in ("Wait", "wait", "Test", "test"):
+    for n in methods("Request", "wait"):
         req_ns[n] = _single(n)
-    for n in ("Waitall", "waitall", "Testall", "testall", "Waitany", "waitany", "Testany",
-              "testany", "Waitsome", "waitsome", "Testsome", "testsome"):
+    for n in methods("Request", "waitmany"):
         req_ns[n] = _multi(n)
     mixin = type("RecRequestMethods", (), req_ns)
     # _out: what completion delivers: a byte view of the receive buffer,
@@ -194,7 +191,7 @@ def _build():
                         {"_real": REAL["Prequest"], "Start": _start,
                          "Startall": classmethod(_startall), "__slots__": ("_out", "_rid")})
     RecMessage = Meta("RecMessage", (REAL["Message"],),
-                       dict({n: _message_method(n) for n in ("Recv", "recv", "Irecv", "irecv")},
+                       dict({n: _message_method(n) for n in methods("Message", "mrecv", "imrecv")},
                             _real=REAL["Message"]))
     _BY_REAL[REAL["Request"]] = RecRequest
     _BY_REAL[REAL["Prequest"]] = RecPrequest
@@ -206,7 +203,7 @@ def _build():
 def install(log_path: str, header: dict) -> LogWriter:
     """Start logging this rank: recording classes and COMM_WORLD."""
     global W
-    from . import calls
+    from mpimodel import calls
     calls.WORLD_GROUP = MPI.COMM_WORLD.Get_group()
     _build()
     W = LogWriter(log_path, header)

@@ -20,10 +20,11 @@ import time
 TRACER_VERSION = "1.1"   # 1.1: empty polls folded (polls, poll_cpu, poll_gap)
 
 
+from contracts.output import write_json  # noqa: E402  (json only: no heavy imports)
 from launch import AtMPIImport, abort_job, in_own_arena, run_app  # noqa: E402  (standard library only)
+from launch.progress import report_late_calls, report_progress  # noqa: E402  (standard library only)
 from launch.watchdog import watch  # noqa: E402  (standard library only)
 
-from .output import write_json  # noqa: E402  (json only: no heavy imports)
 from .waits import recorded  # noqa: E402  (standard library only)
 
 # how often a rank's watcher thread looks for events to flush (a wake-up
@@ -65,21 +66,6 @@ def end_on_sigterm(finish, flush=None, every: float = 1.0) -> None:
     threading.Thread(target=watch, name="repreplay-sigterm", daemon=True).start()
 
 
-def report_late_calls(who: str, count) -> None:
-    """At exit, say how many MPI calls the application made after the tool
-    closed its trace or log (its atexit handlers, a library's late send):
-    they went to MPI untraced.  Registered before the application runs, so
-    it runs after the application's own exit handlers."""
-    import atexit
-
-    def say():
-        n = count()
-        if n:
-            print(f"{who}: {n} MPI call(s) after the end of the application's run (exit "
-                  f"handlers, late sends) went to MPI untraced", file=sys.stderr, flush=True)
-    atexit.register(say)
-
-
 def _when_idle(count, flush, who: str, held=None):
     """A flush of a rank's buffer that acts only when the rank is inside an
     MPI call with events waiting (``held()``: blocked, most likely; killed
@@ -101,23 +87,6 @@ def _when_idle(count, flush, who: str, held=None):
                 os._exit(2)
         last[0] = n
     return idle_flush
-
-
-def report_progress(who: str, count, unit: str) -> None:
-    """Print ``who: count() unit so far`` every REPREPLAY_PROGRESS_SECONDS (default 10) from a
-    daemon thread, so that a long run's log shows it advancing.  One rank
-    reports (the others run alike), and the thread only sleeps and reads a
-    counter: the application's computation is not touched."""
-    import threading
-    every = float(os.environ.get("REPREPLAY_PROGRESS_SECONDS", "10"))
-    t0 = time.time()
-
-    def loop():
-        while True:
-            time.sleep(every)
-            print(f"{who}: {count()} {unit} so far, {time.time() - t0:.0f} s",
-                  file=sys.stderr, flush=True)
-    threading.Thread(target=loop, name="repreplay-progress", daemon=True).start()
 
 
 def _shown(rank: int, size: int) -> bool:
@@ -338,13 +307,13 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
             meta = json.load(f)
         meta["end"] = datetime.datetime.now(datetime.UTC).isoformat()
         write_json(meta_path, meta)
-        from .merge import merge
+        from contracts.merge import merge
         meta = merge(trace_dir, keep_raw=keep_raw)
         state = "complete" if meta["complete"] else \
             f"INCOMPLETE ranks {meta['incomplete_ranks']}"
         print(f"instrument: trace of {size} ranks, {meta['events']} events -> {trace_dir} "
               f"({state})", file=sys.stderr)
-        from .merge import trace_warnings
+        from contracts.merge import trace_warnings
         for w in trace_warnings(meta).values():
             print(f"instrument: WARNING: {w}", file=sys.stderr)
     return 0
@@ -352,7 +321,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
 
 def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
     """After an application's own MPI.Finalize, wait for every rank's close."""
-    from .merge import rank_info
+    from contracts.merge import rank_info
     deadline = time.time() + timeout
     pending = set(range(size))
     while pending and time.time() < deadline:
@@ -367,7 +336,7 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     record.json.  Raises ValueError or OSError with the message for the user.
     An existing log is replaced only with ``force``, and only if it is ours."""
     if ranks is None:
-        from cluster.representatives import read_representatives
+        from contracts.representatives import read_representatives
         if reps is None:
             raise ValueError("no ranks to record: give --ranks or --reps")
         ranks = sorted(int(r) for r in read_representatives(reps, size)["representative"].unique())
@@ -378,25 +347,12 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     if refused:
         raise ValueError(refused)
     os.makedirs(log_dir, exist_ok=True)
-    from .msglog import write_record
+    from contracts.msglog import write_record
     write_record(log_dir, {
         "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
         "size": size, "ranks": ranks, "cwd": os.getcwd(),
         "start": datetime.datetime.now(datetime.UTC).isoformat()})
     return ranks
-
-
-def script_digest(target: list[str], mode: str) -> str | None:
-    """SHA-256 of the application's script, so that replay can tell when
-    the script changed since it was recorded."""
-    if mode != "path":
-        return None
-    import hashlib
-    try:
-        with open(target[0], "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
 
 
 def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits):
@@ -419,8 +375,9 @@ def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits):
         print(f"instrument: record: {waits}", file=sys.stderr, flush=True)
     if rank not in ranks:
         return rank, ranks, None
+    from contracts.msglog import log_path, script_digest
+
     from . import record
-    from .msglog import log_path
     record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
                                              "argv": target, "mode": mode,
                                              "script_sha256": script_digest(target, mode)})
@@ -449,7 +406,7 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
     pandas in every rank would add its import time to the full-scale run)."""
     if _refused_before_start(log_dir, force, LOG_DIR, "instrument record"):
         return 2
-    LogError = in_own_arena(importlib.import_module, "instrument.msglog").LogError
+    LogError = in_own_arena(importlib.import_module, "contracts.msglog").LogError
     hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
                                                  waits), _on_sigterm_record)
     ran = _run_hooked(hook, target, mode, LogError, "instrument record",

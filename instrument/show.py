@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import load_trace
-from .merge import trace_warnings
+from contracts.merge import trace_warnings
+from contracts.trace import load_trace
 
 
 def summary(trace) -> dict[str, pd.DataFrame]:

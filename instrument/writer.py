@@ -1,4 +1,4 @@
-"""Per-rank streaming trace writer (raw files, merged later by ``merge.py``).
+"""Per-rank streaming trace writer (raw files, merged later by ``contracts/merge.py``).
 
 Each rank appends fixed-size binary records to ``raw/rNNNNNN.ev`` and
 everything of variable size (request lists, per-peer counts, call sites,
@@ -21,33 +21,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 
-from .output import json_default, write_json
-
-RECORD = struct.Struct("<13q6d")
-# Field order of RECORD (13 integers, then 6 doubles); merge.py reads the
-# file with the same layout.  ``polls``/``poll_cpu``/``poll_gap``: the empty
-# polls folded into the event (_hotpath.c), the CPU seconds they took and
-# the interval between the last of them and the event.
-FIELDS = ["op", "comm", "peer", "tag", "sbytes", "rbytes", "req", "site",
-          "rpeer", "rtag", "newcomm", "flags", "polls",
-          "t_start", "t_end", "cpu_start", "cpu_end", "poll_cpu", "poll_gap"]
-N_INT_FIELDS = 13
-FLAG_ANY_SOURCE = 1
-FLAG_ANY_TAG = 2
-FLAG_NONE = 8            # a test/probe that found nothing (folded, never written)
-FLAG_NONCONTIG = 16      # a v/w collective with a non-contiguous derived datatype
-FLAG_INPLACE = 32        # a collective called with MPI.IN_PLACE (no local copy)
-FLAG_OBJECT = 64         # a lower-case collective of Python objects (mpi4py's own algorithm)
-FLAG_LOCK_SHARED = 128   # a window Lock of type MPI.LOCK_SHARED (else exclusive)
+from contracts.output import json_default, write_json
+from contracts.raw_trace import rank_path
 
 CHUNK = 8192
 FLUSH_SECONDS = 0.25      # a busy rank writes at least this often
-
-
-def rank_path(trace_dir: str, rank: int, ext: str) -> str:
-    return os.path.join(trace_dir, "raw", f"r{rank:06d}.{ext}")
 
 
 class Recorder:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import os
 
-from instrument.ops import ops_of
-from instrument.writer import FLAG_OBJECT
+from contracts.raw_trace import FLAG_OBJECT
+from mpimodel.ops import COMPLETIONS, TABLE, ops_of
 from netsim.collectives import OBJECT_COUNT_BYTES, OF_OBJECTS
 
 _SEND = ops_of("send")
@@ -40,10 +40,10 @@ _ISEND = ops_of("isend")
 _COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "gather", "allgather",
                 "reduce_scatter", "reduce_scatter_block")
 # calls with nothing to replay: probes, polls, communicator management
-_NOTHING = ("probe", "iprobe", "mprobe", "improbe", "test", "testall", "testany", "testsome")
-_COMM_MANAGEMENT = ("comm_", "cart_", "graph_", "dist_graph", "intercomm")
-_COMPLETIONS = ("wait", "test", "waitall", "testall", "waitsome", "testsome", "waitany",
-                "testany")
+_NOTHING = ops_of("probe", "mprobe") | {o.op for o in TABLE if o.completes
+                                        and o.method.lower().startswith("test")}
+_COMM_MANAGEMENT = ops_of("create", "create_from", "idup", "free")
+_COMPLETIONS = COMPLETIONS
 
 
 class _Requests:
@@ -97,7 +97,7 @@ def _actions(r: int, op, on_world: bool, peer: int, tag: int, sb, rb, rpeer: int
             sb, rb = sb + k * (sb > 0), rb + k * (rb > 0)
             return [_collective(part, sb, rb, root, size) for part in OF_OBJECTS.get(op, (op,))]
         return [_collective(op, sb, rb, root, size)]
-    if op in _NOTHING or op.startswith(_COMM_MANAGEMENT):
+    if op in _NOTHING or op in _COMM_MANAGEMENT:
         return []
     return op
 

@@ -201,6 +201,14 @@ class _imports_unblocked:
         return False
 
 
+def parse_ranks(ranks: str) -> list[int]:
+    """World ranks from ``--ranks "1,2"`` (sorted, each once)."""
+    try:
+        return sorted({int(x) for x in ranks.split(",") if x.strip()})
+    except ValueError:
+        raise ValueError(f"--ranks wants comma-separated integers, not {ranks!r}") from None
+
+
 def split_command(argv: list[str], valued=(), prog: str = "tool"):
     """Split ``[opts] (app.py | -m mod | -c cmd) [app args]`` like python does.
 

@@ -9,7 +9,7 @@ Python API::
 Command line: ``python -m netsim TRACE_DIR --platform P.yaml -o prediction.json``.
 The core loop is netsim/engine.py; schedules (what it runs) netsim/schedule.py;
 collective algorithms and analytic costs netsim/collectives.py; the target
-description netsim/platform.py; the prediction file netsim/prediction.py.
+description netsim/platform.py; the prediction file contracts/prediction.py.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ __all__ = ["predict", "run", "load_platform", "from_dict", "Platform", "Platform
 
 def predict(trace_dir: str, platform, compute=None, vector: str = "cpu"):
     """Predict a traced run on ``platform``; ``compute`` optional per-event seconds."""
-    from instrument import load_trace
+    from contracts.trace import load_trace
     t = load_trace(trace_dir)
     if compute is None and vector != "cpu":
         compute = t.events[vector].to_numpy()

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contracts.prediction import prediction_json, write_prediction
+
 from .platform import PlatformError, from_dict, load_platform
-from .prediction import prediction_json, write_prediction
 from .schedule import Schedule, ScheduleError
 from .variability import SAMPLES, SEED
 
@@ -31,7 +32,7 @@ def _loggops(spec: str):
 def _load_compute(path: str, events):
     """Per-event computation seconds from replay.expand's table: comp, low,
     high, inside, mean and representative in the events' order."""
-    from replay.compute import ComputeError, read_compute
+    from contracts.compute import ComputeError, read_compute
     try:
         return read_compute(path, events, band=True)
     except ComputeError as e:
@@ -114,8 +115,8 @@ def _from_trace(a, plat, var) -> _Lowered:
     representative (its own rank without --compute); writes the SimGrid
     export when asked.  ``var`` (a Variability, or None): sampled where it
     says anything varies, around the spans' means."""
-    from instrument import TraceError, load_trace
-    from instrument.merge import trace_warnings
+    from contracts.merge import trace_warnings
+    from contracts.trace import TraceError, load_trace
 
     from .pools import DealtLowering, find_pool
     from .schedule import from_trace
@@ -168,7 +169,7 @@ def _from_trace(a, plat, var) -> _Lowered:
 
 def _nil(reps: np.ndarray):
     """One sample in which nothing varies (a task pool's single deal)."""
-    from replay.variability import nil
+    from contracts.variability import nil
 
     from .variability import Variability
     return Variability(nil(np.unique(reps)), samples=1)
@@ -183,7 +184,7 @@ def _variability(a):
     if not a.compute:
         raise ScheduleError("--variability needs --compute (which rank each representative "
                             "stands for)")
-    from replay.variability import VariabilityError, read_variability
+    from contracts.variability import VariabilityError, read_variability
 
     from .variability import Variability
     try:
@@ -294,7 +295,7 @@ def main(argv=None) -> int:
         write_prediction(a.output, out)
         if a.timeline:
             write_timeline(a.timeline, low.schedule, res)
-    except OSError as e:                   # instrument.output.OutputError among them
+    except OSError as e:                   # contracts.output.OutputError among them
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     pr = res.ranks

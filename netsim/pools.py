@@ -87,7 +87,7 @@ def find_pool(ev: pd.DataFrame) -> tuple[Pool | None, str | None]:
     """The task pool of a trace's events, or (None, why not) where the
     events have a rank that takes messages from any source from several
     ranks but not the shape above; (None, None) where there is no pool."""
-    from instrument import ops
+    from mpimodel import ops
     rank, op, peer, comm = (ev[c].to_numpy() for c in ("rank", "op", "peer", "comm"))
     wild = ev["wildcard"].to_numpy(bool)
     recv = np.isin(op, list(ops.RECVS)) & (peer >= 0)
@@ -144,7 +144,7 @@ def _worker(ev, m, c, w, deals, contents, is_task, before, after) -> str | None:
     """Worker ``w``'s contents of the master's ``deals`` (indices into its
     sends), its rows before and after them; why not, where it has not the
     shape."""
-    from instrument import ops
+    from mpimodel import ops
     rank, op, peer, comm = (ev[k].to_numpy() for k in ("rank", "op", "peer", "comm"))
     wrows = np.flatnonzero(rank == w)
     talk = wrows[(comm[wrows] == c) & (peer[wrows] == m)]

@@ -251,5 +251,5 @@ def write_timeline(path: str, s: Schedule, res: Result, max_ranks: int = 64,
                     "ts": res.start[i] * 1e6, "dur": dur, "args": args})
     meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": int(r),
              "args": {"name": f"rank {r}"}} for r in range(min(s.nranks, max_ranks))]
-    from instrument.output import write_json
+    from contracts.output import write_json
     write_json(path, {"traceEvents": meta + evs, "displayTimeUnit": "ns"}, indent=None)

@@ -67,8 +67,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from instrument import ops
-from instrument.writer import FLAG_INPLACE, FLAG_LOCK_SHARED, FLAG_NONCONTIG, FLAG_OBJECT
+from contracts.raw_trace import FLAG_INPLACE, FLAG_LOCK_SHARED, FLAG_NONCONTIG, FLAG_OBJECT
+from mpimodel import ops
 
 from . import collectives as C
 from .engine import CALC, COLL, RECV, SEND
@@ -254,7 +254,7 @@ class Builder:
             coll_need=np.array(self.coll_need, np.int32), nranks=self.nranks)
 
 
-# how each traced op lowers: by its kind in the one table (instrument/ops.py)
+# how each traced op lowers: by its kind in the one table (mpimodel/ops.py)
 _P2P_SEND = ops.SENDS
 _SYNC = ops.SYNC_SENDS                    # complete only once the receiver matched
 _P2P_RECV = ops.RECVS
@@ -288,7 +288,7 @@ def _local_work(fam, own, flags, platform) -> float:
     return t
 
 
-# One-sided communication (instrument/ops.py's WIN_* groups).  A transfer is
+# One-sided communication (mpimodel/ops.py's WIN_* groups).  A transfer is
 # lowered to messages that the target's side receives and answers without
 # a call of its own (its CPU still pays the receive overhead: MPI's
 # progress engine applies the data), matched by a context of their own.
@@ -769,7 +769,7 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
     ``trace.events``); ``inside``, per event, the call's own work between
     its messages (replay.expand's column: run between an object allreduce's
     reduce and its broadcast); ``platform.compute_scale`` multiplies both.  Each
-    traced op lowers by its kind (instrument/ops.py): sends and receives to
+    traced op lowers by its kind (mpimodel/ops.py): sends and receives to
     messages, completions to dependencies on what their requests made,
     collectives to an analytic cost or their algorithm's messages; the
     rest (probes, communicator management, finalize) costs nothing."""

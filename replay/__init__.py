@@ -5,8 +5,8 @@
     python -m replay.expand TRACE REPS.csv OUT -o compute.csv
 
 Python API: :func:`replay_rank`, :func:`replay_many` here;
-``replay.expand.expand``, ``replay.replayed.read_replayed`` and
-``replay.compute.read_compute`` in their modules.  This package imports
+``replay.expand.expand``, ``contracts.replayed.read_replayed`` and
+``contracts.compute.read_compute`` in their modules.  This package imports
 nothing until used: a replayed rank imports it before the application,
 whose heap must stay as a plain run has it.
 """

@@ -38,7 +38,7 @@ def _refuse_to_overwrite(ranks: list[int], out_dir: str) -> None:
 def _logged_size(log_dir: str) -> int | None:
     """N of the recorded run, from the log's record.json (None if unreadable:
     the replay itself then says what is wrong with the log)."""
-    from instrument.msglog import LogError, read_record
+    from contracts.msglog import LogError, read_record
     try:
         return read_record(log_dir)["size"]
     except LogError:
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     # which imports mpi4py.MPI: the application initialises MPI); the
     # imports below then find them loaded
     in_own_arena(importlib.import_module, "replay.run")
-    from instrument.msglog import LogError
+    from contracts.msglog import LogError
 
     from .errors import Divergence, ReplayError
     from .run import replay_many, replay_rank
@@ -137,14 +137,14 @@ def main(argv=None) -> int:
             if bool(a.ranks) == bool(a.reps):
                 ap.error("give exactly one of --rank, --ranks and --reps")
             if a.ranks:
-                from instrument.__main__ import parse_ranks
+                from launch import parse_ranks
                 try:
                     ranks = parse_ranks(a.ranks)
                 except ValueError as e:
                     ap.error(str(e))
             else:
                 # the driver only: a replayed rank never imports pandas
-                from cluster.representatives import RepresentativesError, representative_ranks
+                from contracts.representatives import RepresentativesError, representative_ranks
                 try:
                     ranks = representative_ranks(a.reps, a.size or _logged_size(a.log))
                 except RepresentativesError as e:

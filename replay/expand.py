@@ -61,21 +61,13 @@ import sys
 import numpy as np
 import pandas as pd
 
-from cluster.representatives import RepresentativesError, read_representatives
+from contracts.compute import write_compute
+from contracts.replayed import ReplayedError, read_replayed, target_seconds
+from contracts.representatives import RepresentativesError, read_representatives
+from contracts.variability import VariabilityError, nil, read_variability, write_variability
 
 from .busy import describe, disturbed
-from .compute import write_compute
-from .replayed import ReplayedError, read_replayed, target_seconds
-from .variability import (
-    VariabilityError,
-    collect,
-    copies_in,
-    mean_spans,
-    nil,
-    read_variability,
-    round_dirs,
-    write_variability,
-)
+from .variability import collect, copies_in, mean_spans, round_dirs
 
 
 class ExpandError(Exception):
@@ -84,7 +76,7 @@ class ExpandError(Exception):
 
 def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "none",
            column: str = "cpu", warn=print) -> pd.DataFrame:
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(trace_dir, columns=["rank", "seq", "op", column]).events
     host = {r: g for r, g in ev.groupby("rank", sort=True)}
     out = []
@@ -211,7 +203,7 @@ def main(argv=None) -> int:
                          "speeds and noise, measured by python -m replay --load K) into "
                          "one CSV, the input of python -m netsim --variability")
     a = ap.parse_args(argv)
-    from instrument import TraceError, load_trace
+    from contracts.trace import TraceError, load_trace
     try:
         size = load_trace(a.trace, columns=["rank"]).size
         reps = read_representatives(a.reps, size)
@@ -227,7 +219,7 @@ def main(argv=None) -> int:
         write_compute(df, a.output)
         if var is not None:
             write_variability(var, a.variability)
-    except OSError as e:                   # instrument.output.OutputError among them
+    except OSError as e:                   # contracts.output.OutputError among them
         print(f"replay.expand: error: {e}", file=sys.stderr)
         return 2
     print(f"{df['rank'].nunique()} ranks, {len(df)} segments -> {a.output}")

@@ -38,8 +38,9 @@ import time
 
 from mpi4py import MPI
 
-from instrument.calls import COMM_PARENTS, Meta, mixin_hierarchy, peer_tag
-from instrument.kinds import (
+from contracts.msglog import LogError, LogReader
+from mpimodel.calls import Meta, mixin_hierarchy, peer_tag
+from mpimodel.kinds import (
     KIND_CLASS,
     POLLS,
     Call,
@@ -50,8 +51,7 @@ from instrument.kinds import (
     empty_answer,
     requests_key,
 )
-from instrument.msglog import LogError, LogReader
-from instrument.ops import COMM_METHODS, KINDS, REFUSED_KINDS
+from mpimodel.ops import COMM_METHODS, COMM_PARENTS, KINDS, REFUSED_KINDS, WRAPPED_LEVELS, methods
 
 from . import objects
 from .errors import Divergence
@@ -248,7 +248,7 @@ def _first_touch(view, n: int) -> None:
     them next) and, if that faulted pages in, add its time to RP.carried:
     the faults the real MPI's copy paid, timed apart from the log's own
     pages, which the copy's source faults in too.  ``view``: a byte view
-    (instrument.calls.bytes_view, or a window's bytearray)."""
+    (mpimodel.calls.bytes_view, or a window's bytearray)."""
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
     step = len(_ZEROS) * PAGE
@@ -303,7 +303,7 @@ def _answered_empty(op: str, name: str):
 
 
 class _Fake:
-    """The replayer's side of instrument/kinds.py: the stand-ins it hands
+    """The replayer's side of mpimodel/kinds.py: the stand-ins it hands
     the application, and the copy of logged bytes into its buffers."""
 
     @staticmethod
@@ -578,7 +578,7 @@ class Group(_RealGroup):
         pass
 
 
-# ---- requests and matched messages (instrument/kinds.py: how they answer) ------
+# ---- requests and matched messages (mpimodel/kinds.py: how they answer) ------
 def _single(name):
     """Wait/Test (either case) on one request."""
     op = name.lower()
@@ -687,8 +687,7 @@ def _refused(what):
 
 def build():
     """Create the replay classes (once per process)."""
-    for name in ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
-                 "Intercomm", "Request", "Prequest", "Message"):
+    for name in WRAPPED_LEVELS:
         REAL[name] = getattr(MPI, name)
     mixins = mixin_hierarchy("Replay", _methods_for, root=(_Queries,))
     for cname in COMM_PARENTS:
@@ -701,9 +700,8 @@ def build():
     _CLS["File"] = Meta("ReplayFile", (REAL["File"],),
                         {"Open": classmethod(_refused("MPI-IO (MPI.File)")),
                          "_real": REAL["File"]})
-    req_ns = {n: _single(n) for n in ("Wait", "wait", "Test", "test")}
-    for n in ("Waitall", "waitall", "Testall", "testall", "Waitany", "waitany", "Testany",
-              "testany", "Waitsome", "waitsome", "Testsome", "testsome"):
+    req_ns = {n: _single(n) for n in methods("Request", "wait")}
+    for n in methods("Request", "waitmany"):
         req_ns[n] = _multi(n)
     # the tracer traces these (request_free, cancel) and the recorder logs
     # nothing for them: the replay answers them itself, as events of their
@@ -723,8 +721,8 @@ def build():
                              {"_real": REAL["Prequest"], "Start": _start,
                               "Startall": classmethod(_startall)})
     _CLS["Message"] = Meta("ReplayMessage", (REAL["Message"],),
-                            dict({n: _message_method(n) for n in ("Recv", "recv", "Irecv",
-                                                                   "irecv")},
+                            dict({n: _message_method(n)
+                                  for n in methods("Message", "mrecv", "imrecv")},
                                  _real=REAL["Message"], __bool__=lambda self: True,
                                  __eq__=lambda self, o: self is o,
                                  __ne__=lambda self, o: self is not o,

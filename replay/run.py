@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 
-from instrument.msglog import LogError, LogReader, log_path, read_record
-from instrument.output import OutputError, write_atomic
+from contracts.msglog import LogError, LogReader, log_path, read_record
+from contracts.output import OutputError, write_atomic
 from launch import command_line
 
 from .errors import Divergence, ReplayError
@@ -32,7 +32,7 @@ def check_command(header: dict, path: str, target: list[str], mode: str) -> None
                        f"the recorded command line (or pass --any-command to replay anyway)")
     digest = header.get("script_sha256")
     if digest and mode == "path":
-        from instrument.run import script_digest
+        from contracts.msglog import script_digest
         if script_digest(target, mode) not in (None, digest):
             print(f"replay: warning: {target[0]} changed since it was recorded; a change "
                   f"that alters its MPI calls stops the replay at the first one",
@@ -64,7 +64,7 @@ def _install(log, rank: int):
     progress line, a note of calls after the end and a watchdog."""
     from . import fake
     rp = fake.install(log, rank)
-    from instrument.run import report_late_calls, report_progress
+    from launch.progress import report_late_calls, report_progress
     report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
     # calls after finalize were not logged: answered with nothing
     report_late_calls(f"replay: rank {rank}", lambda: rp.late)
@@ -249,8 +249,10 @@ def measure_variability(ranks: list[int], out_dir: str, rounds: list[str], load:
     """OUT/variability_rank<R>.csv for each rank, from its ``load`` copies'
     replays in every round directory of ``rounds`` (replay/variability.py);
     returns the files written."""
-    from .replayed import ReplayedError
-    from .variability import collect, estimate, write_variability
+    from contracts.replayed import ReplayedError
+    from contracts.variability import write_variability
+
+    from .variability import collect, estimate
     cores = cores or [-1] * load
     written = []
     for r in ranks:
@@ -316,8 +318,9 @@ def _totals(path: str, rank: int) -> tuple[float, float, float]:
     """Total ``comp`` and ``cpu`` seconds of one replay and its disturbed
     share (replay/busy.py), read by its checked reader (the driver only: a
     replayed rank never imports pandas)."""
+    from contracts.replayed import ReplayedError, read_replayed, target_seconds
+
     from .busy import disturbed_share
-    from .replayed import ReplayedError, read_replayed, target_seconds
     try:
         df = read_replayed(path, rank)
     except ReplayedError as e:

@@ -36,23 +36,7 @@ own spans are one draw of that noise already; sampling noise around them
 would count it twice (at N=2, where each rank is its own representative,
 the prediction came out high by the expected maximum of two such draws).
 
-``variability_rank<R>.csv`` (written by ``python -m replay``, one per
-representative) and ``variability.csv`` (every representative's rows,
-written by ``python -m replay.expand`` beside compute.csv), one row per
-copy; read here only (docs/FILES.md):
-
-==============  ====  =======================================================
-column          unit  meaning
-==============  ====  =======================================================
-representative  -     the representative's world rank
-copy            -     0 .. K-1; copy 0 is the measured replay
-core            -     the CPU the copy was bound to (-1: not bound)
-factor          -     the copy's core speed relative to the kept replay
-                      (> 1: slower); 1 everywhere when nothing varied
-sigma_run       -     std. dev. of log total, run to run (0: not measured)
-sigma_span      -     std. dev. of log span, span to span (0: not measured)
-rounds          -     rounds the figures come from
-==============  ====  =======================================================
+The files it writes, and their one reader: contracts/variability.py.
 """
 from __future__ import annotations
 
@@ -62,18 +46,11 @@ import os
 import numpy as np
 import pandas as pd
 
-COLUMNS = ("representative", "copy", "core", "factor", "sigma_run", "sigma_span", "rounds")
+from contracts.variability import SIGMA_MAX, rows
+
 # shorter spans are timer and cache noise, not the iteration-to-iteration
 # variation a synchronising run pays for
 MIN_SPAN = 20e-6
-# a span 7x its mean one time in a hundred is no noise but a broken measurement
-SIGMA_MAX = 2.0
-
-
-class VariabilityError(ValueError):
-    """A variability table that is missing, damaged or inconsistent."""
-
-
 def _fit(spans: np.ndarray):
     """(a, b, e) of the model above from ``spans[c, k, s]``; None when a
     replay measured no computation at all."""
@@ -96,12 +73,12 @@ def estimate(rank: int, spans: np.ndarray, cores=None) -> pd.DataFrame:
     K, R, _ = spans.shape
     fit = _fit(spans)
     if fit is None:                         # nothing measured: nothing varies
-        return _rows(rank, np.ones(K), 0.0, 0.0, R, cores)
+        return rows(rank, np.ones(K), 0.0, 0.0, R, cores)
     a, _, e = fit
     sigma_run = float(np.sqrt((e ** 2).sum() / ((K - 1) * (R - 1)))) if K > 1 and R > 1 else 0.0
     # beyond SIGMA_MAX a measurement is broken, not noisy: capped, so that
     # what is written is always what read_variability takes
-    return _rows(rank, np.exp(a - a[0]), min(sigma_run, SIGMA_MAX),
+    return rows(rank, np.exp(a - a[0]), min(sigma_run, SIGMA_MAX),
                  min(_sigma_span(spans), SIGMA_MAX), R, cores)
 
 
@@ -181,14 +158,6 @@ def _robust_sd(x: np.ndarray, w: np.ndarray) -> float:
     return 1.4826 * _weighted_median(np.abs(np.ravel(x)), np.ravel(w))
 
 
-def _rows(rank, factor, sigma_run, sigma_span, rounds, cores) -> pd.DataFrame:
-    K = len(factor)
-    return pd.DataFrame({"representative": rank, "copy": np.arange(K),
-                         "core": -1 if cores is None else np.asarray(cores, int),
-                         "factor": factor, "sigma_run": sigma_run, "sigma_span": sigma_span,
-                         "rounds": rounds})
-
-
 def round_dirs(replay_dir: str) -> list[str]:
     """The round directories of a replay: its repeat<k>/ in order, or the
     directory itself when it was replayed once."""
@@ -217,7 +186,7 @@ def collect(rank: int, rounds: list[str], copies: int, warn=None):
     ``ops`` the calls of the kept replay (copy 0's least disturbed round).
     A copy whose replay made other calls than the kept one (a
     non-deterministic application) is left out, said through ``warn``."""
-    from .replayed import read_replayed, target_seconds
+    from contracts.replayed import read_replayed, target_seconds
     reps = [[read_replayed(copy_path(d, c, rank), rank) for d in rounds] for c in range(copies)]
     kept = int(np.argmin([target_seconds(df).sum() for df in reps[0]]))
     ops = reps[0][kept]["op"].to_numpy()
@@ -228,43 +197,3 @@ def collect(rank: int, rounds: list[str], copies: int, warn=None):
              f"than the kept replay and are left out of its variability")
     spans = np.array([[target_seconds(df)[ops != "init"] for df in reps[c]] for c in same])
     return spans, ops, kept, same
-
-
-def nil(ranks) -> pd.DataFrame:
-    """Rows saying that nothing was measured to vary for ``ranks``."""
-    return pd.concat([_rows(r, np.ones(1), 0.0, 0.0, 1, None) for r in ranks],
-                     ignore_index=True)
-
-
-def write_variability(df: pd.DataFrame, path: str) -> None:
-    """Write the table, atomically, with full float precision."""
-    from instrument.tables import write_table
-    write_table(df, path, COLUMNS)
-
-
-def read_variability(path: str) -> pd.DataFrame:
-    """The checked table: every column, integer ranks, copies 0..K-1 once
-    each per representative, ``factor`` finite and > 0, both sigmas finite
-    and >= 0 (and at most SIGMA_MAX), rounds >= 1."""
-    from instrument.tables import read_table
-    df = read_table(path, COLUMNS, VariabilityError, "variability table", "python -m replay",
-                    integers=("representative", "copy", "core", "rounds"),
-                    seconds=("sigma_run", "sigma_span"))
-    f = pd.to_numeric(df["factor"], errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(f) | (f <= 0) | (df["sigma_run"] > SIGMA_MAX) | \
-        (df["sigma_span"] > SIGMA_MAX) | \
-        (df["rounds"] < 1)
-    if bad.any():
-        i = int(np.argmax(bad.to_numpy()))
-        raise VariabilityError(f"{path}: representative {df['representative'].iat[i]}, copy "
-                               f"{df['copy'].iat[i]}: factor must be finite and > 0, sigmas "
-                               f"within 0..2, rounds >= 1")
-    df["factor"] = f
-    for rep, g in df.groupby("representative"):
-        if sorted(g["copy"]) != list(range(len(g))):
-            raise VariabilityError(f"{path}: representative {rep}: copies must be 0..K-1, "
-                                   f"each once, not {sorted(g['copy'])[:10]}")
-        if g["sigma_run"].nunique() > 1 or g["sigma_span"].nunique() > 1:
-            raise VariabilityError(f"{path}: representative {rep}: sigma_run and sigma_span "
-                                   f"are one value per representative")
-    return df

@@ -5,7 +5,7 @@ memory keeps that memory; an allocated one gets memory of the logged size
 (``tomemory()``).  A transfer (Put, Get, Accumulate, ...) is checked
 against its record (target, bytes, window) and remembered if it returns
 data.  At each synchronisation call the logged bytes are copied back
-(instrument/windows.py): into the result buffers of the transfers still
+(mpimodel/windows.py): into the result buffers of the transfers still
 pending, then into the window's own memory and every shared segment the
 rank queried, so that the application reads what it read in the real run.
 """
@@ -15,10 +15,10 @@ import inspect
 
 from mpi4py import MPI
 
-from instrument.bufsize import nbytes
-from instrument.calls import Meta, bytes_view
-from instrument.ops import WIN_CREATION, WIN_REQUESTS, WIN_SYNCS, WIN_TRANSFERS
-from instrument.windows import completed, same_memory
+from mpimodel.bufsize import nbytes
+from mpimodel.calls import Meta, bytes_view
+from mpimodel.ops import WIN_CREATION, WIN_REQUESTS, WIN_SYNCS, WIN_TRANSFERS
+from mpimodel.windows import completed, same_memory
 
 from . import fake as F
 

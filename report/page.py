@@ -14,8 +14,8 @@ import os
 
 import pandas as pd
 
-from cluster.representatives import read_representatives
-from netsim.prediction import QUANTITIES, read_prediction
+from contracts.prediction import QUANTITIES, read_prediction
+from contracts.representatives import read_representatives
 
 from .figures import breakdown_png, platforms_png, timeline_png, variability_png
 
@@ -190,7 +190,7 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
     parts = _study(scaling) if scaling else []
     parts += _headline(preds)
     if validate:
-        from validate.result import read_validation
+        from contracts.validation import read_validation
         v = read_validation(validate)
         parts.append("<h2>Predicted vs measured</h2>" + _table(pd.DataFrame([{
             "platform": v["platform"], "predicted (s)": v["predicted"],
@@ -243,7 +243,7 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
             "pre{background:#f6f6f6;padding:6px;"
             "font-size:12px;overflow:auto}</style></head><body>"
             + "\n".join(parts) + LAYOUT_CHECK + "</body></html>")
-    from instrument.output import write_atomic
+    from contracts.output import write_atomic
 
     def write(tmp):
         with open(tmp, "w") as f:

@@ -106,7 +106,7 @@ def workflow_evaluator(configfile: str, platform: str, out: str, cores: int = 2)
         if p.returncode != 0:
             raise ValueError(f"grid {label}: the workflow failed (log: {res}/logs): "
                              f"{p.stderr.strip().splitlines()[-1:]}")
-        from netsim.prediction import read_prediction
+        from contracts.prediction import read_prediction
         return float(read_prediction(os.path.join(res, "prediction",
                                                   f"{platform}.json"))["predicted_time"])
     return f

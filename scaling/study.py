@@ -35,8 +35,8 @@ TIMES = ["platform", "source", "procs", "time", "comp", "comm"]
 
 def collect(predictions: list[str], validations: Sequence[str] = ()) -> pd.DataFrame:
     """The times table from prediction JSONs and validate JSONs."""
-    from netsim.prediction import read_prediction
-    from validate.result import read_validation
+    from contracts.prediction import read_prediction
+    from contracts.validation import read_validation
     rows = []
     for path in predictions:
         d = read_prediction(path)

@@ -51,7 +51,7 @@ def coverage_trace(tmp_path_factory):
     """One traced run of tests/apps/coverage.py at 4 ranks, shared by tests."""
     out = tmp_path_factory.mktemp("cov") / "trace"
     p = trace(4, out, [APPS / "coverage.py"])
-    from instrument import load_trace
+    from contracts.trace import load_trace
     return load_trace(str(out)), p
 
 

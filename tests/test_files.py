@@ -160,7 +160,7 @@ def _damaged_trace(stages, tmp_path, events=None, meta=None):
     checks behind the digests."""
     import shutil
 
-    from instrument.merge import table_digest
+    from contracts.merge import table_digest
     t = tmp_path / "t"
     shutil.copytree(stages / "t", t)
     m = json.loads((t / "meta.json").read_text())
@@ -278,7 +278,7 @@ def test_a_flipped_byte_in_the_events_is_refused_or_harmless(stages, tmp_path):
     through, one run of this test in several)."""
     import shutil
 
-    from instrument import TraceError, load_trace
+    from contracts.trace import TraceError, load_trace
     good = load_trace(str(stages / "t")).events
     size = (stages / "t" / "events.parquet").stat().st_size
     refused = 0

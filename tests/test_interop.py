@@ -12,7 +12,7 @@ import yaml
 from conftest import EXAMPLES, run, trace
 from schedules import collective_schedule, platform
 
-from instrument import load_trace
+from contracts.trace import load_trace
 from interop.goal import read_goal, write_goal
 from netsim import ScheduleError
 from netsim import run as simulate

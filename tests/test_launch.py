@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import APPS, host_lines, mpirun, record, run
 
-from instrument import load_trace
+from contracts.trace import load_trace
 
 # (label, python arguments, the directory they run in)
 IMPORTS = [

@@ -253,7 +253,7 @@ def test_prediction_on_a_real_trace(jacobi_trace, tmp_path, coll):
     pred = json.loads((tmp_path / "pred.json").read_text())
     ranks = pred["ranks"]
     assert len(ranks) == 4
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(jacobi_trace)).events
     comp = ev[ev.op != "init"].groupby("rank")["cpu"].sum()
     for r in ranks:
@@ -344,7 +344,7 @@ def test_non_contiguous_datatypes_cost_their_packing(tmp_path):
     (flags bit 16) and the platform's pack_byte_time charges every byte
     packed and unpacked to the rank's CPU; contiguous calls pay nothing."""
     trace(2, tmp_path / "t", [APPS / "alltoallw_subarray.py"])
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(tmp_path / "t")).events
     w, a = ev[ev["op"] == "alltoallw"], ev[ev["op"] == "alltoall"]
     assert len(w) == 10 and ((w["flags"] & 16) != 0).all()
@@ -361,7 +361,7 @@ def test_non_contiguous_datatypes_cost_their_packing(tmp_path):
 def test_call_overhead_is_charged_once_per_call(jacobi_trace, tmp_path):
     """The binding's own cost (mpi4py: ~0.4 us) is per call: a collective or
     a window of Isends pays it once per call, not once per message."""
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(jacobi_trace)).events
     preds = {co: _prediction(jacobi_trace, tmp_path, f"p{co}", nodes=2, call_overhead=co)
              for co in (0.0, 1e-6)}
@@ -394,7 +394,7 @@ def local_trace(tmp_path_factory):
 def test_zero_byte_collectives_do_not_synchronise(local_trace, tmp_path):
     """osu_alltoall's 0-byte round: MPICH returns from a collective that moves
     no data at once (1.3 us), the simulator made every rank wait for all."""
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(local_trace)).events
     first = ev[ev.op.isin(["alltoall", "allgather", "bcast", "allreduce"])].groupby("rank").head(4)
     assert (first.sbytes + first.rbytes == 0).all()
@@ -661,7 +661,7 @@ def test_the_roots_reducing_in_an_object_allreduce_delays_the_broadcast(tmp_path
     code = ("from mpi4py import MPI\nw = MPI.COMM_WORLD\n"
             "for i in range(10):\n    w.allreduce(i)\n")
     trace(4, tmp_path / "t", ["-c", code])
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(tmp_path / "t")).events
     table = ev[["rank", "seq"]].assign(comp=ev["cpu"].to_numpy())
     table.to_csv(tmp_path / "plain.csv", index=False)

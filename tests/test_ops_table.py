@@ -1,4 +1,4 @@
-"""The one table of MPI operations (instrument/ops.py) against mpi4py and
+"""The one table of MPI operations (mpimodel/ops.py) against mpi4py and
 against real runs: every entry is traced, recorded and replayed, or
 refused by replay with a message."""
 import sys
@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from conftest import APPS, host_lines, record, run, trace
 
-from instrument import load_trace, ops
+from contracts.trace import load_trace
+from mpimodel import ops
 
 
 def test_every_entry_is_a_method_of_its_mpi4py_class():
@@ -19,7 +20,7 @@ def test_every_entry_is_a_method_of_its_mpi4py_class():
              "print(bad); sys.exit(1 if bad else 0)"], check=False)
     assert p.returncode == 0, f"not methods of their class: {p.stdout}"
     t = ops.table()
-    assert list(t.columns) == ["method", "level", "op", "kind", "shape"]
+    assert list(t.columns) == ["method", "level", "op", "kind", "shape", "completes", "starts"]
     assert set(t["kind"]) <= set(ops.KINDS)
     assert set(t.loc[t["kind"] == "coll", "shape"]) <= set(ops.SHAPES)
     assert not t.duplicated(["method", "level"]).any()

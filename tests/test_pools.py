@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, ROOT, trace
 
-from instrument import load_trace
+from contracts.trace import load_trace
+from contracts.variability import nil
 from netsim import load_platform
 from netsim import run as simulate
 from netsim.pools import DealtLowering, deal, dealt, find_pool
 from netsim.schedule import from_trace
 from netsim.variability import Variability
-from replay.variability import nil
 
 TASK = 10e-3          # every task's cost, on a worker of speed 1
 TASKS = 30

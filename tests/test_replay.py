@@ -44,7 +44,7 @@ def test_replayed_calls_line_up_with_the_trace(tmp_path):
     trace(4, tmp_path / "t", app)
     record(4, tmp_path / "log", [2], app)
     replay(tmp_path / "log", tmp_path / "rep", app, rank=2)
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(tmp_path / "t")).events
     traced = list(ev[ev["rank"] == 2]["op"])
     replayed = list(pd.read_csv(tmp_path / "rep" / "rank2.csv")["op"])
@@ -207,7 +207,7 @@ def test_polling_waits_are_not_computation(tmp_path):
     replay, and the simulator charges the wait."""
     app = [APPS / "poll_wait.py"]
     trace(2, tmp_path / "t", app)
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(tmp_path / "t")).events
     # rank 0 polled Iprobe (sleeping 2 ms between polls) for rank 1's 0.3 s
     # of work: one event, the polls counted on it, the wait out of `comp`
@@ -388,7 +388,7 @@ def test_mpi4py_work_in_collectives_of_objects_is_charged_to_the_spans(tmp_path)
 def test_a_full_disk_names_the_log_and_the_record():
     """Recording the OSU demo once filled the disk: the error names the file,
     the record and the call, and says what is kept."""
-    from instrument.msglog import LogError, LogWriter
+    from contracts.msglog import LogError, LogWriter
     w = LogWriter("/dev/full", {"rank": 0})
     with pytest.raises(LogError, match=r"/dev/full: cannot write record 0 \(recv\): No space "
                                        r"left on device; the records before it are kept"):
@@ -446,7 +446,7 @@ def test_measuring_the_replay_overhead_leaves_the_heap_alone():
 def test_freeing_a_large_logged_payload_is_not_computation(tmp_path):
     """osu_alltoall at 1 MiB replayed 44-100 us of computation between calls
     that have none: the logged payload was freed after the call's exit clock."""
-    from instrument import load_trace
+    from contracts.trace import load_trace
     app = [APPS / "big_alltoall.py"]
     trace(2, tmp_path / "trace", app)
     p = record(2, tmp_path / "log", [1], app)

@@ -38,7 +38,7 @@ def test_one_sided_calls_are_traced_replayed_in_step_and_simulated(tmp_path):
     trace(3, tmp_path / "t", app)
     record(3, tmp_path / "log", [1], app)
     replay(tmp_path / "log", tmp_path / "rep", app, [1])
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(tmp_path / "t")).events
     mine = ev[ev["rank"] == 1]
     assert list(mine["op"]) == list(pd.read_csv(tmp_path / "rep" / "rank1.csv")["op"])
@@ -60,8 +60,8 @@ def test_exclusive_lock_epochs_take_turns_in_the_traced_order(tmp_path):
     no two exclusive epochs at one target overlap, and they come in the
     order the traced run took the lock.  A shared lock is traced as such
     and waits for no one."""
-    from instrument import load_trace
-    from instrument.writer import FLAG_LOCK_SHARED
+    from contracts.raw_trace import FLAG_LOCK_SHARED
+    from contracts.trace import load_trace
     from netsim.platform import load_platform
     from netsim.predict import run as simulate
     from netsim.schedule import from_trace
@@ -108,7 +108,7 @@ def test_a_lock_waits_for_the_target_to_serve_it_twice(tmp_path):
     the transfer inside another (bench/probes/rma_lock_probe.py: a draw against a
     computing target takes two of its calls).  Simulated, rank 1's k-th
     draw ends right after rank 0's 2k-th call, never sooner."""
-    from instrument import load_trace
+    from contracts.trace import load_trace
     from netsim.platform import load_platform
     from netsim.predict import run as simulate
     from netsim.schedule import CALC, from_trace

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import APPS, BIN, EXAMPLES, MPIEXEC, ROOT, mpi_env, mpirun, run, trace
 
-from instrument import TraceError, load_trace
+from contracts.trace import TraceError, load_trace
 
 SMALL = {
     "jacobi.py": ["--n", "64", "--iters", "30", "--check", "5"],
@@ -120,7 +120,7 @@ def test_a_recorded_rank_killed_while_waiting_keeps_its_records(tmp_path):
     what its buffer held, and lay without its status file.  Its watcher
     flushes as soon as it waits; the log (without a status: it did not
     finish) keeps every call it made, and replay refuses it in one line."""
-    from instrument.msglog import LogError, LogReader
+    from contracts.msglog import LogError, LogReader
     log = tmp_path / "log"
     p = mpirun(3, ["-m", "instrument", "record", "--ranks", "0,1", "-o", log,
                    APPS / "crash.py", "raise"], check=False, timeout=120)
@@ -180,7 +180,7 @@ def test_damaged_trace_errors_name_the_file(tmp_path):
     assert p.returncode == 2 and said in p.stderr
     # garbage with a digest that matches (a merge's own failure): pyarrow's
     # refusal, with the directory named
-    from instrument.merge import table_digest
+    from contracts.merge import table_digest
     meta = json.loads((tmp_path / "t" / "meta.json").read_text())
     meta["digests"]["events.parquet"] = table_digest(str(tmp_path / "t" / "events.parquet"))
     (tmp_path / "t" / "meta.json").write_text(json.dumps(meta))
@@ -372,7 +372,7 @@ def test_a_damaged_poll_count_in_a_raw_trace_is_named(tmp_path):
     """The folded polls' count, CPU time and interval are checked like the
     CPU clock: a damaged raw event stops the merge with the file, the rank
     and the event, and what was written stays."""
-    from instrument.writer import FIELDS, RECORD
+    from contracts.raw_trace import FIELDS, RECORD
     out = tmp_path / "t"
     mpirun(2, ["-m", "instrument", "trace", "--keep-raw", "-o", out, APPS / "poll_wait.py"])
     raw = out / "raw" / "r000000.ev"

@@ -14,11 +14,12 @@ import pytest
 from conftest import EXAMPLES, mpirun, run
 from scipy.stats import norm
 
+from contracts.variability import nil, read_variability, write_variability
 from netsim import Builder, from_dict
 from netsim import run as simulate
 from netsim.engine import CALC, COLL
 from netsim.variability import Variability, run_samples
-from replay.variability import estimate, mean_spans, nil, read_variability, write_variability
+from replay.variability import estimate, mean_spans
 
 SPAN = 1e-3
 

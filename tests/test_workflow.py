@@ -92,7 +92,7 @@ def test_validate_compares_with_a_real_run(default_run, tmp_path):
              "--size", "2", "--repeats", "2", "-o", str(tmp_path / "v.json"), "--",
              "-c", "import time; from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); "
                    "time.sleep(0.3 * MPI.COMM_WORLD.rank)"])
-    from validate.result import read_validation
+    from contracts.validation import read_validation
     v = read_validation(str(tmp_path / "v.json"))
     # at least the sleep, and less than the whole command (start-up and
     # tear-down left out), whatever else the machine is doing

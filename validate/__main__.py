@@ -18,7 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .result import write_validation
+from contracts.validation import write_validation
+
 from .run import measure
 
 
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     target = argv[cut + 1:]
     if not target:
         ap.error("give the application after --: app.py, -m module or -c command")
-    from netsim.prediction import PredictionError, read_prediction
+    from contracts.prediction import PredictionError, read_prediction
     try:
         pred = read_prediction(a.prediction)
     except PredictionError as e:

@@ -76,11 +76,12 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
-from cluster.representatives import read_representatives  # noqa: E402
+from contracts.replayed import read_replayed  # noqa: E402
+from contracts.representatives import read_representatives  # noqa: E402
+from contracts.variability import write_variability  # noqa: E402
 from replay.expand import gather_variability  # noqa: E402
-from replay.replayed import read_replayed  # noqa: E402
 from replay.run import copy_cores, keep_least_disturbed, measure_variability  # noqa: E402
-from replay.variability import copies_in, round_dirs, write_variability  # noqa: E402
+from replay.variability import copies_in, round_dirs  # noqa: E402
 from validate import measure  # noqa: E402  (the repository's)
 
 PY = sys.executable
@@ -152,7 +153,7 @@ def sh(cmd: list[str], log: Path, timeout: float = STAGE_TIMEOUT, **extra_env: s
 
 def fidelity(trace: Path, reps: pd.DataFrame, replay: Path) -> float:
     """Largest |replayed - traced| / traced total computation over representatives."""
-    from instrument import load_trace
+    from contracts.trace import load_trace
     ev = load_trace(str(trace), columns=["rank", "comp"]).events
     worst = 0.0
     for r in sorted(set(reps["representative"])):

@@ -28,8 +28,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from instrument import load_trace  # noqa: E402
-from replay.replayed import target_seconds  # noqa: E402
+from contracts.replayed import target_seconds  # noqa: E402
+from contracts.trace import load_trace  # noqa: E402
 
 
 def spans(d: Path, rank: int, trace) -> pd.DataFrame:

@@ -153,7 +153,7 @@ def traced_events(d: Path, rank: int):
     (comp, cpu)."""
     import pandas as pd
 
-    from instrument.writer import FLAG_OBJECT
+    from contracts.raw_trace import FLAG_OBJECT
     ev = pd.read_parquet(d / "events.parquet",
                          columns=["rank", "seq", "op", "flags", "comp", "cpu"])
     ev = ev[ev["rank"] == rank].sort_values("seq")
@@ -177,7 +177,7 @@ def aligned_spans(traced, untraced) -> dict:
     the gap between the shared call and whatever C call ended before it."""
     from collections import Counter
 
-    from instrument.kinds import POLLS
+    from mpimodel.kinds import POLLS
     (t_ops, t_rows), (u_ops, u_rows) = traced, untraced
     # a name both runs call about as often (polls aside: the tracer folds
     # those that find nothing); one called far more often below Python is

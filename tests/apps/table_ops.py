@@ -1,4 +1,4 @@
-"""The operations of instrument/ops.py's table that tests/apps/coverage.py
+"""The operations of mpimodel/ops.py's table that tests/apps/coverage.py
 does not call, each once (run with 4 ranks).  Together the two programs
 call every row of the table that replay does not refuse.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from instrument.tables import read_table, write_table
+from contracts.tables import read_table, write_table
 
 COLUMNS = ("rank", "group", "cluster", "representative", "total", "rep_total", "error")
 

@@ -4,13 +4,14 @@ Buffer views of what a call writes (``output_view``), the peer and tag the
 application passed (``peer_tag``, for the divergence check), statuses as
 tuples, communicator descriptions (what replay needs to impersonate one),
 and the metaclass and mixin hierarchy of the classes that stand in for
-mpi4py's.  What each method *is* lives in instrument/ops.py.
+mpi4py's.  What each method *is* lives in mpimodel/ops.py.
 """
 from __future__ import annotations
 
 from mpi4py import MPI
 
 from .bufsize import BLOCKED_RECV
+from .ops import COMM_PARENTS
 
 
 class Meta(type):
@@ -155,12 +156,6 @@ def describe_comm(c) -> dict | None:
     if c.Is_inter():
         d.update(cls="Intercomm", remote_size=c.Get_remote_size())
     return d
-
-
-# mpi4py's communicator classes and their parents
-COMM_PARENTS = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
-                "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
-                "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
 
 
 def mixin_hierarchy(prefix: str, methods_for, root=(object,)) -> dict:

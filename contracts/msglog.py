@@ -99,6 +99,19 @@ def read_record(log_dir: str) -> dict:
     return rec
 
 
+def script_digest(target: list[str], mode: str) -> str | None:
+    """SHA-256 of the application's script, so that replay can tell when
+    the script changed since it was recorded."""
+    if mode != "path":
+        return None
+    import hashlib
+    try:
+        with open(target[0], "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
 def log_path(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, f"rank{rank}.log")
 

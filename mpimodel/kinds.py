@@ -1,7 +1,7 @@
 """What MPI answers each kind of communicator call: how ``instrument
 record`` logs it and how ``replay`` gives it back, side by side.
 
-A kind (the ``kind`` column of instrument/ops.py) groups the mpi4py
+A kind (the ``kind`` column of mpimodel/ops.py) groups the mpi4py
 methods that return and fill the same things.  For each kind:
 
 * ``record(call, res, log)`` runs on the host after the real call: it
@@ -498,7 +498,7 @@ class MatchedIrecv:
         return fake.request("obj" if name == "irecv" else bytes_view(buf)), False
 
 
-# kind (instrument/ops.py) -> its recording and replaying, for communicator
+# kind (mpimodel/ops.py) -> its recording and replaying, for communicator
 # methods; the request kinds above are called by the request classes, and
 # ops.REFUSED_KINDS are refused
 KIND_CLASS = {

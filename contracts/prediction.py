@@ -63,7 +63,7 @@ def prediction_json(res, platform, extra: dict | None = None) -> dict:
 
 def write_prediction(path: str, prediction: dict) -> None:
     """Write ``prediction`` to ``path`` (atomically: a reader never sees half a file)."""
-    from instrument.output import write_json
+    from contracts.output import write_json
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_json(path, prediction)
 

@@ -13,8 +13,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from . import ops
-from .errors import TraceError
+from mpimodel import ops
+
+from .trace import TraceError
 
 # what the tracer writes into meta.json before the run (merge adds the rest)
 META_REQUIRED = ("kind", "tracer_version", "argv", "size", "cwd", "mpi_library", "mpi_version",

@@ -12,9 +12,15 @@ level    the mpi4py class that defines it (``Comm``, ``Intracomm``,
          ``Prequest``, ``Message``, ``Win``, ``File``); subclasses inherit it
 op       the canonical lower-case name the trace stores (``events.op``)
 kind     what the call gives back, which decides how it is traced,
-         recorded and replayed (KINDS below; instrument/kinds.py has the
+         recorded and replayed (KINDS below; mpimodel/kinds.py has the
          recording and the replaying of each kind side by side)
-shape    buffer collectives: where their bytes go (SHAPES); else ""
+shape    collectives (buffer and object): where their bytes go (SHAPES);
+         else ""
+completes  completion calls (kinds ``wait``, ``waitmany``): which of the
+         requests they complete: ``one`` (its own), ``any``, ``all``,
+         ``some``; else ""
+starts   persistent and partitioned inits: the nonblocking op that
+         ``Start`` begins (``send_init`` -> ``isend``); else ""
 =======  ====================================================================
 
 The trace stores an op as a small integer in its raw per-rank files
@@ -33,6 +39,8 @@ class Op(NamedTuple):
     op: str
     kind: str
     shape: str = ""
+    completes: str = ""
+    starts: str = ""
 
 
 # What each kind of call is.  Replay refuses the REFUSED_KINDS with a
@@ -98,15 +106,16 @@ _COLLECTIVES = [
     ("Neighbor_alltoallw", "Topocomm", "pair"),
 ]
 _OBJECT_COLLECTIVES = [
-    ("barrier", "Comm"), ("bcast", "Comm"), ("gather", "Comm"), ("scatter", "Comm"),
-    ("allgather", "Comm"), ("alltoall", "Comm"), ("reduce", "Comm"), ("allreduce", "Comm"),
-    ("scan", "Intracomm"), ("exscan", "Intracomm"),
-    ("neighbor_allgather", "Topocomm"), ("neighbor_alltoall", "Topocomm"),
+    ("barrier", "Comm", "none"), ("bcast", "Comm", "bcast"), ("gather", "Comm", "rooted"),
+    ("scatter", "Comm", "rooted"), ("allgather", "Comm", "pair"), ("alltoall", "Comm", "pair"),
+    ("reduce", "Comm", "reduce"), ("allreduce", "Comm", "op"),
+    ("scan", "Intracomm", "op"), ("exscan", "Intracomm", "op"),
+    ("neighbor_allgather", "Topocomm", "pair"), ("neighbor_alltoall", "Topocomm", "pair"),
 ]
 
 
 # The methods of MPI.Win the tracer counts, the recorder logs and replay
-# answers (instrument/windows.py, replay/windows.py), by what they do:
+# answers (mpimodel/windows.py, replay/windows.py), by what they do:
 # create a window; move data (the argument that receives data, if any);
 # synchronise (a target rank argument, if any); the rest.
 WIN_CREATION = ("Create", "Allocate", "Allocate_shared", "Create_dynamic")
@@ -146,15 +155,18 @@ def _rows() -> list[Op]:
     rows += [Op("Recv", "Message", "mrecv", "mrecv"), Op("recv", "Message", "mrecv", "mrecv"),
              Op("Irecv", "Message", "imrecv", "imrecv"),
              Op("irecv", "Message", "imrecv", "imrecv")]
-    rows += [Op(m, "Comm", m.lower(), "pinit")
-             for m in ("Send_init", "Bsend_init", "Ssend_init", "Rsend_init", "Recv_init")]
-    rows += [Op(m, "Comm", m.lower(), "partitioned") for m in ("Psend_init", "Precv_init")]
+    rows += [Op(m, "Comm", m.lower(), "pinit", starts=starts) for m, starts in (
+        ("Send_init", "isend"), ("Bsend_init", "ibsend"), ("Ssend_init", "issend"),
+        ("Rsend_init", "irsend"), ("Recv_init", "irecv"))]
+    rows += [Op("Psend_init", "Comm", "psend_init", "partitioned", starts="isend"),
+             Op("Precv_init", "Comm", "precv_init", "partitioned", starts="irecv")]
     rows += [Op("Start", "Prequest", "start", "start"),
              Op("Startall", "Prequest", "start", "start"),
              Op("Pready", "Prequest", "pready", "partitioned"),
              Op("Parrived", "Prequest", "parrived", "partitioned")]
-    rows += [Op(m, "Request", m.lower(), "wait") for m in ("Wait", "wait", "Test", "test")]
-    rows += [Op(m, "Request", m.lower(), "waitmany")
+    rows += [Op(m, "Request", m.lower(), "wait", completes="one")
+             for m in ("Wait", "wait", "Test", "test")]
+    rows += [Op(m, "Request", m.lower(), "waitmany", completes=m[4:].lower())
              for m in ("Waitany", "waitany", "Testany", "testany", "Waitall", "waitall",
                        "Testall", "testall", "Waitsome", "waitsome", "Testsome", "testsome")]
     rows += [Op("Get_status", "Request", "get_status", "query"),
@@ -169,7 +181,7 @@ def _rows() -> list[Op]:
         rows.append(Op("I" + m.lower(), level, "i" + m.lower(), "icoll", shape))
     for m, level, shape in _COLLECTIVES:
         rows.append(Op(m + "_init", level, m.lower() + "_init", "pcoll", shape))
-    rows += [Op(m, level, m, "ocoll") for m, level in _OBJECT_COLLECTIVES]
+    rows += [Op(m, level, m, "ocoll", shape) for m, level, shape in _OBJECT_COLLECTIVES]
     rows += [Op(m, level, op, "create") for m, level, op in (
         ("Dup", "Comm", "comm_dup"), ("Clone", "Comm", "comm_dup"),
         ("Dup_with_info", "Comm", "comm_dup"), ("Create", "Comm", "comm_create"),
@@ -204,9 +216,15 @@ def _rows() -> list[Op]:
 
 TABLE: tuple[Op, ...] = tuple(_rows())
 
-# communicator classes, innermost last (a method of Comm is also Cartcomm's)
-COMM_LEVELS = ("Comm", "Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm",
-               "Intercomm")
+# mpi4py's communicator classes and their parents (a method of Comm is
+# also Cartcomm's), innermost last
+COMM_PARENTS = {"Comm": (), "Intracomm": ("Comm",), "Topocomm": ("Intracomm",),
+                "Cartcomm": ("Topocomm",), "Graphcomm": ("Topocomm",),
+                "Distgraphcomm": ("Topocomm",), "Intercomm": ("Comm",)}
+COMM_LEVELS = tuple(COMM_PARENTS)
+# the classes whose methods the tools replace: communicators, then requests
+# and messages
+WRAPPED_LEVELS = COMM_LEVELS + ("Request", "Prequest", "Message")
 COMM_METHODS: dict[str, Op] = {o.method: o for o in TABLE if o.level in COMM_LEVELS}
 # "Bcast" -> "bcast": where a buffer collective's bytes go (also for Ibcast, Bcast_init)
 SHAPE = {o.method: o.shape for o in TABLE if o.kind == "coll"}
@@ -225,7 +243,20 @@ SENDRECVS = ops_of("sendrecv", "isendrecv")             # one out, one in
 COMPLETIONS = ops_of("wait", "waitmany")
 POINT_TO_POINT = ops_of("send", "isend", "recv", "irecv", "sendrecv", "isendrecv", "probe",
                         "mprobe", "mrecv", "imrecv", "pinit") | {"start"}
+# collectives of Python objects that reduce (mpi4py pickles partial results)
+REDUCING_OBJECTS = frozenset(o.op for o in TABLE if o.kind == "ocoll"
+                             and o.shape in ("reduce", "op"))
+# completion calls that complete at most one request of their list
+COMPLETE_ONE = frozenset(o.op for o in TABLE if o.completes in ("one", "any")) | \
+    ops_of("request")
+# persistent init -> the nonblocking op its Start begins
+STARTS = {o.op: o.starts for o in TABLE if o.starts}
 NAMES: list[str] = list(dict.fromkeys(o.op for o in TABLE))
+
+
+def methods(level: str, *kinds: str) -> tuple[str, ...]:
+    """The mpi4py method names of ``level`` (a class) with these kinds."""
+    return tuple(o.method for o in TABLE if o.level == level and o.kind in kinds)
 CODE = {name: i for i, name in enumerate(NAMES)}
 
 
@@ -240,6 +271,7 @@ def code(name: str) -> int:
 
 
 def table():
-    """TABLE as a pandas DataFrame (columns method, level, op, kind, shape)."""
+    """TABLE as a pandas DataFrame (columns method, level, op, kind, shape,
+    completes, starts)."""
     import pandas as pd
     return pd.DataFrame(TABLE, columns=Op._fields)

@@ -17,14 +17,14 @@ Replay (replay/windows.py) copies them back at the same calls, so the
 application reads what it read in the real run.  A result buffer stops
 being logged once a call completes its transfer for sure (Fence,
 Complete, Unlock, Flush and their _all forms).  Large unchanged memory
-costs little: the log stores a repeated payload once (instrument/msglog.py).
+costs little: the log stores a repeated payload once (contracts/msglog.py).
 
 Each record: op ``win_<method>``, the target rank as peer (transfers,
 Lock, Unlock, Flush), the bytes the call passed, and as communicator the
 record that created the window (its creation record: the window's
 communicator).  A request-based transfer (Rput, Rget, ...) is logged as its
 plain form; its request, a recording one, logs at its completion what the
-result buffer received (as for Irecv, instrument/kinds.py).
+result buffer received (as for Irecv, mpimodel/kinds.py).
 """
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def _free(self):
 
 def build(writer_of, wrap, real=MPI.Win):
     """The recording subclass of ``real`` (MPI.Win); ``writer_of()`` gives
-    the log writer (instrument/msglog.py's LogWriter), ``wrap(request)``
+    the log writer (contracts/msglog.py's LogWriter), ``wrap(request)``
     the recording request (instrument/record.py)."""
     global _REAL, _WRITER, _WRAP
     _REAL, _WRITER, _WRAP = real, writer_of, wrap

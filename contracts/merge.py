@@ -18,12 +18,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import ops
-from .checks import check_events, read_meta
-from .errors import TraceError
+from mpimodel import ops
+
 from .output import write_json
+from .raw_trace import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, N_INT_FIELDS, RECORD, rank_path
 from .tables import MAX_SECONDS
-from .writer import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, N_INT_FIELDS, RECORD, rank_path
+from .trace import TraceError
+from .trace_checks import check_events, read_meta
 
 RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:N_INT_FIELDS]]
                      + [(f, "<f8") for f in FIELDS[N_INT_FIELDS:]])
@@ -47,7 +48,7 @@ COMMS_COLUMNS = ["comm", "key", "kind", "how", "members", "remote", "size", "par
                  "created_by_rank"]
 
 # completions of one request, which keep its id in `req` while tracing
-COMPLETIONS_ONE = ops.ops_of("wait", "request") | {"waitany", "testany"}
+COMPLETIONS_ONE = ops.COMPLETE_ONE
 # requests whose matched source, tag and size are known only at completion
 RECV_REQUEST_OPS = ops.ops_of("irecv", "isendrecv") | {"start"}
 
@@ -444,7 +445,7 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
     if ccount_files:
         # C-level call counts (--count-c-calls): kept beside the trace, and the
         # calls no Python-level event stands for named in meta.json
-        from .ccount import read_counts
+        from .raw_trace import read_counts
         counts = read_counts(ccount_files)
         counts.to_csv(os.path.join(out_dir, "c_calls.csv"), index=False)
         meta["invisible_calls"] = {str(r.function): int(r.invisible)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from instrument.tables import read_table, write_table
+from contracts.tables import read_table, write_table
 
 COLUMNS = ("rank", "seq", "comp")
 BAND = ("low", "high")

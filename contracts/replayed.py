@@ -8,7 +8,7 @@ column unit   meaning
 =====  =====  ===========================================================
 rank   -      the replayed world rank R (the same on every row)
 seq    -      the call's index, 0, 1, 2, ... (the trace's ``seq``)
-op     -      the call's canonical op name (instrument/ops.py)
+op     -      the call's canonical op name (mpimodel/ops.py)
 comp   s      wall seconds of computation before the call, on this node,
               less the replay's own per-call cost
 cpu    s      CPU seconds of the same span
@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from instrument.tables import read_table
+from contracts.tables import read_table
 
 COLUMNS = ("rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu", "inside")
 
@@ -59,7 +59,7 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
                             f"edited?)")
     if (df["polls"] < 0).any():
         raise ReplayedError(f"{path}: column polls must be >= 0")
-    from instrument import ops
+    from mpimodel import ops
     unknown = ~df["op"].isin(set(ops.NAMES))
     if unknown.any():
         i = int(np.argmax(unknown.to_numpy()))
