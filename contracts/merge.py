@@ -53,7 +53,33 @@ COMPLETIONS_ONE = ops.COMPLETE_ONE
 RECV_REQUEST_OPS = ops.ops_of("irecv", "isendrecv") | {"start"}
 
 
+SITES_COLUMNS = ["site", "file", "line", "function"]
+TOPOLOGY_COLUMNS = ["comm", "rank", "sources", "destinations", "dims", "periods", "coords"]
 TABLES = ("events.parquet", "comms.parquet", "sites.parquet", "topology.parquet")
+
+
+def event_writer(path: str) -> pq.ParquetWriter:
+    """A writer of events.parquet, one rank's rows per ``write_table``.
+    Page checksums: a flipped byte is refused on reading, never read as
+    another op (one turned rank 0's init into an isend, and every stage
+    took it)."""
+    return pq.ParquetWriter(path, EVENT_SCHEMA, compression="zstd", write_page_checksum=True)
+
+
+def write_tables(out_dir: str, meta: dict, comms: pd.DataFrame, sites: pd.DataFrame,
+                 topology: pd.DataFrame) -> None:
+    """Finish a trace directory whose events.parquet is written: the three
+    other tables, then meta.json (last: it carries every table's digest
+    and marks the trace merged)."""
+    comms.to_parquet(os.path.join(out_dir, "comms.parquet"), index=False,
+                     write_page_checksum=True)
+    sites.to_parquet(os.path.join(out_dir, "sites.parquet"), index=False,
+                     write_page_checksum=True)
+    topology.to_parquet(os.path.join(out_dir, "topology.parquet"), index=False,
+                        write_page_checksum=True)
+    meta["digests"] = {name: table_digest(os.path.join(out_dir, name)) for name in TABLES}
+    meta["merged"] = True
+    write_json(os.path.join(out_dir, "meta.json"), meta)
 
 
 def table_digest(path: str) -> str:
@@ -374,10 +400,7 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
     g = _Globals()
     out = os.path.join(out_dir, "events.parquet")
     tmp = out + ".tmp"
-    # page checksums: a flipped byte is refused on reading, never read as
-    # another op (one turned rank 0's init into an isend, and every stage
-    # took it)
-    writer = pq.ParquetWriter(tmp, EVENT_SCHEMA, compression="zstd", write_page_checksum=True)
+    writer = event_writer(tmp)
     ranks = []
     unmodelled: dict[str, int] = {}
     total = 0
@@ -427,14 +450,8 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
     writer.close()
     os.replace(tmp, out)
     comms = pd.DataFrame(g.comm_rows, columns=COMMS_COLUMNS)
-    comms.to_parquet(os.path.join(out_dir, "comms.parquet"), index=False,
-                     write_page_checksum=True)
-    pd.DataFrame(g.site_rows, columns=["site", "file", "line", "function"]).to_parquet(
-        os.path.join(out_dir, "sites.parquet"), index=False, write_page_checksum=True)
-    topo = pd.DataFrame(g.topo_rows, columns=["comm", "rank", "sources", "destinations",
-                                              "dims", "periods", "coords"])
-    topo.to_parquet(os.path.join(out_dir, "topology.parquet"), index=False,
-                    write_page_checksum=True)
+    sites = pd.DataFrame(g.site_rows, columns=SITES_COLUMNS)
+    topo = pd.DataFrame(g.topo_rows, columns=TOPOLOGY_COLUMNS)
     meta["ranks"] = ranks
     meta["complete"] = all(r["complete"] for r in ranks)
     meta["incomplete_ranks"] = [r["rank"] for r in ranks if not r["complete"]]
@@ -451,9 +468,7 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
         meta["invisible_calls"] = {str(r.function): int(r.invisible)
                                    for r in counts.itertuples() if r.invisible}
         meta["c_calls_counted_ranks"] = len(ccount_files)
-    meta["digests"] = {name: table_digest(os.path.join(out_dir, name)) for name in TABLES}
-    meta["merged"] = True
-    write_json(os.path.join(out_dir, "meta.json"), meta)
+    write_tables(out_dir, meta, comms, sites, topo)
     if keep_raw is None:
         keep_raw = not meta["complete"]
     if in_place and not keep_raw:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 
 from contracts.output import json_default, write_json
 from contracts.raw_trace import rank_path
@@ -43,6 +44,7 @@ class Recorder:
         self._ev = open(rank_path(trace_dir, rank, "ev"), "wb", buffering=0)
         self._side = open(rank_path(trace_dir, rank, "side"), "wb")
         self.side: list[tuple] = []
+        self._side_lock = threading.Lock()
         self.nsites = 0
         self.unmodelled: dict[str, int] = {}
         self.closed = False
@@ -64,16 +66,26 @@ class Recorder:
         return site
 
     def _flush_side(self):
-        if self.side:
+        # Two threads flush: the application's (by size and time, inside
+        # its calls) and the watcher (while the application waits in
+        # MPI).  The file write releases the GIL, so the other thread can
+        # append records or start a flush of its own meanwhile: under the
+        # lock, take what is here and remove exactly that, in place (the
+        # tracer holds self.side.append).  Without it, one flush removed
+        # records another had not yet written: a waitall lost its
+        # completed requests.
+        with self._side_lock:
+            batch = self.side[:]
+            if not batch:
+                return
+            del self.side[:len(batch)]
             try:
-                self._side.write(json.dumps(self.side, separators=(",", ":"),
+                self._side.write(json.dumps(batch, separators=(",", ":"),
                                             default=json_default).encode() + b"\n")
                 self._side.flush()
             except OSError as e:
-                self.side.clear()
                 raise self._hot.WriteError(f"{self._side.name}: cannot write the trace's side "
                                            f"records: {e.strerror}") from None
-            self.side.clear()      # in place: the tracer holds self.side.append
 
     @property
     def n(self) -> int:
