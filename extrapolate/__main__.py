@@ -1,0 +1,47 @@
+"""``python -m extrapolate``: a trace at a target N from traces at small N."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .build import extrapolate
+from .layout import ExtrapolationError
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m extrapolate",
+        description="Build the trace of an SPMD application at N ranks from its traces at "
+                    "several smaller N (three or more: the fits are then checked on the "
+                    "data).  Position classes of the process grid, peers as offsets, "
+                    "message sizes fitted exactly, computation by the scaling models' "
+                    "automatic choice with an interval; what cannot be extrapolated is "
+                    "refused with the trace, rank and event that disagree.")
+    p.add_argument("traces", nargs="+", help="trace directories of the same application at "
+                   "different N (python -m instrument trace)")
+    p.add_argument("--ranks", "-n", type=int, required=True, help="the target N")
+    p.add_argument("-o", "--output", required=True, help="trace directory to write")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
+    p.add_argument("--level", type=float, default=0.9,
+                   help="level of the computation's interval (default 0.9)")
+    a = p.parse_args(argv)
+    if a.ranks < 1 or not 0 < a.level < 1:
+        p.error("--ranks must be >= 1 and --level within (0, 1)")
+    try:
+        meta = extrapolate(a.traces, a.ranks, a.output, force=a.force, level=a.level)
+    except ExtrapolationError as e:
+        print(f"extrapolate: error: {e}", file=sys.stderr)
+        return 2
+    x = meta["extrapolated"]
+    print(f"{a.output}: {a.ranks} ranks on a {'x'.join(map(str, x['grid']))} grid, "
+          f"{meta['events']} events, from N = {', '.join(str(f['size']) for f in x['from'])} "
+          f"({x['scaling']} scaling)")
+    print(f"{'class':<14} {'calls':>6} {'cpu s':>10} {int(100 * a.level)} % interval")
+    for c in x["classes"]:
+        print(f"{c['class']:<14} {c['calls']:>6} {c['cpu_total']:>10.4g} "
+              f"{c['cpu_low']:.4g} .. {c['cpu_high']:.4g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

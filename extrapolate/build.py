@@ -1,0 +1,337 @@
+"""The trace at a target N, built from traces of the same application at
+several small N (docs/METHODS.md, "Trace extrapolation").
+
+1. Lay every small trace out on its process grid (layout.py) and cut its
+   ranks into position classes, each with one sequence of calls in
+   relative form (classes.py).
+2. Match the classes across the small traces: the same classes, the same
+   calls to the same relative peers on the same communicators; only the
+   message sizes and the computation may change with N.
+3. Fit the sizes exactly and the computation with its interval (fit.py).
+4. Lay the target N out on the grid MPI_Dims_create gives it, give each
+   rank its class's calls with the peers its offsets reach, and write the
+   trace (contracts/merge.py's writers), marked ``extrapolated`` in
+   meta.json.
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import hashlib
+import os
+import shutil
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from contracts.merge import (
+    COMMS_COLUMNS,
+    EVENT_SCHEMA,
+    TOPOLOGY_COLUMNS,
+    event_writer,
+    write_tables,
+)
+from contracts.trace import TraceError, load_trace
+
+from .classes import IDENTITY, ClassSequence, class_sequences, comm_roles, said
+from .fit import bytes_at, computation_at, total_model
+from .layout import ExtrapolationError, Layout, grid_dims, layout_of
+
+CHUNK_RANKS = 4096          # ranks built and written at once
+
+
+def _say(msg: str) -> None:
+    print(f"extrapolate: {msg}", file=sys.stderr, flush=True)
+
+
+def _check_same_application(traces) -> None:
+    argv = [t.meta["argv"] for t in traces]
+    if len({a[0] if a else "" for a in argv}) > 1:
+        raise ExtrapolationError(
+            "the traces are of different applications: "
+            + "; ".join(f"{t.path}: {a[0] if a else '?'}" for t, a in zip(traces, argv)))
+    sizes = [t.size for t in traces]
+    if len(set(sizes)) != len(sizes):
+        raise ExtrapolationError(f"two traces have the same N ({sorted(sizes)}): give one "
+                                 f"trace per N")
+    bad = [t.path for t in traces if not t.meta.get("complete")]
+    if bad:
+        raise ExtrapolationError(f"{bad[0]}: the traced run did not finish (incomplete "
+                                 f"ranks {traces[0].incomplete_ranks[:8]}): trace it again")
+
+
+def _layouts(traces, target: int) -> tuple[list[Layout], Layout]:
+    lays = [layout_of(t) for t in traces]
+    first = lays[-1]
+    for t, lay in zip(traces, lays):
+        if len(lay.dims) != len(first.dims) or lay.periods != first.periods:
+            raise ExtrapolationError(
+                f"{t.path}: a {len(lay.dims)}-D grid (periods {list(lay.periods)}) where "
+                f"{traces[-1].path} has a {len(first.dims)}-D one (periods "
+                f"{list(first.periods)})")
+        if lay.dims != grid_dims(t.size, lay):
+            raise ExtrapolationError(
+                f"{t.path}: the application chose the grid {list(lay.dims)} for {t.size} "
+                f"ranks, not MPI_Dims_create's {list(grid_dims(t.size, lay))}: its grid at "
+                f"another N is unknown")
+    return lays, Layout(grid_dims(target, first), first.periods, first.grid_comm)
+
+
+def _match(seqs: list[dict[str, ClassSequence]], traces, target_classes: set[str]) -> None:
+    """The same classes at every N, each with the same calls."""
+    names = set(seqs[-1])
+    for t, s in zip(traces, seqs):
+        if set(s) != names:
+            miss = sorted(names ^ set(s))
+            raise ExtrapolationError(
+                f"{t.path}: position class(es) {miss} present at one N and missing at "
+                f"another (a grid extent below 3 has no inside ranks): start from traces "
+                f"whose every grid extent is at least 3")
+    missing = target_classes - names
+    if missing:
+        raise ExtrapolationError(f"the target grid has position classes {sorted(missing)} "
+                                 f"that no small trace shows")
+    last = seqs[-1]
+    for name in sorted(names):
+        ref = last[name].calls
+        for t, s in zip(traces[:-1], seqs[:-1]):
+            c = s[name].calls
+            if len(c) != len(ref):
+                raise ExtrapolationError(
+                    f"{t.path}: rank {s[name].members[0]} (position class {name}) makes "
+                    f"{len(c)} calls, rank {last[name].members[0]} of {traces[-1].path} "
+                    f"{len(ref)}: the number of calls changes with N (iterations, a task "
+                    f"pool): not extrapolated")
+            cols = IDENTITY + [x for x in ref.columns if x[0] in "pr" and x[1:].isdigit()]
+            for col in cols:
+                a, b = c[col].to_numpy(), ref[col].to_numpy()
+                diff = np.flatnonzero(a != b)
+                if len(diff):
+                    i = int(diff[0])
+                    raise ExtrapolationError(
+                        f"{t.path}: rank {s[name].members[0]}, event {i} ({c['op'].iat[i]}): "
+                        f"{said(col, a[i])}, and {said(col, b[i])} at rank "
+                        f"{last[name].members[0]} of {traces[-1].path} (position class "
+                        f"{name}): the calls change with N otherwise than in their sizes")
+
+
+def _scaling_kind(sizes, totals) -> str:
+    """strong, weak or between, from how a rank's computation changes with N."""
+    lo, hi = float(np.mean(totals[0])), float(np.mean(totals[-1]))
+    if lo <= 0 or hi <= 0:
+        return "unknown"
+    slope = np.log(hi / lo) / np.log(sizes[-1] / sizes[0])
+    return "strong" if slope < -0.5 else "weak" if slope > -0.2 else "between"
+
+
+def _key(role: str, rank: int) -> str:
+    return hashlib.sha256(f"extrapolated:{role}:{rank}".encode()).hexdigest()[:16]
+
+
+class _Target:
+    """The communicator ids, comms and topology tables at the target N,
+    numbered as the merge numbers them (first seen, rank by rank): the
+    world 0, rank 0's self 1, the world-wide communicators rank 0 made,
+    then the other ranks' selves."""
+
+    def __init__(self, trace, layout: Layout):
+        n = layout.size
+        roles = comm_roles(trace)
+        derived = sorted({r for r in roles.values() if "#" in r},
+                         key=lambda r: int(r.split("#")[1]))
+        m = len(derived)
+        self.ids = {"none": -1, "world": 0}
+        self.ids.update({r: i + 2 for i, r in enumerate(derived)})
+        self.self_after = m + 1            # rank r > 0: its self is self_after + r
+        by_role = {roles[int(c)]: row for c, row in
+                   zip(trace.comms["comm"], trace.comms.to_dict("records")) if int(c) in roles}
+        rows = []
+        for role in ["world", "self"] + derived:
+            r = dict(by_role[role])
+            r.update(comm=self.ids.get(role, 1), key=_key(role, -1), remote=[],
+                     members=list(range(n)) if role != "self" else [0],
+                     size=n if role != "self" else 1)
+            rows.append(r)
+        proto = by_role["self"]
+        for rank in range(1, n):
+            r = dict(proto)
+            r.update(comm=self.self_after + rank, key=_key("self", rank), members=[rank],
+                     remote=[], size=1, created_by_rank=rank)
+            rows.append(r)
+        self.comms = pd.DataFrame(rows, columns=COMMS_COLUMNS)
+        topo = pd.DataFrame(columns=TOPOLOGY_COLUMNS)
+        if layout.grid_comm is not None:
+            ranks = np.arange(n)
+            src, dst = layout.neighbours(ranks)
+            topo = pd.DataFrame({"comm": self.ids[roles[layout.grid_comm]], "rank": ranks,
+                                 "sources": src, "destinations": dst,
+                                 "dims": [list(layout.dims)] * n,
+                                 "periods": [list(layout.periods)] * n,
+                                 "coords": layout.coords(ranks).tolist()})
+        self.topology = topo
+
+    def comm_ids(self, roles: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+        out = np.array([self.ids.get(r, -2) for r in roles], np.int64)
+        me = roles == "self"
+        out[me] = np.where(ranks[me] == 0, 1, self.self_after + ranks[me])
+        return out
+
+
+def _templates(seqs, traces, target_layout: Layout, target: int, level: float):
+    """Per class: its call table at the target (bytes fitted) and each
+    call's cpu and comp there, with the totals' model and interval."""
+    last = seqs[-1]
+    dims_by_n = [layout_of(t).dims for t in traces]
+    sizes = [t.size for t in traces]
+    out, report = {}, []
+    for name in sorted(last):
+        calls = last[name].calls.copy()
+        where = f"{traces[-1].path}: rank {last[name].members[0]} (position class {name})"
+        fitted = bytes_at([s[name].calls for s in seqs], dims_by_n, target_layout.dims, where)
+        calls["sbytes"], calls["rbytes"] = fitted["sbytes"], fitted["rbytes"]
+        row = {"class": name, "calls": len(calls)}
+        for col in ("cpu", "comp"):
+            totals = [getattr(s[name], col).sum(axis=1) for s in seqs]
+            try:
+                model = total_model(sizes, totals)
+            except ValueError as e:
+                raise ExtrapolationError(f"{where}: its computation cannot be fitted over "
+                                         f"N: {e}") from None
+            pred, lo, hi = computation_at(model, target, level)
+            per_call = getattr(last[name], col).mean(axis=0)
+            share = per_call / per_call.sum() if per_call.sum() > 0 else per_call * 0
+            calls[col] = pred * share
+            row.update({f"{col}_total": pred, f"{col}_low": lo, f"{col}_high": hi})
+            if col == "cpu":
+                row["model"] = model.describe()
+                row["kind"] = _scaling_kind(sizes, totals)
+        out[name] = calls
+        report.append(row)
+    return out, pd.DataFrame(report)
+
+
+def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.ndarray,
+           length: np.ndarray, layout: Layout, target: _Target) -> pa.Table:
+    """The event rows of ``ranks`` (in order; ``cls``: each one's class index)."""
+    lens = length[cls]
+    total = int(lens.sum())
+    first_row = np.cumsum(lens) - lens
+    local = np.arange(total) - np.repeat(first_row, lens)
+    t = stacked.iloc[np.repeat(start[cls], lens) + local]
+    rank = np.repeat(ranks, lens)
+    nd = len(layout.dims)
+    cols: dict = {"rank": rank, "seq": t["seq"].to_numpy()}
+    for who, kcol, acol in (("peer", "pk", "pabs"), ("rpeer", "rk", "rabs")):
+        k = t[kcol].to_numpy()
+        peer = np.where(k == 2, t[acol].to_numpy(), -1)
+        rel = np.flatnonzero(k == 1)
+        if len(rel):
+            off = np.stack([t[f"{who[0]}{j}"].to_numpy()[rel] for j in range(nd)], axis=1)
+            at = layout.ranks_at(rank[rel], off)
+            if (at < 0).any():
+                i = rel[int(np.argmax(at < 0))]
+                raise ExtrapolationError(
+                    f"rank {rank[i]}, event {t['seq'].iat[i]} ({t['op'].iat[i]}): its "
+                    f"peer's offset leads off the grid {list(layout.dims)}")
+            peer[rel] = at
+        cols[who] = peer
+    cols["comm"] = target.comm_ids(t["crole"].to_numpy(), rank)
+    cols["newcomm"] = target.comm_ids(t["nrole"].to_numpy(), rank)
+    cols["newcomm"][t["nrole"].to_numpy() == "none"] = -1
+    for c in ("op", "wildcard", "tag", "sbytes", "rbytes", "req", "comp", "cpu", "site",
+              "rtag", "flags", "polls", "t_start", "t_end"):
+        cols[c] = t[c].to_numpy()
+    cols["started"] = [s or None for s in t["started"]]
+    cols["reqs"] = [list(x) for x in t["reqs"]]
+    for c in ("scounts", "rcounts"):
+        cols[c] = [None if x is None else list(x) for x in t[c]]
+    cols["poll_cpu"] = np.zeros(total)
+    cols["poll_gap"] = np.zeros(total)
+    return pa.Table.from_pydict({f.name: cols[f.name] for f in EVENT_SCHEMA}, schema=EVENT_SCHEMA)
+
+
+def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
+                level: float = 0.9) -> dict:
+    """Write the trace of ``target`` ranks extrapolated from the traces at
+    ``paths`` into ``out``; returns its meta.json."""
+    if len(paths) < 2:
+        raise ExtrapolationError("give traces at two N at least (three or more to judge the "
+                                 "fits)")
+    try:
+        traces = sorted((load_trace(p) for p in paths), key=lambda t: t.size)
+    except TraceError as e:
+        raise ExtrapolationError(str(e)) from None
+    _check_same_application(traces)
+    if target <= traces[-1].size:
+        _say(f"warning: the target N={target} is not beyond the largest trace "
+             f"(N={traces[-1].size})")
+    if os.path.exists(out) and os.listdir(out) and not force:
+        raise ExtrapolationError(f"{out}: exists and is not empty (--force replaces it)")
+    lays, target_layout = _layouts(traces, target)
+    _say(f"grids {', '.join('x'.join(map(str, lay.dims)) for lay in lays)} -> "
+         f"{'x'.join(map(str, target_layout.dims))}")
+    seqs = [class_sequences(t, lay) for t, lay in zip(traces, lays)]
+    target_names = target_layout.position_classes(np.arange(target))
+    _match(seqs, traces, set(target_names))
+    templates, report = _templates(seqs, traces, target_layout, target, level)
+    names = sorted(templates)
+    for calls in templates.values():
+        comp = calls["comp"].to_numpy()
+        calls["t_start"] = np.cumsum(comp)
+        calls["t_end"] = calls["t_start"]
+    stacked = pd.concat([templates[n] for n in names], ignore_index=True)
+    length = np.array([len(templates[n]) for n in names])
+    start = np.cumsum(length) - length
+    index = {n: i for i, n in enumerate(names)}
+    cls_of = np.array([index[n] for n in target_names])
+    tgt = _Target(traces[-1], target_layout)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    writer = event_writer(os.path.join(tmp, "events.parquet"))
+    try:
+        for lo in range(0, target, CHUNK_RANKS):
+            ranks = np.arange(lo, min(target, lo + CHUNK_RANKS))
+            writer.write_table(_chunk(ranks, cls_of[ranks], stacked, start, length,
+                                      target_layout, tgt))
+            if target >= 8 * CHUNK_RANKS and (lo // CHUNK_RANKS) % 8 == 0:
+                _say(f"wrote ranks {lo}..{ranks[-1]} of {target}")
+    except BaseException:
+        writer.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    writer.close()
+    meta = _meta(traces, target, target_layout, length[cls_of], report, paths, level)
+    sites = traces[-1].sites
+    write_tables(tmp, meta, tgt.comms, sites, tgt.topology)
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return meta
+
+
+def _meta(traces, target: int, layout: Layout, events: np.ndarray, report: pd.DataFrame,
+          paths, level: float) -> dict:
+    base = traces[-1].meta
+    meta = {k: copy.deepcopy(v) for k, v in base.items()
+            if k not in ("digests", "invisible_calls", "c_calls_counted_ranks")}
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    grow = target / traces[-1].size
+    meta.update(size=target, start=now, end=now, complete=True, merged=True,
+                incomplete_ranks=[], hosts=["extrapolated"], events=int(events.sum()),
+                unmodelled={k: int(round(v * grow)) for k, v in base["unmodelled"].items()},
+                ranks=[{"rank": r, "host": "extrapolated", "pid": -1, "complete": True,
+                        "status": "complete", "events": int(e)} for r, e in enumerate(events)])
+    kinds = set(report["kind"])
+    meta["extrapolated"] = {
+        "from": [{"path": p, "size": t.size} for p, t in zip(paths, traces)],
+        "grid": list(layout.dims), "periods": list(layout.periods),
+        "scaling": kinds.pop() if len(kinds) == 1 else "mixed",
+        "level": level,
+        "classes": [{k: (float(v) if isinstance(v, (float, np.floating)) else
+                         int(v) if isinstance(v, (np.integer,)) else v)
+                     for k, v in row.items()} for row in report.to_dict("records")],
+    }
+    return meta

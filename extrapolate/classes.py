@@ -1,0 +1,175 @@
+"""Rank classes of one small trace, each with its communication sequence
+in relative form: peers as grid offsets, communicators as roles.
+
+``class_sequences(trace, layout)`` gives, per position class, the calls
+every member makes (checked identical across members) and each member's
+computation per call.  What the extrapolation matches across the small
+traces is exactly these sequences.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mpimodel import ops
+
+from .layout import ExtrapolationError, Layout
+
+# ops whose peer is a partner rank (relative to the caller) rather than a root
+_RELATIVE = ops.POINT_TO_POINT | {o.op for o in ops.TABLE if o.kind == "onesided"}
+# what must be the same for every member of a class and at every N
+IDENTITY = ["op", "crole", "pk", "pabs", "tag", "rk", "rabs", "rtag", "nrole", "flags",
+            "started", "wildcard", "req", "reqs", "scounts", "rcounts"]
+BYTES = ["sbytes", "rbytes"]
+
+
+@dataclass
+class ClassSequence:
+    """One position class at one N: ``calls`` (one row per event: the
+    IDENTITY columns, the peer offsets ``p0..``/``r0..``, ``sbytes``,
+    ``rbytes``, ``site``, ``polls``), ``members`` (world ranks), ``cpu``
+    and ``comp`` (members x events, seconds)."""
+    name: str
+    calls: pd.DataFrame
+    members: np.ndarray
+    cpu: np.ndarray
+    comp: np.ndarray
+
+
+def comm_roles(trace) -> dict[int, str]:
+    """Communicator id -> role: ``world``, ``self``, or ``<how>#<k>`` for
+    the k-th communicator over every world rank in order (a Cartesian
+    grid, a duplicate of the world).  Other communicators are left out:
+    an event on one is refused where it is met."""
+    n = trace.size
+    roles = {-1: "none"}
+    k = 0
+    for r in trace.comms.sort_values("comm").itertuples():
+        members = list(r.members)
+        if r.how == "world":
+            roles[int(r.comm)] = "world"
+        elif r.how == "self":
+            roles[int(r.comm)] = "self"
+        elif len(members) == n and members == list(range(n)) and not len(r.remote):
+            roles[int(r.comm)] = f"{r.how}#{k}"
+            k += 1
+    return roles
+
+
+def _peer_columns(ev: pd.DataFrame, col: str, relative: np.ndarray, layout: Layout,
+                  prefix: str) -> dict:
+    """kind (0 none, 1 offset, 2 absolute), absolute rank, offsets."""
+    peer = ev[col].to_numpy(np.int64)
+    rank = ev["rank"].to_numpy(np.int64)
+    rel = relative & (peer >= 0)
+    kind = np.where(rel, 1, np.where(peer >= 0, 2, np.where(peer == -1, 0, 2)))
+    off = np.zeros((len(ev), len(layout.dims)), np.int64)
+    if rel.any():
+        off[rel] = layout.offsets(rank[rel], peer[rel])
+    out = {prefix + "k": kind, prefix + "abs": np.where(kind == 2, peer, -1)}
+    for j in range(len(layout.dims)):
+        out[f"{prefix}{j}"] = off[:, j]
+    return out
+
+
+def relative_events(trace, layout: Layout) -> pd.DataFrame:
+    """The trace's events with peers as offsets and communicators as roles."""
+    ev = trace.events
+    roles = comm_roles(trace)
+    comm = ev["comm"].to_numpy(np.int64)
+    unknown = ~np.isin(comm, list(roles))
+    if unknown.any():
+        i = int(np.argmax(unknown))
+        c = int(comm[i])
+        row = trace.comms[trace.comms["comm"] == c]
+        how = row["how"].iloc[0] if len(row) else "?"
+        raise ExtrapolationError(
+            f"{trace.path}: rank {int(ev['rank'].iat[i])}, event {int(ev['seq'].iat[i])} "
+            f"({ev['op'].iat[i]}): communicator {c} ({how}) holds only part of the world: "
+            f"communicators that split the ranks are not extrapolated")
+    op = ev["op"].to_numpy().astype(str)
+    relative = np.isin(op, list(_RELATIVE))
+    out = pd.DataFrame({"rank": ev["rank"].to_numpy(np.int64), "seq": ev["seq"].to_numpy(),
+                        "op": op, "crole": [roles[c] for c in comm]})
+    for k, v in _peer_columns(ev, "peer", relative, layout, "p").items():
+        out[k] = v
+    rp = _peer_columns(ev, "rpeer", np.ones(len(ev), bool), layout, "r")
+    for k, v in rp.items():
+        out[k] = v
+    newcomm = ev["newcomm"].to_numpy(np.int64)
+    out["nrole"] = [roles.get(c, "part") for c in newcomm]
+    for c in ("tag", "rtag", "flags", "wildcard", "req", "sbytes", "rbytes", "site", "polls"):
+        out[c] = ev[c].to_numpy()
+    out["started"] = ev["started"].fillna("").astype(str).to_numpy()
+    out["reqs"] = [tuple(x) if x is not None else () for x in ev["reqs"]]
+    for c in ("scounts", "rcounts"):      # None where the call has no counts
+        out[c] = [tuple(x) if x is not None else None for x in ev[c]]
+    out["cpu"] = ev["cpu"].to_numpy(float)
+    out["comp"] = ev["comp"].to_numpy(float)
+    return out
+
+
+_WORDS = {"crole": "communicator", "nrole": "communicator made", "pk": "kind of peer",
+          "pabs": "peer", "rk": "kind of source", "rabs": "source", "reqs": "requests",
+          "req": "request", "sbytes": "bytes sent", "rbytes": "bytes received"}
+
+
+def said(col: str, value) -> str:
+    """A column and its value in words, for messages."""
+    if col[0] in "pr" and col[1:].isdigit():
+        name = f"{'peer' if col[0] == 'p' else 'source'} offset along axis {col[1:]}"
+    else:
+        name = _WORDS.get(col, col)
+    v = value.item() if hasattr(value, "item") else value
+    if isinstance(v, tuple):
+        v = [x.item() if hasattr(x, "item") else x for x in v]
+    return f"{name} {v!r}"
+
+
+def _first_difference(a: pd.DataFrame, b: pd.DataFrame, cols: list[str]) -> tuple[int, str]:
+    """(row, column) where two equally long call tables first differ."""
+    for i in range(len(a)):
+        for c in cols:
+            if a[c].iat[i] != b[c].iat[i]:
+                return i, c
+    return -1, ""
+
+
+def class_sequences(trace, layout: Layout) -> dict[str, ClassSequence]:
+    """Per position class, its sequence of calls and its members'
+    computation.  Every member of a class must make the same calls (to
+    the same relative peers, with the same bytes): a member that does not
+    is named with the event where it departs."""
+    rel = relative_events(trace, layout)
+    names = layout.position_classes(np.arange(trace.size))
+    offsets = [c for c in rel.columns if c[0] in "pr" and c[1:].isdigit()]
+    keys = IDENTITY + offsets + BYTES
+    by_rank = {int(r): g for r, g in rel.groupby("rank", sort=True)}
+    out = {}
+    for name in dict.fromkeys(names):
+        members = np.array([r for r in range(trace.size) if names[r] == name])
+        first = by_rank[int(members[0])].reset_index(drop=True)
+        for m in members[1:]:
+            other = by_rank[int(m)].reset_index(drop=True)
+            if len(other) != len(first):
+                raise ExtrapolationError(
+                    f"{trace.path}: ranks {members[0]} and {m} (both of position class "
+                    f"{name}) make {len(first)} and {len(other)} calls: their calls depend "
+                    f"on more than their place in the grid (data, a task pool)")
+            same = np.ones(len(first), bool)
+            for c in keys:
+                same &= first[c].to_numpy() == other[c].to_numpy()
+            if not same.all():
+                i, c = _first_difference(first, other, keys)
+                raise ExtrapolationError(
+                    f"{trace.path}: rank {m}, event {i} ({other['op'].iat[i]}): "
+                    f"{said(c, other[c].iat[i])} where rank {members[0]} of the same position "
+                    f"class ({name}) has {said(c, first[c].iat[i])}: the calls depend on more "
+                    f"than the rank's place in the grid (data, timing, a task pool)")
+        cpu = np.stack([by_rank[int(m)]["cpu"].to_numpy() for m in members])
+        comp = np.stack([by_rank[int(m)]["comp"].to_numpy() for m in members])
+        calls = first.drop(columns=["rank", "cpu", "comp"])
+        out[name] = ClassSequence(name, calls, members, cpu, comp)
+    return out

@@ -1,0 +1,97 @@
+"""Trace extrapolation (python -m extrapolate): traces of real runs at
+small N, the extrapolated trace against a real trace at the larger N, and
+what is refused."""
+import json
+import sys
+
+import pytest
+from conftest import APPS, EXAMPLES, run, trace
+
+from contracts.trace import load_trace
+from extrapolate.compare import compare
+
+JACOBI = [EXAMPLES / "jacobi.py", "--n", "240", "--iters", "4"]
+CG = [EXAMPLES / "cg.py", "--n", "8400", "--iters", "6"]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    """Real traces: jacobi on 3x3, 4x3, 4x4 and 5x4 grids; cg at 4, 6, 8, 12."""
+    d = tmp_path_factory.mktemp("extrapolate")
+    for n in (9, 12, 16, 20):
+        trace(n, d / f"jacobi{n}", JACOBI)
+    for n in (4, 6, 8, 12):
+        trace(n, d / f"cg{n}", CG)
+    return d
+
+
+def extrapolate(*args):
+    return run([sys.executable, "-m", "extrapolate"] + [str(a) for a in args], check=False)
+
+
+@pytest.mark.parametrize("app,small,big", [("jacobi", (9, 12, 16), 20), ("cg", (4, 6, 8), 12)])
+def test_the_extrapolated_trace_makes_the_real_runs_calls(traces, tmp_path, app, small, big):
+    """A 2-D Cartesian stencil and a 1-D ring code: every rank's calls at
+    the larger N (ops, communicators, peers, tags, bytes, requests) are
+    those of the real trace there."""
+    p = extrapolate(*[traces / f"{app}{n}" for n in small], "--ranks", big, "-o", tmp_path / "x")
+    assert p.returncode == 0, p.stderr
+    x = load_trace(str(tmp_path / "x"))
+    c = compare(x, load_trace(str(traces / f"{app}{big}")))
+    assert c["same_calls"], c["first_difference"]
+    meta = json.loads((tmp_path / "x" / "meta.json").read_text())["extrapolated"]
+    assert [f["size"] for f in meta["from"]] == list(small)
+    for row in meta["classes"]:
+        assert 0 < row["cpu_low"] <= row["cpu_total"] <= row["cpu_high"]
+
+
+def test_a_large_target_is_simulated(traces, tmp_path):
+    """Far beyond the small traces: 4,096 ranks on a 64x64 grid, read and
+    simulated by netsim like any trace."""
+    p = extrapolate(traces / "jacobi9", traces / "jacobi12", traces / "jacobi16",
+                    "--ranks", 4096, "-o", tmp_path / "x")
+    assert p.returncode == 0, p.stderr
+    x = load_trace(str(tmp_path / "x"))
+    assert x.size == 4096 and x.topology["dims"].iloc[0].tolist() == [64, 64]
+    # the halo along each axis: n / extent cells of 8 bytes (240 / 64)
+    halo = x.events[(x.events["op"] == "isend") & (x.events["sbytes"] > 0)]["sbytes"]
+    assert set(halo) == {32}          # 3.75 cells: whole elements
+    p = run([sys.executable, "-m", "netsim", str(tmp_path / "x"), "--platform",
+             "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "p.json")], check=False)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "p.json").read_text())["predicted_time"] > 0
+
+
+def test_a_task_pool_is_refused(tmp_path):
+    """A master and workers taking tasks as they come: the workers' calls
+    depend on timing, not on their place; refused naming two ranks."""
+    app = [EXAMPLES / "master_worker.py", "--tasks", "12"]
+    for n in (4, 5, 6):
+        trace(n, tmp_path / f"t{n}", app)
+    p = extrapolate(tmp_path / "t4", tmp_path / "t5", tmp_path / "t6", "--ranks", 8,
+                    "-o", tmp_path / "x")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "rank" in p.stderr and "position class" in p.stderr, p.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_split_communicator_is_refused(tmp_path):
+    app = [APPS / "groups.py"]
+    for n in (4, 6):
+        trace(n, tmp_path / f"t{n}", app)
+    p = extrapolate(tmp_path / "t4", tmp_path / "t6", "--ranks", 8, "-o", tmp_path / "x")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "holds only part of the world" in p.stderr, p.stderr
+
+
+def test_a_grid_without_inside_ranks_is_refused(traces, tmp_path):
+    """3x3 has inside ranks; a 2-D grid of 2 along an axis has none: the
+    class that the target needs is never seen."""
+    trace(4, tmp_path / "j4", JACOBI)
+    p = extrapolate(tmp_path / "j4", traces / "jacobi9", "--ranks", 16, "-o", tmp_path / "x")
+    assert p.returncode == 2 and "missing at another" in p.stderr, p.stderr
+
+
+def test_different_applications_are_refused(traces, tmp_path):
+    p = extrapolate(traces / "cg4", traces / "jacobi9", "--ranks", 16, "-o", tmp_path / "x")
+    assert p.returncode == 2 and "different applications" in p.stderr, p.stderr
