@@ -100,12 +100,12 @@ def relative_events(trace, layout: Layout) -> pd.DataFrame:
         out[k] = v
     newcomm = ev["newcomm"].to_numpy(np.int64)
     out["nrole"] = [roles.get(c, "part") for c in newcomm]
-    for c in ("tag", "rtag", "flags", "wildcard", "req", "sbytes", "rbytes", "site", "polls"):
-        out[c] = ev[c].to_numpy()
+    for col in ("tag", "rtag", "flags", "wildcard", "req", "sbytes", "rbytes", "site", "polls"):
+        out[col] = ev[col].to_numpy()
     out["started"] = ev["started"].fillna("").astype(str).to_numpy()
     out["reqs"] = [tuple(x) if x is not None else () for x in ev["reqs"]]
-    for c in ("scounts", "rcounts"):      # None where the call has no counts
-        out[c] = [tuple(x) if x is not None else None for x in ev[c]]
+    for col in ("scounts", "rcounts"):      # None where the call has no counts
+        out[col] = [tuple(x) if x is not None else None for x in ev[col]]
     out["cpu"] = ev["cpu"].to_numpy(float)
     out["comp"] = ev["comp"].to_numpy(float)
     return out

@@ -106,6 +106,7 @@ class _Lowered:
     reps: np.ndarray
     events: int
     lower: object = None
+    band_said: bool = False         # a warning already says what the band is
 
 
 def _from_trace(a, plat, var) -> _Lowered:
@@ -146,6 +147,12 @@ def _from_trace(a, plat, var) -> _Lowered:
         reps[t.events["rank"].to_numpy()] = c["representative"].to_numpy()
     else:
         comp = low = high = t.events[a.vector].to_numpy()
+        x = t.meta.get("extrapolated")
+        if x:
+            lo, hi, say = _extrapolated_band(x, a.vector)
+            low, high = comp * lo, comp * hi
+            warnings.append(say)
+            print(f"netsim: WARNING: {say}", file=sys.stderr)
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
     sched = from_trace(t, plat, comp, inside=inside)
     ends = []
@@ -158,13 +165,32 @@ def _from_trace(a, plat, var) -> _Lowered:
         if left:
             print("netsim: SimGrid export left out: " + ", ".join(
                 f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
-    out = _Lowered(sched, warnings, ends, reps, len(t.events))
+    out = _Lowered(sched, warnings, ends, reps, len(t.events),
+                   band_said=bool(not a.compute and t.meta.get("extrapolated")))
     if pool:
         print(f"netsim: a task pool: {pool.describe()}; dealt anew in every simulated run, "
               f"by arrival", file=sys.stderr)
         sigma = var.sigma_span_of(reps) if sampled else np.zeros(t.size)
         out.lower = DealtLowering(t, pool, plat, comp, inside, sigma)
     return out
+
+
+def _extrapolated_band(x: dict, vector: str) -> tuple[float, float, str]:
+    """An extrapolated trace's computation interval as two factors on
+    every rank's computation (the widest of its position classes': a
+    bound, since the classes' ends need not come together), and the
+    warning that says where the trace came from."""
+    rows = x.get("classes") or []
+    try:
+        lo = min(r[f"{vector}_low"] / r[f"{vector}_total"] for r in rows)
+        hi = max(r[f"{vector}_high"] / r[f"{vector}_total"] for r in rows)
+    except (KeyError, TypeError, ZeroDivisionError, ValueError):
+        lo = hi = 1.0
+    sizes = ", ".join(str(f.get("size")) for f in x.get("from", []))
+    return lo, hi, (f"the trace was extrapolated from traces at N = {sizes} "
+                    f"({x.get('scaling', '?')} scaling): its computation is fitted, not "
+                    f"measured at this N, and the band is its {int(100 * x.get('level', 0.9))} % "
+                    f"interval ({lo:.2g}x to {hi:.2g}x the fitted computation)")
 
 
 def _nil(reps: np.ndarray):
@@ -282,7 +308,7 @@ def main(argv=None) -> int:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     band = [min(band[0], res.predicted_time), max(band[1], res.predicted_time)]
-    wide = None if sampled else _band_warning(res.predicted_time, band)
+    wide = None if sampled or low.band_said else _band_warning(res.predicted_time, band)
     if wide:
         print(f"netsim: WARNING: {wide}", file=sys.stderr)
         warnings.append(wide)

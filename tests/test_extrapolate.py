@@ -47,7 +47,8 @@ def test_the_extrapolated_trace_makes_the_real_runs_calls(traces, tmp_path, app,
 
 def test_a_large_target_is_simulated(traces, tmp_path):
     """Far beyond the small traces: 4,096 ranks on a 64x64 grid, read and
-    simulated by netsim like any trace."""
+    simulated by netsim like any trace, with the computation's interval
+    as the prediction's band."""
     p = extrapolate(traces / "jacobi9", traces / "jacobi12", traces / "jacobi16",
                     "--ranks", 4096, "-o", tmp_path / "x")
     assert p.returncode == 0, p.stderr
@@ -59,7 +60,11 @@ def test_a_large_target_is_simulated(traces, tmp_path):
     p = run([sys.executable, "-m", "netsim", str(tmp_path / "x"), "--platform",
              "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "p.json")], check=False)
     assert p.returncode == 0, p.stderr
-    assert json.loads((tmp_path / "p.json").read_text())["predicted_time"] > 0
+    pred = json.loads((tmp_path / "p.json").read_text())
+    # the prediction says where its trace came from, and its band is the
+    # computation's interval
+    assert any("extrapolated from traces at N = 9, 12, 16" in w for w in pred["warnings"])
+    assert pred["band"][0] < pred["predicted_time"] < pred["band"][1]
 
 
 def test_a_task_pool_is_refused(tmp_path):

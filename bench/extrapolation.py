@@ -1,0 +1,171 @@
+"""Trace extrapolation against real traces at the larger N, and at scale.
+
+    python bench/extrapolation.py [--apps jacobi,cg,...] [--test 64,128] [--scale 100000]
+
+For each SPMD application: real traces at the small N (``train``) and at
+the test N, all on this machine (more ranks than cores is fine: the
+trace keeps CPU time); ``python -m extrapolate`` from the small traces to
+each test N; then, extrapolated against real (extrapolate/compare.py):
+
+* calls: every rank's calls identical (op, communicator, peer, tag,
+  bytes, requests), or the first difference;
+* cpu: median and largest error of a rank's total CPU seconds, beside the
+  real trace's own spread between ranks of one position class;
+* prediction: netsim's predicted time from the extrapolated trace
+  against the one from the real trace, on each shipped platform that
+  holds N ranks (the trace's CPU times as the computation).
+
+``--scale N``: one application (the first) extrapolated to N ranks and
+simulated, with the wall time and peak memory of each step.
+Goals: calls identical; cpu within 10 %; predictions within 5 %; N =
+100,000 built and simulated within 10 minutes and 16 GB.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent
+MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
+EX = ROOT / "examples"
+
+# name: (program and arguments, small N, test N default)
+APPS = {
+    "jacobi": ([EX / "jacobi.py", "--n", "1920", "--iters", "20"], [16, 36, 64], [100, 144]),
+    "cg": ([EX / "cg.py", "--n", "1474560", "--iters", "20"], [8, 16, 32], [64, 128]),
+    "uneven": ([EX / "uneven.py", "--iters", "8", "--work", "60000", "--classes", "1"],
+               [8, 16, 32], [64, 128]),
+    "fft2d": ([EX / "fft2d.py", "--n", "1920", "--steps", "3"], [8, 16, 32], [64, 128]),
+    "rma_halo": ([EX / "rma_halo.py", "--n", "1474560", "--iters", "20"], [8, 16, 32], [64, 128]),
+}
+PLATFORMS = sorted((ROOT / "config" / "platforms").glob("*.yaml"))
+
+
+def sh(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT,
+                          **kw)
+
+
+def traced(out: Path, n: int, app: list) -> Path:
+    d = out / f"n{n}"
+    if not (d / "events.parquet").exists():
+        env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1")
+        p = sh([MPIEXEC, "-n", n, sys.executable, "-m", "instrument", "trace", "-o", d,
+                "--force"] + app, env=env)
+        if p.returncode:
+            raise RuntimeError(f"tracing {app[0].name} at {n}: {p.stderr[-800:]}")
+    return d
+
+
+def predicted(trace: Path, platform: Path, out: Path) -> float | None:
+    p = sh([sys.executable, "-m", "netsim", trace, "--platform", platform, "-o", out])
+    if p.returncode:
+        return None                     # the platform does not hold N ranks
+    return json.loads(out.read_text())["predicted_time"]
+
+
+def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
+    from contracts.trace import load_trace
+    from extrapolate.compare import compare
+    app, small, _ = APPS[name]
+    out = work / name
+    small_dirs = [traced(out, n, app) for n in small]
+    rows = []
+    for n in tests:
+        real = traced(out, n, app)
+        x = out / f"x{n}"
+        p = sh([sys.executable, "-m", "extrapolate", *small_dirs, "--ranks", n, "-o", x,
+                "--force"])
+        row = {"app": name, "from": "/".join(map(str, small)), "N": n}
+        if p.returncode:
+            row["refused"] = p.stderr.strip().splitlines()[-1][:200]
+            rows.append(row)
+            print(f"{name} N={n}: refused: {row['refused']}", flush=True)
+            continue
+        c = compare(load_trace(str(x)), load_trace(str(real)))
+        row.update(c)
+        errs = {}
+        for plat in PLATFORMS:
+            a = predicted(x, plat, out / f"px{n}_{plat.stem}.json")
+            b = predicted(real, plat, out / f"pr{n}_{plat.stem}.json")
+            if a is not None and b is not None:
+                errs[plat.stem] = (a - b) / b
+        row["prediction_error"] = errs
+        rows.append(row)
+        print(f"{name} N={n}: calls {'same' if c['same_calls'] else c['first_difference']}; "
+              f"cpu error median {100 * c['cpu_error_median']:.1f} %, max "
+              f"{100 * c['cpu_error_max']:.1f} % (real spread {100 * c['real_noise']:.1f} %); "
+              f"prediction " + ", ".join(f"{k} {100 * v:+.1f} %" for k, v in errs.items()),
+              flush=True)
+    return rows
+
+
+def scale(name: str, work: Path, n: int) -> dict:
+    """Extrapolate ``name`` to ``n`` ranks and simulate it, timed."""
+    app, small, _ = APPS[name]
+    out = work / name
+    small_dirs = [traced(out, k, app) for k in small]
+    x = out / f"x{n}"
+    t0 = time.time()
+    p = sh(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "extrapolate", *small_dirs,
+            "--ranks", n, "-o", x, "--force"])
+    if p.returncode:
+        raise RuntimeError(p.stderr[-800:])
+    build_s, build_kb = time.time() - t0, int(p.stderr.strip().splitlines()[-1])
+    t0 = time.time()
+    p = sh(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "netsim", x, "--platform",
+            ROOT / "config" / "platforms" / "ib-cluster.yaml", "-o", out / f"p{n}.json"])
+    if p.returncode:
+        raise RuntimeError(p.stderr[-800:])
+    sim_s, sim_kb = time.time() - t0, int(p.stderr.strip().splitlines()[-1])
+    pred = json.loads((out / f"p{n}.json").read_text())
+    meta = json.loads((x / "meta.json").read_text())
+    r = {"app": name, "N": n, "events": meta["events"], "build_s": build_s,
+         "build_GB": build_kb / 2**20, "simulate_s": sim_s, "simulate_GB": sim_kb / 2**20,
+         "predicted_s": pred["predicted_time"],
+         "cpu_interval": [(c["class"], c["cpu_low"], c["cpu_total"], c["cpu_high"])
+                          for c in meta["extrapolated"]["classes"]]}
+    print(f"{name} at N={n}: {r['events']} events; built in {build_s:.0f} s "
+          f"({r['build_GB']:.1f} GB), simulated in {sim_s:.0f} s ({r['simulate_GB']:.1f} GB); "
+          f"predicted {r['predicted_s']:.4g} s on ib-cluster", flush=True)
+    return r
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--apps", default=",".join(APPS))
+    ap.add_argument("--test", help="test N, comma-separated (default: per application)")
+    ap.add_argument("--scale", type=int, default=0, help="also extrapolate the first app to N")
+    ap.add_argument("--work", default=str(ROOT / "bench" / "out" / "extrapolation"))
+    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "out" / "extrapolation.json"))
+    a = ap.parse_args()
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    names = a.apps.split(",")
+    rows = []
+    for name in names:
+        tests = [int(x) for x in a.test.split(",")] if a.test else APPS[name][2]
+        try:
+            rows += validate(name, work, tests)
+        except RuntimeError as e:
+            print(f"{name}: {e}", flush=True)
+            rows.append({"app": name, "failed": str(e)[-300:]})
+    result = {"validation": rows}
+    if a.scale:
+        result["scale"] = scale(names[0], work, a.scale)
+    Path(a.output).write_text(json.dumps(result, indent=1, default=str))
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    print(f"wrote {a.output} (largest child process: {peak:.1f} GB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
