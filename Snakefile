@@ -2,6 +2,8 @@
 #
 #   trace -> cluster -> record -> replay (one job per representative)
 #         -> expand -> simulate (one per target platform) -> report
+#   beyond the host's scale (trace.extrapolate_from): trace_small (each small N)
+#         -> extrapolate -> cluster, simulate with the fitted computation -> report
 #   optional: calibrate (measure the target's network), validate (run for real)
 #   a list of ranks: the above once per N (results/nN/), then scaling
 #         (extrapolate the predicted times, the scalability metric) -> report
@@ -76,6 +78,11 @@ for _name, _path in PLATFORMS.items():
 for _f in APP_FILES:
     if not os.path.exists(_f):
         raise WorkflowError(f"config: app.script: {_f} does not exist")
+# the trace at N extrapolated from traces at small N (docs/METHODS.md §8)
+SMALL = sorted(config["trace"]["extrapolate_from"])
+if SMALL and (STUDY or len(SMALL) < 2):
+    raise WorkflowError("config: trace.extrapolate_from needs two small N or more, and one "
+                        "N in ranks (not a list)")
 VALIDATE = config["validate"]["enabled"]
 CALIBRATE = config["calibrate"]["enabled"] or "calibrated" in PLATFORMS
 TEMPLATE = config["calibrate"].get("template")
@@ -96,27 +103,73 @@ rule all:
         f"{RES}/report.html",
 
 
-rule trace:
-    """Step 1: run the application at full scale N on the host, every MPI call traced."""
-    input:
-        APP_FILES,
-    output:
-        directory(f"{RUN}/trace"),
-    log:
-        f"{RUN}/logs/trace.log",
-    benchmark:
-        f"{RUN}/benchmarks/trace.tsv"
-    params:
-        mpirun=MPIRUN,
-        c_calls=COUNT,
-        app=APP,
-    resources:
-        tasks=ranks_of,
-    conda:
-        ENV
-    shell:
-        "{params.mpirun} -m instrument trace {params.c_calls} -o {output} --force {params.app} "
-        "> {log} 2>&1"
+if not SMALL:
+
+    rule trace:
+        """Step 1: run the application at full scale N on the host, every MPI call traced."""
+        input:
+            APP_FILES,
+        output:
+            directory(f"{RUN}/trace"),
+        log:
+            f"{RUN}/logs/trace.log",
+        benchmark:
+            f"{RUN}/benchmarks/trace.tsv"
+        params:
+            mpirun=MPIRUN,
+            c_calls=COUNT,
+            app=APP,
+        resources:
+            tasks=ranks_of,
+        conda:
+            ENV
+        shell:
+            "{params.mpirun} -m instrument trace {params.c_calls} -o {output} --force "
+            "{params.app} > {log} 2>&1"
+
+else:
+
+    rule trace_small:
+        """Step 1 beyond the host's scale: the application at one small N, traced."""
+        input:
+            APP_FILES,
+        output:
+            directory(f"{RES}/small/n{{k}}/trace"),
+        log:
+            f"{RES}/logs/trace_small_{{k}}.log",
+        benchmark:
+            f"{RES}/benchmarks/trace_small_{{k}}.tsv"
+        params:
+            mpirun=lambda w: f"{MPIEXEC} -n {w.k} {PY}",
+            c_calls=COUNT,
+            app=APP,
+        resources:
+            tasks=lambda w: int(w.k),
+        conda:
+            ENV
+        shell:
+            "{params.mpirun} -m instrument trace {params.c_calls} -o {output} --force "
+            "{params.app} > {log} 2>&1"
+
+    rule extrapolate:
+        """The trace at N from the small traces: position classes, peers as
+        grid offsets, sizes fitted exactly, computation with its interval."""
+        input:
+            expand(f"{RES}/small/n{{k}}/trace", k=SMALL),
+        output:
+            directory(f"{RUN}/trace"),
+        log:
+            f"{RUN}/logs/extrapolate.log",
+        benchmark:
+            f"{RUN}/benchmarks/extrapolate.tsv"
+        params:
+            py=PY,
+            n=N,
+        conda:
+            ENV
+        shell:
+            "{params.py} -m extrapolate {input} --ranks {params.n} -o {output} --force "
+            "> {log} 2>&1"
 
 
 rule trace_summary:
@@ -261,8 +314,9 @@ rule simulate:
     prediction and the 5-95 % range its band."""
     input:
         trace=f"{RUN}/trace",
-        compute=f"{RUN}/compute.csv",
-        variability=f"{RUN}/variability.csv",
+        # an extrapolated trace carries its own (fitted) computation
+        compute=[] if SMALL else f"{RUN}/compute.csv",
+        variability=[] if SMALL else f"{RUN}/variability.csv",
         platform=lambda w: PLATFORMS[w.platform],
     output:
         prediction=f"{RUN}/prediction/{{platform}}.json",
@@ -273,12 +327,13 @@ rule simulate:
         f"{RUN}/benchmarks/simulate_{{platform}}.tsv"
     params:
         py=PY,
-        v=VAR,
+        measured=lambda w, input: "" if SMALL else (
+            f"--compute {input.compute} --variability {input.variability} "
+            f"--samples {VAR['samples']} --seed {VAR['seed']}"),
     conda:
         ENV
     shell:
-        "{params.py} -m netsim {input.trace} --platform {input.platform} --compute {input.compute} "
-        "--variability {input.variability} --samples {params.v[samples]} --seed {params.v[seed]} "
+        "{params.py} -m netsim {input.trace} --platform {input.platform} {params.measured} "
         "-o {output.prediction} --timeline {output.timeline} > {log} 2>&1"
 
 

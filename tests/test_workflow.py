@@ -226,6 +226,28 @@ def test_a_list_of_ranks_is_a_scalability_study(tmp_path):
     assert "Nothing to be done" in p.stdout + p.stderr
 
 
+def test_a_trace_extrapolated_from_small_runs_is_predicted(tmp_path):
+    """trace: {extrapolate_from: [4, 6, 8]} with ranks: 16 traces the small
+    N, extrapolates, and predicts without any run at 16 ranks: no record,
+    replay or expand; the report says where the trace came from."""
+    res = tmp_path / "results"
+    (tmp_path / "x.yaml").write_text(
+        f"ranks: 16\nresults: {res}\ntrace: {{extrapolate_from: [4, 6, 8]}}\n"
+        "platforms: [config/platforms/ib-cluster.yaml]\ncalibrate: {enabled: false}\n")
+    run(SNAKEMAKE + ["-c2", "--configfile", "config/config.yaml", str(tmp_path / "x.yaml")],
+        timeout=900)
+    assert sorted(p.name for p in (res / "small").iterdir()) == ["n4", "n6", "n8"]
+    assert json.loads((res / "trace" / "meta.json").read_text())["size"] == 16
+    assert not (res / "msglog").exists() and not (res / "compute.csv").exists()
+    pred = json.loads((res / "prediction" / "ib-cluster.json").read_text())
+    assert pred["band"][0] < pred["predicted_time"] < pred["band"][1]
+    assert "extrapolated from traces at N = 4, 6, 8" in (res / "report.html").read_text()
+    (tmp_path / "one.yaml").write_text("ranks: 16\ntrace: {extrapolate_from: [4]}\n")
+    p = run(SNAKEMAKE + ["-n", "-c1", "--configfile", "config/config.yaml",
+                         str(tmp_path / "one.yaml")], check=False)
+    assert p.returncode != 0 and "needs two small N or more" in p.stdout + p.stderr
+
+
 def test_the_grid_search_can_evaluate_grids_by_the_whole_method(tmp_path):
     """scaling grids --evaluator workflow:PLATFORM traces, replays and
     simulates the application once per candidate grid (--grid AxB)."""
