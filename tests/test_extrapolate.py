@@ -12,16 +12,20 @@ from extrapolate.compare import compare
 
 JACOBI = [EXAMPLES / "jacobi.py", "--n", "240", "--iters", "4"]
 CG = [EXAMPLES / "cg.py", "--n", "8400", "--iters", "6"]
+RMA = [EXAMPLES / "rma_halo.py", "--n", "19200", "--iters", "4"]
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
-    """Real traces: jacobi on 3x3, 4x3, 4x4 and 5x4 grids; cg at 4, 6, 8, 12."""
+    """Real traces: jacobi on 3x3, 4x3, 4x4 and 5x4 grids; cg at 4, 6, 8,
+    12; rma_halo (one-sided) at 4, 8, 16, 32."""
     d = tmp_path_factory.mktemp("extrapolate")
     for n in (9, 12, 16, 20):
         trace(n, d / f"jacobi{n}", JACOBI)
     for n in (4, 6, 8, 12):
         trace(n, d / f"cg{n}", CG)
+    for n in (4, 8, 16, 32):
+        trace(n, d / f"rma_halo{n}", RMA)
     return d
 
 
@@ -29,11 +33,14 @@ def extrapolate(*args):
     return run([sys.executable, "-m", "extrapolate"] + [str(a) for a in args], check=False)
 
 
-@pytest.mark.parametrize("app,small,big", [("jacobi", (9, 12, 16), 20), ("cg", (4, 6, 8), 12)])
+@pytest.mark.parametrize("app,small,big", [("jacobi", (9, 12, 16), 20), ("cg", (4, 6, 8), 12),
+                                           ("rma_halo", (4, 8, 16), 32)])
 def test_the_extrapolated_trace_makes_the_real_runs_calls(traces, tmp_path, app, small, big):
-    """A 2-D Cartesian stencil and a 1-D ring code: every rank's calls at
-    the larger N (ops, communicators, peers, tags, bytes, requests) are
-    those of the real trace there."""
+    """A 2-D Cartesian stencil, a 1-D ring code and a one-sided halo
+    exchange (whose window is n / p cells plus the ghost cells: a
+    constant plus a power of N): every rank's calls at the larger N (ops,
+    communicators, peers, tags, bytes, requests) are those of the real
+    trace there."""
     p = extrapolate(*[traces / f"{app}{n}" for n in small], "--ranks", big, "-o", tmp_path / "x")
     assert p.returncode == 0, p.stderr
     x = load_trace(str(tmp_path / "x"))
@@ -95,6 +102,14 @@ def test_a_grid_without_inside_ranks_is_refused(traces, tmp_path):
     trace(4, tmp_path / "j4", JACOBI)
     p = extrapolate(tmp_path / "j4", traces / "jacobi9", "--ranks", 16, "-o", tmp_path / "x")
     assert p.returncode == 2 and "missing at another" in p.stderr, p.stderr
+
+
+def test_square_grids_alone_are_refused_for_a_grid_that_is_not(traces, tmp_path):
+    """On 3x3 and 4x4 grids a halo of n / rows and one of n / columns look
+    alike; on 5x4 they differ: refused, asking for a grid that is not
+    square."""
+    p = extrapolate(traces / "jacobi9", traces / "jacobi16", "--ranks", 20, "-o", tmp_path / "x")
+    assert p.returncode == 2 and "not square" in p.stderr, p.stderr
 
 
 def test_different_applications_are_refused(traces, tmp_path):
