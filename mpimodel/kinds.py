@@ -329,17 +329,8 @@ class Idup:
         return (fake.new_comm(result), fake.request()), False
 
 
-class Free:
-    """Free/Disconnect: nothing comes back."""
-
-    @staticmethod
-    def record(c, res, log):
-        log.write(c)
-        return res
-
-    @staticmethod
-    def replay(c, result, payloads, fake):
-        return None, False
+class Free(Send):
+    """Free/Disconnect: nothing comes back (logged and answered as a send)."""
 
 
 # ---- requests: what their completion delivers --------------------------------
