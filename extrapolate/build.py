@@ -71,12 +71,19 @@ def _layouts(traces, target: int) -> tuple[list[Layout], Layout]:
                 f"{t.path}: a {len(lay.dims)}-D grid (periods {list(lay.periods)}) where "
                 f"{traces[-1].path} has a {len(first.dims)}-D one (periods "
                 f"{list(first.periods)})")
-        if lay.dims != grid_dims(t.size, lay):
+    # an axis of extent 1 at every small N stays 1 (a slab decomposition)
+    fixed = tuple(1 if all(lay.dims[j] == 1 for lay in lays) else 0
+                  for j in range(len(first.dims))) if len(lays) > 1 else ()
+    if fixed and not any(fixed):
+        fixed = ()
+    for t, lay in zip(traces, lays):
+        want = grid_dims(t.size, lay, fixed)
+        if lay.dims != want:
             raise ExtrapolationError(
                 f"{t.path}: the application chose the grid {list(lay.dims)} for {t.size} "
-                f"ranks, not MPI_Dims_create's {list(grid_dims(t.size, lay))}: its grid at "
-                f"another N is unknown")
-    return lays, Layout(grid_dims(target, first), first.periods, first.grid_comm)
+                f"ranks, not MPI_Dims_create's {list(want)}: its grid at another N is "
+                f"unknown")
+    return lays, Layout(grid_dims(target, first, fixed), first.periods, first.grid_comm)
 
 
 def _match(seqs: list[dict[str, ClassSequence]], traces, target_classes: set[str]) -> None:

@@ -116,11 +116,13 @@ def layout_of(trace) -> Layout:
     return lay
 
 
-def grid_dims(n: int, like: Layout) -> tuple[int, ...]:
+def grid_dims(n: int, like: Layout, fixed: tuple[int, ...] = ()) -> tuple[int, ...]:
     """The grid of ``n`` ranks with ``like``'s number of dimensions, as
     this MPI library's MPI_Dims_create balances it (implementations
-    differ on some N: the small traces' grids are checked against it)."""
+    differ on some N: the small traces' grids are checked against it);
+    ``fixed``: per axis the extent the application fixed (0: free), as a
+    slab decomposition keeps all but one axis at 1."""
     if len(like.dims) == 1:
         return (n,)
     from mpi4py import MPI  # here only: initialising MPI costs a moment
-    return tuple(int(x) for x in MPI.Compute_dims(n, len(like.dims)))
+    return tuple(int(x) for x in MPI.Compute_dims(n, list(fixed) or len(like.dims)))

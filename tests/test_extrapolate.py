@@ -52,6 +52,20 @@ def test_the_extrapolated_trace_makes_the_real_runs_calls(traces, tmp_path, app,
         assert 0 < row["cpu_low"] <= row["cpu_total"] <= row["cpu_high"]
 
 
+def test_a_slab_grid_keeps_its_axes_of_one(tmp_path):
+    """A grid of N x 1 at every small N (a slab decomposition, as
+    mpi4py-fft makes) is not MPI_Dims_create's balanced one, but its rule
+    is: the axis of extent 1 stays 1."""
+    for n in (3, 4, 6, 8):
+        trace(n, tmp_path / f"j{n}", JACOBI[:-2] + ["--iters", "2", "--grid", f"{n}x1"])
+    p = extrapolate(tmp_path / "j3", tmp_path / "j4", tmp_path / "j6", "--ranks", 8,
+                    "-o", tmp_path / "x")
+    assert p.returncode == 0, p.stderr
+    assert "-> 8x1" in p.stderr
+    c = compare(load_trace(str(tmp_path / "x")), load_trace(str(tmp_path / "j8")))
+    assert c["same_calls"], c["first_difference"]
+
+
 def test_a_large_target_is_simulated(traces, tmp_path):
     """Far beyond the small traces: 4,096 ranks on a 64x64 grid, read and
     simulated by netsim like any trace, with the computation's interval
