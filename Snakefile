@@ -327,6 +327,7 @@ rule simulate:
         f"{RUN}/benchmarks/simulate_{{platform}}.tsv"
     params:
         py=PY,
+        v=VAR,      # a plain value: a changed variability config reruns the simulations
         measured=lambda w, input: "" if SMALL else (
             f"--compute {input.compute} --variability {input.variability} "
             f"--samples {VAR['samples']} --seed {VAR['seed']}"),
