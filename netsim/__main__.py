@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -137,6 +138,7 @@ def _from_trace(a, plat, var) -> _Lowered:
         print(f"netsim: WARNING: {w}", file=sys.stderr)
     sampled = var is not None and not var.nil
     inside = None
+    factors: tuple[float, float] | None = None   # the band: the computation times these
     reps = np.arange(t.size)
     if a.compute:
         c = _load_compute(a.compute, t.events)
@@ -150,13 +152,19 @@ def _from_trace(a, plat, var) -> _Lowered:
         x = t.meta.get("extrapolated")
         if x:
             lo, hi, say = _extrapolated_band(x, a.vector)
-            low, high = comp * lo, comp * hi
+            factors = (lo, hi)
             warnings.append(say)
             print(f"netsim: WARNING: {say}", file=sys.stderr)
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
     sched = from_trace(t, plat, comp, inside=inside)
     ends = []
-    if not pool and ((low != comp).any() or (high != comp).any()):
+    if factors and not pool and sched.work is not None:
+        # every rank's computation times one factor: the schedule re-timed,
+        # not lowered again (the lowering is most of the time at 100,000 ranks)
+        at = sched.work > 0
+        ends = [dataclasses.replace(sched, dur=np.where(at, sched.dur + sched.work * (f - 1),
+                                                        sched.dur)) for f in factors]
+    elif not pool and ((low != comp).any() or (high != comp).any()):
         ends = [from_trace(t, plat, low, inside=inside), from_trace(t, plat, high, inside=inside)]
     if a.simgrid_out:
         from interop.simgrid import write_ti
