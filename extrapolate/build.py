@@ -186,11 +186,12 @@ class _Target:
         return out
 
 
-def _templates(seqs, traces, target_layout: Layout, target: int, level: float):
+def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: int,
+               level: float):
     """Per class: its call table at the target (bytes fitted) and each
     call's cpu and comp there, with the totals' model and interval."""
     last = seqs[-1]
-    dims_by_n = [layout_of(t).dims for t in traces]
+    dims_by_n = [lay.dims for lay in lays]
     sizes = [t.size for t in traces]
     out, report = {}, []
     for name in sorted(last):
@@ -282,7 +283,7 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
     seqs = [class_sequences(t, lay) for t, lay in zip(traces, lays)]
     target_names = target_layout.position_classes(np.arange(target))
     _match(seqs, traces, set(target_names))
-    templates, report = _templates(seqs, traces, target_layout, target, level)
+    templates, report = _templates(seqs, traces, lays, target_layout, target, level)
     names = sorted(templates)
     for calls in templates.values():
         comp = calls["comp"].to_numpy()
