@@ -1,6 +1,10 @@
 """Micro-benchmark application: a ping-pong, a collective loop, polls.
 
     python bench/_calls.py pingpong|allreduce|isend|rma|iprobe|test CALLS
+    python bench/_calls.py c-pingpong|c-isend|c-test CALLS
+
+The ``c-`` kinds make the same calls from C (bench/_c_calls.c, compiled
+with the MPI library's mpicc on first use): calls below Python.
 
 ``iprobe`` and ``test`` poll for something that never comes (Iprobe for a
 tag nobody sends, Test of a receive nobody matches): the cost of a poll
@@ -18,9 +22,28 @@ w = MPI.COMM_WORLD
 r = w.rank
 buf = np.zeros(1)
 out = np.zeros(1)
+c_lib = None
+if kind.startswith("c-"):
+    import ctypes
+    import hashlib
+    import os
+    import subprocess
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_c_calls.c")
+    with open(src, "rb") as f:
+        key = hashlib.sha1(f.read()).hexdigest()[:12]
+    so = os.path.join(os.path.expanduser("~"), ".cache", "repreplay", f"bench_c_calls-{key}.so")
+    if r == 0 and not os.path.exists(so):
+        os.makedirs(os.path.dirname(so), exist_ok=True)
+        subprocess.run([os.path.join(os.path.dirname(sys.executable), "mpicc"), "-O2", "-shared",
+                        "-fPIC", "-o", so + ".tmp", src], check=True)
+        os.replace(so + ".tmp", so)
+    w.Barrier()
+    c_lib = ctypes.CDLL(so)
 w.Barrier()
 t0 = time.perf_counter()
-if kind == "pingpong":
+if c_lib is not None:
+    c_lib.c_loop({"c-pingpong": 0, "c-isend": 1, "c-test": 2}[kind], MPI._handleof(w), n)
+elif kind == "pingpong":
     peer = 1 - r
     for _ in range(n // 2):
         if r == 0:

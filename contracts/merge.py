@@ -253,15 +253,16 @@ def _side_tables(side: list, rank: int, g: _Globals):
 
 
 def _remap(values: np.ndarray, mapping: dict) -> np.ndarray:
-    """Local ids to global ones (-1 where unknown)."""
+    """Local ids to global ones (-1 where unknown).  Ids may be sparse
+    (communicators made below Python number from 2**30)."""
     if not mapping:
         return np.where(values >= 0, -1, values)
-    keys = np.array(sorted(mapping))
-    lut = np.full(int(max(keys.max(), 0)) + 1, -1, dtype=np.int64)
-    lut[keys] = [mapping[k] for k in keys]
-    ok = (values >= 0) & (values < len(lut))
+    keys = np.array(sorted(mapping), dtype=np.int64)
+    got = np.array([mapping[k] for k in keys], dtype=np.int64)
+    pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    hit = (values >= 0) & (keys[pos] == values)
     out = np.full(len(values), -1, dtype=np.int64)
-    out[ok] = lut[values[ok]]
+    out[hit] = got[pos[hit]]
     return out
 
 
@@ -322,24 +323,30 @@ def _fix_receives(df: pd.DataFrame, ev: np.ndarray, op: np.ndarray, fixups: dict
         df.at[i, "rbytes"] = nb
 
 
-def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
-    """One rank's events as a DataFrame in the contract's columns."""
-    ev = read_events(rank_path(trace_dir, rank, "ev"))
-    if len(ev) and not os.path.exists(rank_path(trace_dir, rank, "side")):
+def _source_frame(trace_dir: str, rank: int, g: _Globals, ev_ext: str, side_ext: str,
+                  comms: dict) -> tuple[pd.DataFrame, dict]:
+    """One source of a rank's events (the Python-level tracer's raw files,
+    or the shim's of calls below Python) in the contract's columns, less
+    ``seq``, ``comp`` and ``cpu`` (which need the whole stream); with its
+    ``cpu_start``/``cpu_end`` kept for that.  ``comms``: communicator ids
+    already known (the Python tracer's, which calls below Python use);
+    returns the frame and the communicator map grown by this source's."""
+    ev_path, side_path = rank_path(trace_dir, rank, ev_ext), rank_path(trace_dir, rank, side_ext)
+    ev = read_events(ev_path)
+    if len(ev) and not os.path.exists(side_path):
         # both are opened when the rank starts: events without it lost their
         # op names, communicators and call sites
-        raise TraceError(f"{rank_path(trace_dir, rank, 'side')}: missing, while rank {rank} "
-                         f"wrote {len(ev)} events: the raw trace is damaged")
-    side, cut = read_side(rank_path(trace_dir, rank, "side"))
+        raise TraceError(f"{side_path}: missing, while rank {rank} wrote {len(ev)} events: "
+                         f"the raw trace is damaged")
+    side, cut = read_side(side_path)
     if cut:
         # the rank died while writing (or the file was cut): events that need
         # the lost records lose their call sites or request lists
-        print(f"instrument: warning: {rank_path(trace_dir, rank, 'side')}: cut short; the "
-              f"side records of rank {rank}'s last events are lost", file=sys.stderr)
+        print(f"instrument: warning: {side_path}: cut short; the side records of rank "
+              f"{rank}'s last events are lost", file=sys.stderr)
     names, comm_map, site_map, extras, fixups = _side_tables(side, rank, g)
-    n = len(ev)
+    comm_map = {**comms, **comm_map}
     op = _op_names(ev["op"], names)
-    t_start, t_end = ev["t_start"], ev["t_end"]
     # CPU time is never negative (it may step back: short spans are
     # estimated), and the merged table keeps only its differences, clipped:
     # checked here, with the folded polls' counts and times.  The wall
@@ -352,32 +359,49 @@ def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
         i = int(np.argmax(wrong))
         got = ", ".join(f"{c} {ev[c][i].item()!r}" for c in
                         ("cpu_start", "cpu_end", "polls", "poll_cpu", "poll_gap"))
-        raise TraceError(f"{rank_path(trace_dir, rank, 'ev')}: rank {rank}, event {i}: {got}: "
-                         f"CPU times, poll counts and poll times must be finite, >= 0 and "
-                         f"at most {MAX_SECONDS:g} s: the raw trace is damaged")
-    prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
-    prev_cpu = np.concatenate([[ev["cpu_start"][0] if n else 0.0], ev["cpu_end"][:-1]]) \
-        if n else ev["cpu_end"]
+        raise TraceError(f"{ev_path}: rank {rank}, event {i}: {got}: CPU times, poll counts "
+                         f"and poll times must be finite, >= 0 and at most "
+                         f"{MAX_SECONDS:g} s: the raw trace is damaged")
+    n = len(ev)
     df = pd.DataFrame({
         "rank": np.full(n, rank, dtype=np.int32),
-        "seq": np.arange(n, dtype=np.int64),
         "op": op,
         "comm": _remap(ev["comm"], comm_map),
         "peer": ev["peer"], "wildcard": (ev["flags"] & (FLAG_ANY_SOURCE | FLAG_ANY_TAG)) != 0,
         "tag": ev["tag"], "sbytes": ev["sbytes"], "rbytes": ev["rbytes"],
         "req": ev["req"],
-        "comp": np.maximum(t_start - prev_end, 0.0),
-        "cpu": np.maximum(ev["cpu_start"] - prev_cpu, 0.0),
-        "t_start": t_start, "t_end": t_end,
+        "t_start": ev["t_start"], "t_end": ev["t_end"],
         "site": _remap(ev["site"], site_map),
         "rpeer": ev["rpeer"], "rtag": ev["rtag"],
         "newcomm": _remap(ev["newcomm"], comm_map),
         "flags": ev["flags"].astype(np.int16),
         "polls": ev["polls"],
         "poll_cpu": ev["poll_cpu"], "poll_gap": ev["poll_gap"],
+        "cpu_start": ev["cpu_start"], "cpu_end": ev["cpu_end"],
     })
     _extras(df, ev, op, extras, names)
     _fix_receives(df, ev, op, fixups)
+    return df, comm_map
+
+
+def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
+    """One rank's events as a DataFrame in the contract's columns: the
+    Python-level tracer's, and the calls below Python where the shim traced
+    them, interleaved by start time (each call ends before the next starts)."""
+    df, comms = _source_frame(trace_dir, rank, g, "ev", "side", {})
+    if os.path.exists(rank_path(trace_dir, rank, "cev")):
+        below, _ = _source_frame(trace_dir, rank, g, "cev", "cside", comms)
+        if len(below):
+            df = pd.concat([df, below], ignore_index=True) if len(df) else below
+            df = df.sort_values("t_start", kind="stable").reset_index(drop=True)
+    n = len(df)
+    t_start, t_end = df["t_start"].to_numpy(), df["t_end"].to_numpy()
+    cpu_start, cpu_end = df.pop("cpu_start").to_numpy(), df.pop("cpu_end").to_numpy()
+    prev_end = np.concatenate([[0.0], t_end[:-1]]) if n else t_end
+    prev_cpu = np.concatenate([[cpu_start[0]], cpu_end[:-1]]) if n else cpu_end
+    df.insert(1, "seq", np.arange(n, dtype=np.int64))
+    df.insert(list(df.columns).index("t_start"), "comp", np.maximum(t_start - prev_end, 0.0))
+    df.insert(list(df.columns).index("t_start"), "cpu", np.maximum(cpu_start - prev_cpu, 0.0))
     return df
 
 
@@ -460,13 +484,15 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
     meta["unmodelled"] = unmodelled
     ccount_files = sorted(glob.glob(os.path.join(trace_dir, "raw", "ccount*.tsv")))
     if ccount_files:
-        # C-level call counts (--count-c-calls): kept beside the trace, and the
+        # C-level call counts (--c-calls): kept beside the trace, and the
         # calls no Python-level event stands for named in meta.json
         from .raw_trace import read_counts
         counts = read_counts(ccount_files)
         counts.to_csv(os.path.join(out_dir, "c_calls.csv"), index=False)
         meta["invisible_calls"] = {str(r.function): int(r.invisible)
                                    for r in counts.itertuples() if r.invisible}
+        meta["below_python_calls"] = {str(r.function): int(r.traced)
+                                      for r in counts.itertuples() if r.traced}
         meta["c_calls_counted_ranks"] = len(ccount_files)
     write_tables(out_dir, meta, comms, sites, topo)
     if keep_raw is None:
@@ -478,8 +504,8 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
 
 def trace_warnings(meta: dict) -> dict:
     """What a merged trace's meta says later stages cannot account for, in
-    words: ``{"invisible": ..., "unmodelled": ...}`` (keys present only when
-    there is something to say).  The tracer, ``show``, netsim and the report
+    words: ``{"invisible": ..., "below_python": ..., "unmodelled": ...}``
+    (keys present only when there is something to say).  The tracer, ``show``, netsim and the report
     all say it this way."""
     out = {}
     calls = meta.get("invisible_calls") or {}
@@ -489,6 +515,14 @@ def trace_warnings(meta: dict) -> dict:
             f"this application issues {sum(calls.values())} MPI calls the tracer cannot see "
             f"(made below Python, not through mpi4py: "
             f"{', '.join(f'{k} x{v}' for k, v in top)}); the prediction will be wrong")
+    below = meta.get("below_python_calls") or {}
+    if below:
+        top = sorted(below.items(), key=lambda kv: -kv[1])[:8]
+        out["below_python"] = (
+            f"{sum(below.values())} MPI calls made below Python were traced "
+            f"({', '.join(f'{k} x{v}' for k, v in top)}): the simulation includes them, but "
+            f"replay cannot answer them yet (a replayed rank's calls below Python reach "
+            f"no peer): predict with the trace's own computation times")
     unmodelled = meta.get("unmodelled") or {}
     if unmodelled:
         out["unmodelled"] = (

@@ -2,8 +2,11 @@
 
 Each rank appends fixed-size binary records (``RECORD``, fields ``FIELDS``)
 to ``raw/rNNNNNN.ev`` and JSON lines of everything of variable size to
-``raw/rNNNNNN.side`` (instrument/writer.py); with ``--count-c-calls`` a
-tab-separated count of MPI calls made below Python per rank.  The merge
+``raw/rNNNNNN.side`` (instrument/writer.py).  With ``--c-calls`` the PMPI
+shim writes the calls made below Python the same way to ``rNNNNNN.cev``
+and ``rNNNNNN.cside`` (instrument/ctrace.c: its own id spaces for
+communicators, requests and sites), and a tab-separated count of MPI calls
+per function and caller to ``ccountR.tsv``.  The merge
 (contracts/merge.py) is their one reader.  The ``FLAG_*`` bits travel on
 into the merged trace's ``flags`` column (docs/TRACE.md).
 
@@ -31,16 +34,22 @@ FLAG_NONCONTIG = 16      # a v/w collective with a non-contiguous derived dataty
 FLAG_INPLACE = 32        # a collective called with MPI.IN_PLACE (no local copy)
 FLAG_OBJECT = 64         # a lower-case collective of Python objects (mpi4py's own algorithm)
 FLAG_LOCK_SHARED = 128   # a window Lock of type MPI.LOCK_SHARED (else exclusive)
+FLAG_BELOW_PYTHON = 256  # made below Python (compiled code, ctypes), traced by the PMPI shim
 
 def rank_path(trace_dir: str, rank: int, ext: str) -> str:
     return os.path.join(trace_dir, "raw", f"r{rank:06d}.{ext}")
 
 
+COUNT_COLUMNS = ["function", "visible", "invisible", "traced"]
+
+
 def read_counts(paths: list[str]):
-    """Sum per-rank count files into one DataFrame: function, visible, invisible."""
+    """Sum per-rank count files into one DataFrame: function, visible (made
+    through mpi4py), invisible (made below Python, not traced), traced
+    (made below Python and traced as events)."""
     import pandas as pd
     frames = [pd.read_csv(p, sep="\t") for p in paths if os.path.exists(p)]
     if not frames:
-        return pd.DataFrame(columns=["function", "visible", "invisible"])
-    return (pd.concat(frames).groupby("function", as_index=False)[["visible", "invisible"]]
-            .sum().sort_values("invisible", ascending=False))
+        return pd.DataFrame(columns=COUNT_COLUMNS)
+    return (pd.concat(frames).groupby("function", as_index=False)[COUNT_COLUMNS[1:]]
+            .sum().sort_values(["invisible", "traced"], ascending=False))

@@ -26,7 +26,8 @@ MERGED_REQUIRED = ("ranks", "incomplete_ranks", "hosts", "events", "unmodelled",
 META_TYPES: dict[str, type | tuple[type, ...]]
 META_TYPES = {"argv": list, "complete": bool, "merged": bool, "events": int,
               "incomplete_ranks": list, "ranks": list, "hosts": list, "unmodelled": dict,
-              "invisible_calls": dict, "c_calls_counted_ranks": int, "cwd": str,
+              "invisible_calls": dict, "below_python_calls": dict,
+              "c_calls_counted_ranks": int, "cwd": str,
               "tracer_version": str, "mpi_library": str, "mpi_version": str,
               "mpi4py_version": str, "python": str, "start": (str, type(None)),
               "end": (str, type(None)), "waits": dict}
@@ -69,7 +70,7 @@ def _check_meta_items(meta: dict, path: str) -> None:
     for key in ("argv", "hosts"):
         if not all(isinstance(a, str) for a in meta.get(key, [])):
             raise TraceError(f"{path}: {key} must be a list of words")
-    for key in ("unmodelled", "invisible_calls"):
+    for key in ("unmodelled", "invisible_calls", "below_python_calls"):
         if not all(type(v) is int and v >= 0 for v in (meta.get(key) or {}).values()):
             raise TraceError(f"{path}: {key} must count calls (whole numbers >= 0)")
     waits = meta.get("waits")

@@ -324,7 +324,8 @@ def _meta(traces, target: int, layout: Layout, events: np.ndarray, report: pd.Da
           paths, level: float) -> dict:
     base = traces[-1].meta
     meta = {k: copy.deepcopy(v) for k, v in base.items()
-            if k not in ("digests", "invisible_calls", "c_calls_counted_ranks")}
+            if k not in ("digests", "invisible_calls", "below_python_calls",
+                         "c_calls_counted_ranks")}
     now = datetime.datetime.now(datetime.UTC).isoformat()
     grow = target / traces[-1].size
     meta.update(size=target, start=now, end=now, complete=True, merged=True,

@@ -2,7 +2,7 @@
 
   mpiexec -n N python -m instrument trace -o DIR [--force] app.py [args...]
   mpiexec -n N python -m instrument trace -o DIR -m module [args...]
-  mpiexec -n N python -m instrument trace --count-c-calls -o DIR app.py [args...]
+  mpiexec -n N python -m instrument trace --c-calls -o DIR app.py [args...]
   mpiexec -n N python -m instrument record --ranks R1,R2 -o LOG_DIR app.py [args...]
   python -m instrument show DIR
   python -m instrument merge DIR      (salvage a run that crashed or was killed)
@@ -56,7 +56,7 @@ def _plan(argv: list[str]):
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("trace", help="run an application under the tracer (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument trace -o DIR [--force] "
-                             "[--keep-raw] [--count-c-calls] [--watchdog S] (app.py | -m module "
+                             "[--keep-raw] [--c-calls] [--watchdog S] (app.py | -m module "
                              "| -c command) [args ...]")
     p.add_argument("-o", "--output", required=True, help="trace directory to create")
     p.add_argument("--force", action="store_true",
@@ -64,10 +64,12 @@ def _plan(argv: list[str]):
     p.add_argument("--keep-raw", action="store_true",
                    help="keep the per-rank raw files after merging")
     _watchdog_option(p)
-    p.add_argument("--count-c-calls", action="store_true",
-                   help="also count MPI calls at the C level (a PMPI shim built with the "
-                        "MPI library's mpicc) and warn about calls made below Python, "
-                        "which the trace cannot contain (c_calls.csv in the trace)")
+    p.add_argument("--c-calls", "--count-c-calls", dest="c_calls", action="store_true",
+                   help="also trace the MPI calls made below Python (C extensions, "
+                        "compiled code, ctypes/cffi/numba) through a PMPI shim built with the "
+                        "MPI library's mpicc: they join the trace as events flagged "
+                        "below_python; calls the shim only counts are reported as invisible "
+                        "(c_calls.csv in the trace)")
     p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
                              "--reps REPS.csv) -o LOG_DIR [--force] [--watchdog S] (app.py | "
@@ -94,7 +96,7 @@ def _plan(argv: list[str]):
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
         _set_watchdog(parser, args.watchdog)
-        if args.count_c_calls:
+        if args.c_calls:
             from .ccount import CcountError, load, preloaded_command
             try:
                 again = preloaded_command(argv)
@@ -105,13 +107,13 @@ def _plan(argv: list[str]):
                     os.execve(cmd[0], cmd, env)
                 load()                      # before MPI is initialised
             except CcountError as e:
-                print(f"instrument trace: error: --count-c-calls: {e}", file=sys.stderr)
+                print(f"instrument trace: error: --c-calls: {e}", file=sys.stderr)
                 return 2
         waits = choose_waits()              # before MPI reads its variables
         from .run import trace_main
         return lambda: trace_main(args.output, target, mode, force=args.force,
                                   keep_raw=True if args.keep_raw else None,
-                                  count_c_calls=args.count_c_calls, waits=waits)
+                                  count_c_calls=args.c_calls, waits=waits)
     if argv and argv[0] == "record":
         opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["record"] + opts)

@@ -25,6 +25,8 @@ static const char *rr_function_name(int i);
 #define RR_MAX_FUNCTIONS 1024
 static uint64_t rr_visible[RR_MAX_FUNCTIONS];
 static uint64_t rr_invisible[RR_MAX_FUNCTIONS];
+static uint64_t rr_traced[RR_MAX_FUNCTIONS];
+static volatile int rr_tracing;           /* ctrace.c: events recorded */
 
 /* direct-mapped cache: (return address << 2) | caller class, 0 = empty */
 #define RR_CACHE 4096
@@ -60,20 +62,39 @@ static inline void rr_count(int id, void *ret)
         __atomic_fetch_add(&rr_invisible[id], 1, __ATOMIC_RELAXED);
 }
 
-/* Write "function<TAB>visible<TAB>invisible" for every function called;
+/* Count a call of a function the tracer records: whether to record it
+ * (made below Python while tracing is on). */
+static inline int rr_count_traced(int id, void *ret)
+{
+    int cls = rr_classify(ret);
+    if (cls == CALLER_MPI4PY) {
+        __atomic_fetch_add(&rr_visible[id], 1, __ATOMIC_RELAXED);
+    } else if (cls == CALLER_OTHER) {
+        if (rr_tracing) {
+            __atomic_fetch_add(&rr_traced[id], 1, __ATOMIC_RELAXED);
+            return 1;
+        }
+        __atomic_fetch_add(&rr_invisible[id], 1, __ATOMIC_RELAXED);
+    }
+    return 0;
+}
+
+/* Write "function<TAB>visible<TAB>invisible<TAB>traced" for every function
+ * called (invisible: made below Python and not recorded);
  * called through ctypes by the tracer before it merges.  Returns 0 or -1. */
 int repreplay_ccount_dump(const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "function\tvisible\tinvisible\n");
+    fprintf(f, "function\tvisible\tinvisible\ttraced\n");
     for (int i = 0; i < rr_n_functions(); i++) {
         uint64_t v = __atomic_load_n(&rr_visible[i], __ATOMIC_RELAXED);
         uint64_t n = __atomic_load_n(&rr_invisible[i], __ATOMIC_RELAXED);
-        if (v || n)
-            fprintf(f, "%s\t%llu\t%llu\n", rr_function_name(i), (unsigned long long)v,
-                    (unsigned long long)n);
+        uint64_t t = __atomic_load_n(&rr_traced[i], __ATOMIC_RELAXED);
+        if (v || n || t)
+            fprintf(f, "%s\t%llu\t%llu\t%llu\n", rr_function_name(i), (unsigned long long)v,
+                    (unsigned long long)n, (unsigned long long)t);
     }
     return fclose(f) ? -1 : 0;
 }

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import warnings
 
 from mpi4py import MPI
 
@@ -106,6 +107,8 @@ def _register(comm, parent_key: str, how: str, parent_idx: int = -1):
     comm._w = members
     comm._p = remote if remote is not None else members
     comm._me = members[real["Comm"].Get_rank(comm)]
+    if R.below is not None:              # calls below Python name it by its handle
+        R.below.comm_known(comm.handle, idx, key)
     topo = _topology(comm, members, remote)
     R.note("c", idx, key, type(comm).__name__.replace("Traced", ""), members, remote,
            parent_idx, how, topo)
@@ -653,6 +656,8 @@ def _free(name, opname):
     def f(self):
         s = enter()
         idx = self._tidx
+        if R.below is not None:
+            R.below.comm_forget(self.handle)
         base(self)
         leave(s, op, idx, -1, -1, 0, 0, -1)
     f.__name__ = name
@@ -1157,6 +1162,8 @@ def install(trace_dir: str) -> Recorder:
     from ._hotpath import now
     origin = now()
     R = Recorder(trace_dir, rank, size, origin)
+    from .ccount import below_python
+    R.below = below_python(trace_dir, rank, origin)
     _side = R.side.append
     for name in ops.NAMES:
         R.note("o", ops.CODE[name], name)
@@ -1170,6 +1177,11 @@ def install(trace_dir: str) -> Recorder:
     MPI.COMM_SELF = ts
     for real, traced in _TRACED_BY_REAL.items():
         setattr(MPI, real.__name__, traced)
+    # A C extension importing mpi4py's C API (import_mpi4py) checks each
+    # class's size and warns that the traced ones are larger: they add
+    # three slots after the handle, which the C API reads where it always is
+    warnings.filterwarnings("ignore", message=r"mpi4py\.MPI\.\w+ size changed",
+                            category=RuntimeWarning)
     MPI.REQUEST_NULL = _wrap_req(MPI.REQUEST_NULL)
     MPI.REQUEST_NULL._tid = -1
     MPI.MESSAGE_NULL = TracedMessage(MPI.MESSAGE_NULL)

@@ -57,11 +57,15 @@ def show(path: str, max_ranks: int = 32) -> str:
     warn = trace_warnings(m)
     if "unmodelled" in warn:
         lines.append("  UNMODELLED  : " + warn["unmodelled"])
+    if "below_python" in warn:
+        lines.append("  below Python: " + warn["below_python"])
     if "invisible" in warn:
         lines.append("  INVISIBLE   : " + warn["invisible"])
+    elif "below_python" in warn:
+        pass
     elif m.get("c_calls_counted_ranks", 0) >= int(m["size"]):
         lines.append("  C-level     : every MPI call went through mpi4py (counted with "
-                     "--count-c-calls)")
+                     "--c-calls)")
     elif "c_calls_counted_ranks" in m:
         lines.append(f"  C-level     : counted on {m['c_calls_counted_ranks']} of {m['size']} "
                      f"ranks only; none below Python there")

@@ -48,6 +48,7 @@ class Recorder:
         self.nsites = 0
         self.unmodelled: dict[str, int] = {}
         self.closed = False
+        self.below = None        # the tracer of calls below Python (ccount.BelowPython)
         self.info = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid(),
                      "complete": False, "status": "running"}
         self._write_info()
@@ -89,7 +90,8 @@ class Recorder:
 
     @property
     def n(self) -> int:
-        return self._hot.count()
+        """Events recorded, from Python and below it."""
+        return self._hot.count() + (self.below.n if self.below is not None else 0)
 
     def held_in_call(self) -> bool:
         """Whether events wait in the buffer while the rank is inside a call."""
@@ -97,6 +99,8 @@ class Recorder:
 
     def flush(self):
         if not self.closed:
+            if self.below is not None:
+                self.below.flush()
             try:
                 self._hot.flush()
             except self._hot.WriteError as e:
@@ -113,6 +117,10 @@ class Recorder:
         if self.closed:
             return
         self.closed = True
+        if self.below is not None:
+            failed = self.below.stop()
+            if failed:
+                status = f"failed: {self.path('cev')}: {failed}"
         try:
             self._hot.stop()
             self._flush_side()

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from conftest import APPS, BIN, EXAMPLES, MPIEXEC, ROOT, mpi_env, mpirun, run, trace
 
+from contracts.raw_trace import FLAG_BELOW_PYTHON
 from contracts.trace import TraceError, load_trace
 
 SMALL = {
@@ -200,45 +201,113 @@ def test_library_subclasses_of_mpi_classes_keep_their_isinstance(tmp_path):
     assert {"issend", "testall", "iprobe", "recv"} <= ops
 
 
-def test_calls_below_python_are_counted_and_warned_about(tmp_path):
-    """--count-c-calls: a C library calling MPI itself (as FFTW-MPI does) is
-    invisible to the trace; the counter names those calls and every stage warns."""
+# what a call below Python must record as the same call through mpi4py does
+SAME_AS_PYTHON = ["op", "peer", "tag", "sbytes", "rbytes", "wildcard", "rpeer", "rtag"]
+
+
+def _halves(ev: pd.DataFrame, rank: int):
+    """A rank's events of below_python_ops.py: the Python half (after init,
+    up to the first barrier on the world) and the C half (flagged)."""
+    r = ev[ev["rank"] == rank].reset_index(drop=True)
+    first_barrier = r.index[(r["op"] == "barrier") & (r["comm"] == 0)][0]
+    return r.iloc[1:first_barrier], r[(r["flags"] & FLAG_BELOW_PYTHON) != 0]
+
+
+def test_calls_below_python_are_traced_like_calls_through_mpi4py(tmp_path):
+    """--c-calls: a C library calling MPI itself on the raw handles (as
+    Devito's generated code, FFTW-MPI or a C extension do) joins the trace,
+    in call order with the mpi4py events and recorded exactly as the same
+    calls made through mpi4py are (peers, tags, bytes, wildcards, per-peer
+    counts, requests, communicators made in C, Cartesian topology); a call
+    the shim only counts stays invisible and is warned about."""
+    lib = tmp_path / "libops.so"
+    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "below_python_ops.c")])
+    app = [APPS / "below_python_ops.py", lib]
+    plain = mpirun(3, app).stdout
+    p = mpirun(3, ["-m", "instrument", "trace", "--c-calls", "-o", tmp_path / "t"] + app)
+
+    def sums(out):                    # the ranks' lines may interleave
+        return sorted(re.findall(r"rank (\d) python ([\d.]+) c ([\d.]+)\n", out))
+    assert sums(p.stdout) == sums(plain) and len(sums(plain)) == 3
+    assert all(py == c for _, py, c in sums(plain))
+    t = load_trace(str(tmp_path / "t"))
+    ev = t.events
+    for rank in range(3):
+        py, c = _halves(ev, rank)
+        assert len(c) == len(py) == 23, (rank, len(py), len(c))
+        assert (py[SAME_AS_PYTHON].to_numpy() == c[SAME_AS_PYTHON].to_numpy()).all(), rank
+        for col in ("scounts", "rcounts"):
+            assert [None if v is None else list(v) for v in py[col]] == \
+                   [None if v is None else list(v) for v in c[col]], (rank, col)
+        assert [len(v) for v in py["reqs"]] == [len(v) for v in c["reqs"]]
+        # a request made in C is completed by the C call that waits for it
+        made = set(c["req"][c["req"] >= 0])
+        done = {q for v in c["reqs"] for q in v}
+        assert made == done and len(made) == 5
+        # both halves dup the world, which the C half knows by the id the
+        # Python tracer gave it; the communicators made then are their own
+        assert c["comm"].iloc[0] == py["comm"].iloc[0] == 0
+        own = set(c["comm"]) - {-1, 0}
+        assert len(own) == 2 and not own & set(py["comm"])
+    comms = t.comms.set_index("comm")
+    made_in_c = comms[comms["key"].str.startswith("c") & (comms["key"].str.len() == 17)]
+    assert sorted(made_in_c["how"]) == ["cart_create", "comm_dup"]
+    assert all(list(m) == [0, 1, 2] for m in made_in_c["members"])
+    topo = t.topology
+    cart_py = comms.index[(comms["how"] == "cart_create") & ~comms.index.isin(made_in_c.index)]
+    a = topo[topo["comm"] == cart_py[0]].drop(columns="comm").reset_index(drop=True)
+    b = topo[topo["comm"] == made_in_c.index[made_in_c["how"] == "cart_create"][0]] \
+        .drop(columns="comm").reset_index(drop=True)
+    assert a.astype(str).equals(b.astype(str))
+    # the C events' call sites name the library that made them
+    c_sites = set(_halves(ev, 0)[1]["site"])
+    assert set(t.sites.set_index("site").loc[list(c_sites), "file"]) == {str(lib)}
+    assert t.meta["below_python_calls"]["MPI_Isend"] == 6
+    assert t.meta["invisible_calls"] == {"MPI_Alltoallw": 3}
+    assert "MPI_Alltoallw x3" in p.stderr and "MPI calls made below Python were traced" \
+        in p.stderr
+    counts = pd.read_csv(tmp_path / "t" / "c_calls.csv").set_index("function")
+    assert counts.loc["MPI_Alltoallw", "invisible"] == 3 and counts["visible"].sum() > 0
+    shown = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")]).stdout
+    assert "INVISIBLE" in shown and "below Python:" in shown
+    sim = run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+               str(ROOT / "config" / "platforms" / "fat-node.yaml"), "-o",
+               str(tmp_path / "p.json")])
+    warnings = json.loads((tmp_path / "p.json").read_text())["warnings"]
+    assert "cannot see" in sim.stderr and any("cannot see" in w for w in warnings)
+
+
+def test_calls_below_python_without_the_shim_are_neither_seen_nor_changed(tmp_path):
+    """Without --c-calls the trace holds the mpi4py calls only, and the
+    application computes the same."""
     lib = tmp_path / "libbelow.so"
     run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "below_python.c")])
-    p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
+    p = mpirun(2, ["-m", "instrument", "trace", "-o", tmp_path / "t",
                    APPS / "below_python.py", lib, "3"])
-    assert "ring sums" in p.stdout
-    assert "issues 12 MPI calls the tracer cannot see" in p.stderr
-    assert "MPI_Allreduce x6" in p.stderr and "MPI_Sendrecv x6" in p.stderr
-    t = load_trace(str(tmp_path / "t"))
-    assert t.meta["invisible_calls"] == {"MPI_Allreduce": 6, "MPI_Sendrecv": 6}
-    counts = pd.read_csv(tmp_path / "t" / "c_calls.csv").set_index("function")
-    assert counts.loc["MPI_Allreduce", "invisible"] == 6
-    # the mpi4py-level calls (the app's allreduce, the tracer's own) are visible
-    assert counts["visible"].sum() > 0
-    shown = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")]).stdout
-    assert "INVISIBLE" in shown and "the prediction will be wrong" in shown
-    sim = run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
-               str(ROOT / "config" / "platforms" / "this-machine.yaml"), "-o",
-               str(tmp_path / "p.json")])
-    assert "cannot see" in sim.stderr
-    assert any("cannot see" in w for w in json.loads((tmp_path / "p.json").read_text())["warnings"])
+    assert "ring sums 3, mpi4py sum 1" in p.stdout
+    ev = load_trace(str(tmp_path / "t")).events
+    assert not ((ev["flags"] & FLAG_BELOW_PYTHON) != 0).any()
+    assert "sendrecv" not in set(ev["op"])
 
 
-def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_counted(tmp_path):
+def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_traced(tmp_path):
     """ctypes on libmpi's handle (as numba-jitted codes call MPI) bypasses
     the shim's place in the symbol scope; the preloaded dlsym interposer
-    hands out the shim's wrappers instead, so the calls are counted, and
+    hands out the shim's wrappers instead, so the calls are traced, and
     the application's output is unchanged."""
     plain = mpirun(2, [APPS / "ctypes_mpi.py"]).stdout
-    p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
+    p = mpirun(2, ["-m", "instrument", "trace", "--c-calls", "-o", tmp_path / "t",
                    APPS / "ctypes_mpi.py"])
     def values(out):                  # the two ranks' lines may interleave
         return sorted(re.findall(r"rank (\d) value (\d+\.\d)", out))
     assert values(p.stdout) == values(plain) == [("0", "42.0"), ("1", "42.0")]
-    assert "issues 2 MPI calls the tracer cannot see" in p.stderr
+    assert "cannot see" not in p.stderr
     t = load_trace(str(tmp_path / "t"))
-    assert t.meta["invisible_calls"] == {"MPI_Send": 1, "MPI_Recv": 1}
+    assert t.meta["invisible_calls"] == {}
+    assert t.meta["below_python_calls"] == {"MPI_Send": 1, "MPI_Recv": 1}
+    below = t.events[(t.events["flags"] & FLAG_BELOW_PYTHON) != 0]
+    assert sorted(zip(below["rank"], below["op"], below["peer"])) == [(0, "send", 1),
+                                                                     (1, "recv", 0)]
 
 
 def test_a_counter_that_cannot_see_library_lookups_stops_before_tracing(tmp_path):
@@ -252,7 +321,7 @@ def test_a_counter_that_cannot_see_library_lookups_stops_before_tracing(tmp_path
     p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",
                    EXAMPLES / "jacobi.py"] + SMALL["jacobi.py"], env=env, check=False)
     assert p.returncode != 0
-    assert "--count-c-calls: " in p.stderr and "is not preloaded or did not find the C " \
+    assert "--c-calls: " in p.stderr and "is not preloaded or did not find the C " \
         "library's dlsym: calls looked up on the MPI library's handle would go uncounted" \
         in p.stderr
     assert not (tmp_path / "t").exists()

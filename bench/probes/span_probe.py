@@ -74,8 +74,8 @@ def build() -> Path:
     mpicc = ccount._mpicc()
     made = ccount.wrappers(
         mpicc, lambda name: ccount.COUNTED.match(name) or re.match(MANAGED, name),
-        lambda i, call: (f"    rr_enter();\n    int r = {call};\n    rr_leave({i});\n"
-                         "    return r;\n"))
+        lambda i, name, call: (f"    rr_enter();\n    int r = {call};\n    rr_leave({i});\n"
+                               "    return r;\n"))
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "names.txt").write_text("".join(name + "\n" for name, _ in made))
     src = OUT / "probe.c"

@@ -1,0 +1,296 @@
+"""The traced C wrappers of the PMPI shim, generated from the one table of
+operations (mpimodel/ops.py) and the MPI library's own header.
+
+An op of the table is traced at the C level when its C function exists in
+``mpi.h`` (``MPI_`` and the op name capitalised: ``isend`` -> ``MPI_Isend``,
+``comm_dup`` -> ``MPI_Comm_dup``) and its kind is one this module can
+write a body for.  The body is put together from the op's kind and shape
+and the function's parameter names as the header declares them (``buf``,
+``count``, ``datatype``, ``dest``, ``sendcounts``, ``request`` ...): the
+same byte counts, peers and flags the Python tracer records for the same
+call (instrument/intercept.py).  A function without a body here (persistent
+requests, matched probes, neighbourhood collectives, one-sided, MPI-IO,
+the large-count ``_c`` variants) is still counted, and a call of it made
+below Python is reported as invisible.
+
+Every body runs after ``rr_count_traced`` said the call is to be recorded
+(made below Python, tracing on); the runtime it calls is instrument/ctrace.c.
+"""
+from __future__ import annotations
+
+import re
+
+from mpimodel import ops
+
+# kinds with a C body; the others are counted only
+TRACED_KINDS = ("send", "isend", "recv", "irecv", "sendrecv", "probe", "coll", "icoll", "wait",
+                "waitmany", "create", "free")
+_CREATIONS = ("comm_dup", "comm_split", "comm_split_type", "comm_create", "cart_create")
+_STATUS_LOCAL = 16            # statuses on the stack before a completion allocates
+
+
+def c_name(op: str) -> str:
+    """The C function (without ``MPI_``) of a canonical op name."""
+    return op[:1].upper() + op[1:]
+
+
+def traced_ops() -> dict[str, ops.Op]:
+    """C function name -> the table's row, for every buffer-API op whose
+    kind has a C body (the lower-case object methods share the op names)."""
+    out: dict[str, ops.Op] = {}
+    for row in ops.TABLE:
+        if row.kind in TRACED_KINDS and row.method[:1].isupper() and \
+                (row.kind != "create" or row.op in _CREATIONS) and \
+                (row.kind != "free" or row.op == "comm_free"):
+            out.setdefault(c_name(row.op), row)
+    return out
+
+
+def _params(params: str) -> list[tuple[str, str]]:
+    """(type, name) of each parameter of a C parameter list."""
+    out = []
+    for p in re.split(r",(?![^\[]*\])", params):
+        p = p.strip()
+        m = re.match(r"(.*?)([A-Za-z_]\w*)\s*(\[[^\]]*\])?$", p)
+        if m:
+            out.append((m.group(1).strip() + ("*" if m.group(3) else ""), m.group(2)))
+    return out
+
+
+def _put(op: str, comm="ce->idx", peer="-1", tag="-1", sb="0", rb="0", req="-1", rpeer="-1",
+         rtag="-1", newcomm="-1", flags="0", extra="NULL") -> str:
+    return (f"    rr_put(&sp, ret, {ops.CODE[op]} /* {op} */, {comm}, {peer}, {tag}, {sb}, "
+            f"{rb}, {req}, {rpeer}, {rtag}, {newcomm}, {flags}, {extra});\n")
+
+
+def _statuses(arg: str, n: str) -> str:
+    """Statements that make ``arg`` (a status array) real for ``n`` requests."""
+    return (f"    MPI_Status rr_local[{_STATUS_LOCAL}], *rr_given = {arg};\n"
+            f"    {arg} = rr_statuses({arg}, {n}, rr_local, {_STATUS_LOCAL});\n")
+
+
+def _handles(reqs: str, n: str) -> str:
+    """Statements that copy the request handles before MPI nulls them."""
+    return (f"    MPI_Request rr_hl[{_STATUS_LOCAL}], *rr_h = {n} <= {_STATUS_LOCAL} ? rr_hl : "
+            f"malloc(sizeof(MPI_Request) * (size_t)({n} > 0 ? {n} : 1));\n"
+            f"    memcpy(rr_h, {reqs}, sizeof(MPI_Request) * (size_t)({n} > 0 ? {n} : 0));\n")
+
+
+def _free_handles(n: str) -> str:
+    return f"    if (rr_h != rr_hl) free(rr_h);\n"
+
+
+def _coll_sizes(stem: str, a: set) -> tuple[str, str, str, str, str] | None:
+    """(statements, sbytes, rbytes, peer, extra) of a buffer collective,
+    as the Python tracer counts them (mpimodel/bufsize.py)."""
+    rooted = "root" in a
+    pre = "    int rr_p = ce->n;\n    (void)rr_p;\n"
+    if rooted:
+        pre += "    int rr_rootme = rr_is_root(ce, root);\n"
+    peer = "rr_root(ce, root)" if rooted else "-1"
+    extra = "NULL"
+    if stem == "barrier":
+        return pre, "0", "0", "-1", extra
+    if stem == "bcast":
+        pre += "    int64_t rr_n = rr_bytes(count, datatype);\n"
+        return pre, "rr_rootme ? rr_n : 0", "rr_rootme ? 0 : rr_n", peer, extra
+    if stem in ("reduce",):
+        pre += "    int64_t rr_n = rr_bytes(count, datatype);\n"
+        return pre, "rr_n", "rr_rootme ? rr_n : 0", peer, extra
+    if stem in ("allreduce", "scan", "exscan"):
+        pre += "    int64_t rr_n = rr_bytes(count, datatype);\n"
+        return pre, "rr_n", "rr_n", peer, extra
+    if stem == "reduce_scatter_block":
+        pre += "    int64_t rr_n = rr_bytes(recvcount, datatype);\n"
+        return pre, "rr_p * rr_n", "rr_n", peer, extra
+    if stem == "reduce_scatter":
+        pre += ("    int rr_me = 0;\n    PMPI_Comm_rank(comm, &rr_me);\n"
+                "    int64_t rr_n = rr_bytes(recvcounts[rr_me], datatype);\n")
+        return pre, "rr_sum_bytes(recvcounts, rr_p, datatype)", "rr_n", peer, extra
+    # gathers, scatters, all-to-alls: the receiving side first
+    if "recvcounts" in a:
+        rb = "rr_sum_bytes(recvcounts, rr_p, recvtype)"
+    elif "recvcount" in a:
+        rb = "rr_bytes(recvcount, recvtype)" if stem.startswith("scatter") \
+            else "rr_p * rr_bytes(recvcount, recvtype)"
+    else:
+        return None
+    if stem.startswith("gather"):
+        rb = f"(rr_rootme ? {rb} : 0)"
+    if stem.startswith("scatter"):
+        rb = f"(recvbuf == MPI_IN_PLACE ? 0 : {rb})"
+    pre += f"    int64_t rr_rb = {rb};\n"
+    if "sendcounts" in a:
+        sb = "rr_sum_bytes(sendcounts, rr_p, sendtype)"
+    elif "sendcount" in a:
+        sb = "rr_p * rr_bytes(sendcount, sendtype)" if stem.startswith(("scatter", "alltoall")) \
+            else "rr_bytes(sendcount, sendtype)"
+    else:
+        return None
+    if stem.startswith("scatter"):
+        sb = f"(rr_rootme ? {sb} : 0)"
+    elif stem.startswith("alltoall"):
+        sb = f"(sendbuf == MPI_IN_PLACE ? rr_rb : {sb})"
+    else:                                     # gathers: in place, one block of the result
+        sb = f"(sendbuf == MPI_IN_PLACE ? rr_rb / (rr_p > 0 ? rr_p : 1) : {sb})"
+    if stem.endswith("v"):
+        sc = "sendcounts" if "sendcounts" in a else "NULL"
+        rc = "recvcounts" if "recvcounts" in a else "NULL"
+        if stem.startswith(("gather", "scatter")):   # the counts mean something at the root
+            pre += (f"    char *rr_x = rr_rootme ? rr_counts_json({sc}, "
+                    f"{'sendtype' if sc != 'NULL' else 'MPI_DATATYPE_NULL'}, {rc}, "
+                    f"{'recvtype' if rc != 'NULL' else 'MPI_DATATYPE_NULL'}, rr_p) : NULL;\n")
+        else:
+            pre += (f"    char *rr_x = rr_counts_json(sendbuf == MPI_IN_PLACE ? NULL : {sc}, "
+                    f"{'sendtype' if sc != 'NULL' else 'MPI_DATATYPE_NULL'}, {rc}, "
+                    f"{'recvtype' if rc != 'NULL' else 'MPI_DATATYPE_NULL'}, rr_p);\n")
+        extra = "rr_x"
+    return pre, sb, "rr_rb", peer, extra
+
+
+def body(name: str, params: str, row: ops.Op) -> str | None:
+    """The statements of the traced wrapper ``MPI_<name>`` after its
+    decision to record, or None where this module has no body for it."""
+    plist = _params(params)
+    a = {n for _, n in plist}
+    args = ", ".join(n for _, n in plist)
+    call = f"PMPI_{name}({args})"
+    kind, op = row.kind, row.op
+    s = ""
+    if kind in ("send", "isend"):
+        if not {"count", "datatype", "dest", "tag", "comm"} <= a:
+            return None
+        s += f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+        req = "-1"
+        if kind == "isend":
+            s += "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 0, ce) : -1;\n"
+            req = "id"
+        s += _put(op, peer="rr_peer(ce, dest)", tag="tag", sb="rr_bytes(count, datatype)",
+                  req=req)
+    elif kind == "recv":
+        if not {"source", "tag", "comm", "status"} <= a:
+            return None
+        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
+              f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+              "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n")
+        s += _put(op, peer="p", tag="tg", rb="n", flags="rr_wild(source, tag)")
+    elif kind == "irecv":
+        if not {"count", "datatype", "source", "tag", "comm", "request"} <= a:
+            return None
+        s += (f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+              "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 1, ce) : -1;\n")
+        s += _put(op, peer="rr_peer(ce, source)", tag="tag", rb="rr_bytes(count, datatype)",
+                  req="id", flags="rr_wild(source, tag)")
+    elif kind == "sendrecv":
+        if not {"dest", "sendtag", "source", "recvtag", "comm", "status"} <= a:
+            return None
+        sb = "rr_bytes(sendcount, sendtype)" if "sendcount" in a else "rr_bytes(count, datatype)"
+        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
+              f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+              "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n")
+        s += _put(op, peer="rr_peer(ce, dest)", tag="sendtag", sb=sb, rb="n", rpeer="p",
+                  rtag="tg", flags="rr_wild(source, recvtag)")
+    elif kind == "probe":
+        if not {"source", "tag", "comm", "status"} <= a:
+            return None
+        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
+              f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n")
+        if "flag" in a:
+            s += "    if (!*flag) {\n" + _put(op, peer="rr_peer(ce, source)", tag="tag",
+                                              flags="RR_FLAG_NONE") + "        return rc;\n    }\n"
+        s += "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n"
+        s += _put(op, peer="p", tag="tg", rb="n", flags="rr_wild(source, tag)")
+    elif kind in ("coll", "icoll"):
+        stem = op[1:] if kind == "icoll" else op
+        if "comm" not in a or (kind == "icoll") != ("request" in a):
+            return None
+        sizes = _coll_sizes(stem, a)
+        if sizes is None or stem.startswith("neighbor") or stem == "alltoallw":
+            return None
+        pre, sb, rb, peer, extra = sizes
+        inplace = "sendbuf == MPI_IN_PLACE" if "sendbuf" in a else "0"
+        if stem.startswith("scatter"):
+            inplace = "recvbuf == MPI_IN_PLACE"
+        s += f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n" + pre
+        req = "-1"
+        if kind == "icoll":
+            s += "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 0, ce) : -1;\n"
+            req = "id"
+        s += _put(op, peer=peer, sb=sb, rb=rb, req=req, flags=f"({inplace}) ? 32 : 0",
+                  extra=extra)
+        if extra != "NULL":
+            s += f"    free({extra});\n"
+    elif kind == "wait" and name == "Wait":
+        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
+              "    rr_req_t q = rr_req_find(*request, 1);\n"
+              f"    int rc = {call};\n    rr_fixup(&q, status);\n")
+        s += _put(op, comm="-1", req="q.id")
+    elif kind == "wait" and name == "Test":
+        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
+              "    MPI_Request rr_h = *request;\n"
+              f"    int rc = {call};\n"
+              "    if (!*flag) {\n" + _put(op, comm="-1", flags="RR_FLAG_NONE")
+              + "        return rc;\n    }\n"
+              "    rr_req_t q = rr_req_find(rr_h, 1);\n    rr_fixup(&q, status);\n")
+        s += _put(op, comm="-1", req="q.id")
+    elif kind == "waitmany":
+        n = "incount" if "incount" in a else "count"
+        if not {n, "array_of_requests"} <= a:
+            return None
+        s += _handles("array_of_requests", n)
+        if row.completes in ("all", "some"):
+            s += _statuses("array_of_statuses", n)
+        else:
+            s += "    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
+        s += f"    int rc = {call};\n"
+        done = {"all": "1", "some": "*outcount != MPI_UNDEFINED && *outcount > 0",
+                "any": "*indx != MPI_UNDEFINED"}[row.completes]
+        if "flag" in a:
+            done = f"*flag && ({done})"
+        s += f"    if (!({done})) {{\n" + _put(op, comm="-1", flags="RR_FLAG_NONE" if
+                                             "flag" in a or row.completes == "some" else "0")
+        if row.completes in ("all", "some"):
+            s += "        rr_statuses_done(array_of_statuses, rr_given, rr_local);\n"
+        s += _free_handles(n) + "        return rc;\n    }\n"
+        if row.completes == "any":
+            s += ("    rr_req_t q = rr_req_find(rr_h[*indx], 1);\n    rr_fixup(&q, status);\n"
+                  + _free_handles(n) + _put(op, comm="-1", req="q.id"))
+        else:
+            k = n if row.completes == "all" else "*outcount"
+            idx = "i" if row.completes == "all" else "array_of_indices[i]"
+            s += (f"    int64_t *rr_ids = malloc(sizeof(int64_t) * (size_t)({k} > 0 ? {k} : 1));\n"
+                  f"    for (int i = 0; i < {k}; i++) {{\n"
+                  f"        rr_req_t q = rr_req_find(rr_h[{idx}], 1);\n"
+                  "        rr_ids[i] = q.id;\n"
+                  "        rr_fixup(&q, &array_of_statuses[i]);\n    }\n"
+                  f"    char *rr_x = rr_ids_json(rr_ids, {k});\n"
+                  + _put(op, comm="-1", extra="rr_x")
+                  + "    free(rr_x);\n    free(rr_ids);\n"
+                  "    rr_statuses_done(array_of_statuses, rr_given, rr_local);\n"
+                  + _free_handles(n))
+    elif kind == "create":
+        comms = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm"]
+        outs = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm*"]
+        if not comms or not outs:
+            return None
+        parent, out = comms[0], outs[-1]
+        topo = "rr_cart_json(*%s)" % out if op == "cart_create" else "NULL"
+        s += (f"    int rc = {call};\n"
+              "    int64_t nid = -1;\n"
+              f"    char *rr_topo = rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL ? {topo} : NULL;\n"
+              "    pthread_mutex_lock(&rr_mu);\n"
+              f"    rr_comm_t *ce = rr_comm_locked({parent});\n"
+              f"    if (rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL)\n"
+              f"        nid = rr_register_locked(*{out}, ce, \"{op}\", rr_topo)->idx;\n"
+              "    pthread_mutex_unlock(&rr_mu);\n    free(rr_topo);\n")
+        s += _put(op, newcomm="nid")
+    elif kind == "free":
+        s += ("    pthread_mutex_lock(&rr_mu);\n"
+              "    rr_comm_t *ce = rr_comm_locked(*comm);\n    int64_t idx = ce->idx;\n"
+              "    if (ce != &rr_no_comm) ce->live = 0;\n"
+              "    pthread_mutex_unlock(&rr_mu);\n"
+              f"    int rc = {call};\n")
+        s += _put(op, comm="idx")
+    else:
+        return None
+    return s + "    return rc;\n"
