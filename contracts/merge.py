@@ -387,13 +387,14 @@ def _source_frame(trace_dir: str, rank: int, g: _Globals, ev_ext: str, side_ext:
 def rank_frame(trace_dir: str, rank: int, g: _Globals) -> pd.DataFrame:
     """One rank's events as a DataFrame in the contract's columns: the
     Python-level tracer's, and the calls below Python where the shim traced
-    them, interleaved by start time (each call ends before the next starts)."""
+    them, interleaved in return order (as the tracer orders the calls of
+    several threads)."""
     df, comms = _source_frame(trace_dir, rank, g, "ev", "side", {})
     if os.path.exists(rank_path(trace_dir, rank, "cev")):
         below, _ = _source_frame(trace_dir, rank, g, "cev", "cside", comms)
         if len(below):
             df = pd.concat([df, below], ignore_index=True) if len(df) else below
-            df = df.sort_values("t_start", kind="stable").reset_index(drop=True)
+            df = df.sort_values("t_end", kind="stable").reset_index(drop=True)
     n = len(df)
     t_start, t_end = df["t_start"].to_numpy(), df["t_end"].to_numpy()
     cpu_start, cpu_end = df.pop("cpu_start").to_numpy(), df.pop("cpu_end").to_numpy()

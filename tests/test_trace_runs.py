@@ -275,6 +275,17 @@ def test_calls_below_python_are_traced_like_calls_through_mpi4py(tmp_path):
                str(tmp_path / "p.json")])
     warnings = json.loads((tmp_path / "p.json").read_text())["warnings"]
     assert "cannot see" in sim.stderr and any("cannot see" in w for w in warnings)
+    assert any("made below Python were traced" in w for w in warnings)
+    # replay could not answer those calls: the clustering, which picks the
+    # ranks to replay, says so at once and writes nothing
+    reps = tmp_path / "reps.csv"
+    c = run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(reps)], check=False)
+    assert c.returncode == 2 and not reps.exists()
+    assert "(a representative) makes MPI calls below Python" in c.stderr
+    assert f"comm_dup from {lib}" in c.stderr and "Traceback" not in c.stderr
+    run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(reps),
+         "--allow-below-python"])
+    assert reps.exists()
 
 
 def test_calls_below_python_without_the_shim_are_neither_seen_nor_changed(tmp_path):

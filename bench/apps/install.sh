@@ -26,6 +26,16 @@ if [ ! -e /usr/include/fftw3.h ]; then
 fi
 "$PY" -m pip install -q mpi4py-fft pylops-mpi==0.8.0 heat emcee schwimmbad
 
+# applications whose MPI is below Python (bench/below_python.py): numba-mpi,
+# and Devito, whose examples ship in its wheel.  Devito 4.8 pins
+# numpy<=2.4.3, which would take the project's NumPy back below what the
+# SLURM executor plugin requires; it runs with the project's NumPy, so its
+# other requirements are installed and NumPy left as it is.
+"$PY" -m pip install -q numba-mpi
+"$PY" -m pip install -q --no-deps devito==4.8.23
+"$PY" -m pip install -q "sympy>=1.12.1,<1.15" "psutil>=5.1,<8" "py-cpuinfo<10" \
+    "cgen>=2020.1,<2026" "codepy>=2019.1,<2025" "multidict<6.3" "anytree>=2.4.3,<=2.13.0"
+
 # the examples and demos live in the source distributions, not the wheels
 mkdir -p "$HERE/src"
 cd "$HERE/src"
