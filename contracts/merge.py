@@ -519,10 +519,12 @@ def trace_warnings(meta: dict) -> dict:
     below = meta.get("below_python_calls") or {}
     if below:
         top = sorted(below.items(), key=lambda kv: -kv[1])[:8]
+        what = ("of this compiled program were" if meta.get("native")
+                else "made below Python were")
         out["below_python"] = (
-            f"{sum(below.values())} MPI calls made below Python were traced "
+            f"{sum(below.values())} MPI calls {what} traced "
             f"({', '.join(f'{k} x{v}' for k, v in top)}): the simulation includes them, but "
-            f"replay cannot answer them yet (a replayed rank's calls below Python reach "
+            f"replay cannot answer them yet (a replayed rank's calls from compiled code reach "
             f"no peer): predict with the trace's own computation times")
     unmodelled = meta.get("unmodelled") or {}
     if unmodelled:

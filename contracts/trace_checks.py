@@ -30,7 +30,7 @@ META_TYPES = {"argv": list, "complete": bool, "merged": bool, "events": int,
               "c_calls_counted_ranks": int, "cwd": str,
               "tracer_version": str, "mpi_library": str, "mpi_version": str,
               "mpi4py_version": str, "python": str, "start": (str, type(None)),
-              "end": (str, type(None)), "waits": dict}
+              "end": (str, type(None)), "waits": dict, "native": bool}
 # the lowest of MPI's negative rank constants a peer column may hold
 # (PROC_NULL, ANY_SOURCE, ROOT: -1..-3 in MPICH, -1..-4 in Open MPI)
 PEER_MIN = -4

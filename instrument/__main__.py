@@ -3,6 +3,7 @@
   mpiexec -n N python -m instrument trace -o DIR [--force] app.py [args...]
   mpiexec -n N python -m instrument trace -o DIR -m module [args...]
   mpiexec -n N python -m instrument trace --c-calls -o DIR app.py [args...]
+  mpiexec -n N python -m instrument trace -o DIR ./a.out [args...]   (a compiled program)
   mpiexec -n N python -m instrument record --ranks R1,R2 -o LOG_DIR app.py [args...]
   python -m instrument show DIR
   python -m instrument merge DIR      (salvage a run that crashed or was killed)
@@ -96,6 +97,13 @@ def _plan(argv: list[str]):
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
         _set_watchdog(parser, args.watchdog)
+        from .native import is_native
+        if mode == "path" and is_native(target[0]):
+            # a compiled program: the PMPI shim traces it all (no Python)
+            from .native import trace_native
+            waits = choose_waits()
+            return lambda: trace_native(args.output, target, force=args.force,
+                                        keep_raw=True if args.keep_raw else None, waits=waits)
         if args.c_calls:
             from .ccount import CcountError, load, preloaded_command
             try:

@@ -301,6 +301,43 @@ def test_calls_below_python_without_the_shim_are_neither_seen_nor_changed(tmp_pa
     assert "sendrecv" not in set(ev["op"])
 
 
+def test_a_compiled_program_is_traced_and_simulated(tmp_path):
+    """A plain C MPI program (no Python) under `instrument trace`: the PMPI
+    shim, preloaded into it, traces every call from its MPI_Init to its
+    MPI_Finalize into the same trace format (a Cartesian halo exchange,
+    an Allreduce), which the simulator takes; its output is unchanged."""
+    exe = tmp_path / "stencil"
+    run([str(BIN / "mpicc"), "-O2", "-o", str(exe), str(APPS / "stencil.c"), "-lm"])
+    plain = run([MPIEXEC, "-n", "3", str(exe), "20000", "30"])
+    p = run([MPIEXEC, "-n", "3", sys.executable, "-m", "instrument", "trace", "-o",
+             str(tmp_path / "t"), str(exe), "20000", "30"])
+    assert re.findall(r"residual \S+", p.stdout) == re.findall(r"residual \S+", plain.stdout)
+    assert "trace of 3 ranks" in p.stderr and "(complete)" in p.stderr
+    t = load_trace(str(tmp_path / "t"))
+    assert t.meta["native"] is True and t.meta["complete"]
+    ev = t.events
+    assert ((ev["flags"] & FLAG_BELOW_PYTHON) != 0).all()
+    cart = int(t.comms.loc[t.comms["kind"] == "Cartcomm", "comm"].iloc[0])
+    for rank in range(3):
+        r = ev[ev["rank"] == rank]
+        assert r["op"].iloc[0] == "init" and r["op"].iloc[-1] == "finalize"
+        counts = r["op"].value_counts()
+        assert (counts["isend"], counts["irecv"], counts["waitall"], counts["allreduce"]) == \
+            (60, 60, 30, 3)
+        sends = r[r["op"] == "isend"]
+        assert set(sends["peer"]) == {(rank + 1) % 3, (rank - 1) % 3}
+        assert (sends["sbytes"] == 8).all() and (sends["comm"] == cart).all()
+        assert (r.loc[r["op"] == "waitall", "reqs"].map(len) == 4).all()
+    topo = t.topology[t.topology["comm"] == cart].set_index("rank")
+    assert list(topo.loc[1, "destinations"]) == [0, 2] and list(topo.loc[1, "dims"]) == [3]
+    assert set(t.sites["file"]) == {str(exe)}
+    sim = run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+               str(ROOT / "config" / "platforms" / "fat-node.yaml"), "-o",
+               str(tmp_path / "p.json")])
+    assert json.loads((tmp_path / "p.json").read_text())["predicted_time"] > 0
+    assert "MPI calls of this compiled program were traced" in sim.stderr
+
+
 def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_traced(tmp_path):
     """ctypes on libmpi's handle (as numba-jitted codes call MPI) bypasses
     the shim's place in the symbol scope; the preloaded dlsym interposer
