@@ -76,38 +76,38 @@ def _handles(reqs: str, n: str) -> str:
             f"    memcpy(rr_h, {reqs}, sizeof(MPI_Request) * (size_t)({n} > 0 ? {n} : 0));\n")
 
 
-def _free_handles(n: str) -> str:
-    return f"    if (rr_h != rr_hl) free(rr_h);\n"
+def _free_handles() -> str:
+    return "    if (rr_h != rr_hl) free(rr_h);\n"
 
 
-def _coll_sizes(stem: str, a: set) -> tuple[str, str, str, str, str] | None:
-    """(statements, sbytes, rbytes, peer, extra) of a buffer collective,
-    as the Python tracer counts them (mpimodel/bufsize.py)."""
-    rooted = "root" in a
-    pre = "    int rr_p = ce->n;\n    (void)rr_p;\n"
-    if rooted:
-        pre += "    int rr_rootme = rr_is_root(ce, root);\n"
-    peer = "rr_root(ce, root)" if rooted else "-1"
-    extra = "NULL"
+_STATUS_IN = ("    MPI_Status rr_st;\n"
+              "    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n")
+
+
+def _reduce_sizes(stem: str) -> tuple[str, str, str] | None:
+    """(statements, sbytes, rbytes) of the collectives that reduce or
+    broadcast one buffer."""
     if stem == "barrier":
-        return pre, "0", "0", "-1", extra
+        return "", "0", "0"
+    n = "    int64_t rr_n = rr_bytes(count, datatype);\n"
     if stem == "bcast":
-        pre += "    int64_t rr_n = rr_bytes(count, datatype);\n"
-        return pre, "rr_rootme ? rr_n : 0", "rr_rootme ? 0 : rr_n", peer, extra
-    if stem in ("reduce",):
-        pre += "    int64_t rr_n = rr_bytes(count, datatype);\n"
-        return pre, "rr_n", "rr_rootme ? rr_n : 0", peer, extra
+        return n, "rr_rootme ? rr_n : 0", "rr_rootme ? 0 : rr_n"
+    if stem == "reduce":
+        return n, "rr_n", "rr_rootme ? rr_n : 0"
     if stem in ("allreduce", "scan", "exscan"):
-        pre += "    int64_t rr_n = rr_bytes(count, datatype);\n"
-        return pre, "rr_n", "rr_n", peer, extra
+        return n, "rr_n", "rr_n"
     if stem == "reduce_scatter_block":
-        pre += "    int64_t rr_n = rr_bytes(recvcount, datatype);\n"
-        return pre, "rr_p * rr_n", "rr_n", peer, extra
+        return "    int64_t rr_n = rr_bytes(recvcount, datatype);\n", "rr_p * rr_n", "rr_n"
     if stem == "reduce_scatter":
-        pre += ("    int rr_me = 0;\n    PMPI_Comm_rank(comm, &rr_me);\n"
-                "    int64_t rr_n = rr_bytes(recvcounts[rr_me], datatype);\n")
-        return pre, "rr_sum_bytes(recvcounts, rr_p, datatype)", "rr_n", peer, extra
-    # gathers, scatters, all-to-alls: the receiving side first
+        return ("    int rr_me = 0;\n    PMPI_Comm_rank(comm, &rr_me);\n"
+                "    int64_t rr_n = rr_bytes(recvcounts[rr_me], datatype);\n",
+                "rr_sum_bytes(recvcounts, rr_p, datatype)", "rr_n")
+    return None
+
+
+def _block_sizes(stem: str, a: set) -> tuple[str, str, str, str] | None:
+    """(statements, sbytes, rbytes, extra) of the gathers, scatters and
+    all-to-alls: blocks per member, per-peer counts for the v forms."""
     if "recvcounts" in a:
         rb = "rr_sum_bytes(recvcounts, rr_p, recvtype)"
     elif "recvcount" in a:
@@ -119,7 +119,7 @@ def _coll_sizes(stem: str, a: set) -> tuple[str, str, str, str, str] | None:
         rb = f"(rr_rootme ? {rb} : 0)"
     if stem.startswith("scatter"):
         rb = f"(recvbuf == MPI_IN_PLACE ? 0 : {rb})"
-    pre += f"    int64_t rr_rb = {rb};\n"
+    pre = f"    int64_t rr_rb = {rb};\n"
     if "sendcounts" in a:
         sb = "rr_sum_bytes(sendcounts, rr_p, sendtype)"
     elif "sendcount" in a:
@@ -133,19 +133,191 @@ def _coll_sizes(stem: str, a: set) -> tuple[str, str, str, str, str] | None:
         sb = f"(sendbuf == MPI_IN_PLACE ? rr_rb : {sb})"
     else:                                     # gathers: in place, one block of the result
         sb = f"(sendbuf == MPI_IN_PLACE ? rr_rb / (rr_p > 0 ? rr_p : 1) : {sb})"
-    if stem.endswith("v"):
-        sc = "sendcounts" if "sendcounts" in a else "NULL"
-        rc = "recvcounts" if "recvcounts" in a else "NULL"
-        if stem.startswith(("gather", "scatter")):   # the counts mean something at the root
-            pre += (f"    char *rr_x = rr_rootme ? rr_counts_json({sc}, "
-                    f"{'sendtype' if sc != 'NULL' else 'MPI_DATATYPE_NULL'}, {rc}, "
-                    f"{'recvtype' if rc != 'NULL' else 'MPI_DATATYPE_NULL'}, rr_p) : NULL;\n")
-        else:
-            pre += (f"    char *rr_x = rr_counts_json(sendbuf == MPI_IN_PLACE ? NULL : {sc}, "
-                    f"{'sendtype' if sc != 'NULL' else 'MPI_DATATYPE_NULL'}, {rc}, "
-                    f"{'recvtype' if rc != 'NULL' else 'MPI_DATATYPE_NULL'}, rr_p);\n")
-        extra = "rr_x"
-    return pre, sb, "rr_rb", peer, extra
+    if not stem.endswith("v"):
+        return pre, sb, "rr_rb", "NULL"
+    sc = "sendcounts" if "sendcounts" in a else "NULL"
+    rc = "recvcounts" if "recvcounts" in a else "NULL"
+    st = "sendtype" if sc != "NULL" else "MPI_DATATYPE_NULL"
+    rt = "recvtype" if rc != "NULL" else "MPI_DATATYPE_NULL"
+    if stem.startswith(("gather", "scatter")):   # the counts mean something at the root
+        pre += (f"    char *rr_x = rr_rootme ? rr_counts_json({sc}, {st}, {rc}, {rt}, rr_p) "
+                ": NULL;\n")
+    else:
+        pre += (f"    char *rr_x = rr_counts_json(sendbuf == MPI_IN_PLACE ? NULL : {sc}, {st}, "
+                f"{rc}, {rt}, rr_p);\n")
+    return pre, sb, "rr_rb", "rr_x"
+
+
+def _coll_sizes(stem: str, a: set) -> tuple[str, str, str, str, str] | None:
+    """(statements, sbytes, rbytes, peer, extra) of a buffer collective,
+    as the Python tracer counts them (mpimodel/bufsize.py)."""
+    rooted = "root" in a
+    pre = "    int rr_p = ce->n;\n    (void)rr_p;\n"
+    if rooted:
+        pre += "    int rr_rootme = rr_is_root(ce, root);\n"
+    peer = "rr_root(ce, root)" if rooted else "-1"
+    sizes = _reduce_sizes(stem)
+    if sizes is not None:
+        return pre + sizes[0], sizes[1], sizes[2], peer, "NULL"
+    blocks = _block_sizes(stem, a)
+    if blocks is None:
+        return None
+    return pre + blocks[0], blocks[1], blocks[2], peer, blocks[3]
+
+
+# One maker per kind: ``(name, call, a, plist, row)`` -> the statements
+# that record the call (and make it, as ``call``), or None.
+
+def _send(name, call, a, plist, row):
+    if not {"count", "datatype", "dest", "tag", "comm"} <= a:
+        return None
+    s = f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+    req = "-1"
+    if row.kind == "isend":
+        s += "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 0, ce) : -1;\n"
+        req = "id"
+    return s + _put(row.op, peer="rr_peer(ce, dest)", tag="tag",
+                    sb="rr_bytes(count, datatype)", req=req)
+
+
+def _recv(name, call, a, plist, row):
+    if not {"source", "tag", "comm", "status"} <= a:
+        return None
+    return (_STATUS_IN + f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+            "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n"
+            + _put(row.op, peer="p", tag="tg", rb="n", flags="rr_wild(source, tag)"))
+
+
+def _irecv(name, call, a, plist, row):
+    if not {"count", "datatype", "source", "tag", "comm", "request"} <= a:
+        return None
+    return (f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+            "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 1, ce) : -1;\n"
+            + _put(row.op, peer="rr_peer(ce, source)", tag="tag", rb="rr_bytes(count, datatype)",
+                   req="id", flags="rr_wild(source, tag)"))
+
+
+def _sendrecv(name, call, a, plist, row):
+    if not {"dest", "sendtag", "source", "recvtag", "comm", "status"} <= a:
+        return None
+    sb = "rr_bytes(sendcount, sendtype)" if "sendcount" in a else "rr_bytes(count, datatype)"
+    return (_STATUS_IN + f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+            "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n"
+            + _put(row.op, peer="rr_peer(ce, dest)", tag="sendtag", sb=sb, rb="n", rpeer="p",
+                   rtag="tg", flags="rr_wild(source, recvtag)"))
+
+
+def _probe(name, call, a, plist, row):
+    if not {"source", "tag", "comm", "status"} <= a:
+        return None
+    s = _STATUS_IN + f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+    if "flag" in a:                           # Iprobe: finding nothing is folded
+        s += ("    if (!*flag) {\n" + _put(row.op, peer="rr_peer(ce, source)", tag="tag",
+                                             flags="RR_FLAG_NONE")
+              + "        return rc;\n    }\n")
+    return (s + "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n"
+            + _put(row.op, peer="p", tag="tg", rb="n", flags="rr_wild(source, tag)"))
+
+
+def _coll(name, call, a, plist, row):
+    stem = row.op[1:] if row.kind == "icoll" else row.op
+    if "comm" not in a or (row.kind == "icoll") != ("request" in a) or \
+            stem.startswith("neighbor") or stem == "alltoallw":
+        return None
+    sizes = _coll_sizes(stem, a)
+    if sizes is None:
+        return None
+    pre, sb, rb, peer, extra = sizes
+    inplace = "recvbuf == MPI_IN_PLACE" if stem.startswith("scatter") else \
+        "sendbuf == MPI_IN_PLACE" if "sendbuf" in a else "0"
+    s = f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n" + pre
+    req = "-1"
+    if row.kind == "icoll":
+        s += "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 0, ce) : -1;\n"
+        req = "id"
+    s += _put(row.op, peer=peer, sb=sb, rb=rb, req=req, flags=f"({inplace}) ? 32 : 0",
+              extra=extra)
+    return s + (f"    free({extra});\n" if extra != "NULL" else "")
+
+
+def _wait(name, call, a, plist, row):
+    if name == "Wait":
+        return (_STATUS_IN + "    rr_req_t q = rr_req_find(*request, 1);\n"
+                f"    int rc = {call};\n    rr_fixup(&q, status);\n"
+                + _put(row.op, comm="-1", req="q.id"))
+    if name == "Test":                        # finding nothing is folded
+        return (_STATUS_IN + "    MPI_Request rr_h = *request;\n"
+                f"    int rc = {call};\n"
+                "    if (!*flag) {\n" + _put(row.op, comm="-1", flags="RR_FLAG_NONE")
+                + "        return rc;\n    }\n"
+                "    rr_req_t q = rr_req_find(rr_h, 1);\n    rr_fixup(&q, status);\n"
+                + _put(row.op, comm="-1", req="q.id"))
+    return None
+
+
+def _waitmany(name, call, a, plist, row):
+    """Waitall/any/some and Testall/any/some: the completed requests' ids."""
+    n = "incount" if "incount" in a else "count"
+    if not {n, "array_of_requests"} <= a:
+        return None
+    many = row.completes in ("all", "some")
+    s = _handles("array_of_requests", n)
+    s += _statuses("array_of_statuses", n) if many else _STATUS_IN
+    s += f"    int rc = {call};\n"
+    done = {"all": "1", "some": "*outcount != MPI_UNDEFINED && *outcount > 0",
+            "any": "*indx != MPI_UNDEFINED"}[row.completes]
+    if "flag" in a:
+        done = f"*flag && ({done})"
+    empty = "RR_FLAG_NONE" if "flag" in a or row.completes == "some" else "0"
+    s += f"    if (!({done})) {{\n" + _put(row.op, comm="-1", flags=empty)
+    if many:
+        s += "        rr_statuses_done(array_of_statuses, rr_given, rr_local);\n"
+    s += _free_handles() + "        return rc;\n    }\n"
+    if not many:
+        return (s + "    rr_req_t q = rr_req_find(rr_h[*indx], 1);\n    rr_fixup(&q, status);\n"
+                + _free_handles() + _put(row.op, comm="-1", req="q.id"))
+    k = n if row.completes == "all" else "*outcount"
+    idx = "i" if row.completes == "all" else "array_of_indices[i]"
+    return (s + f"    int64_t *rr_ids = malloc(sizeof(int64_t) * (size_t)({k} > 0 ? {k} : 1));\n"
+            f"    for (int i = 0; i < {k}; i++) {{\n"
+            f"        rr_req_t q = rr_req_find(rr_h[{idx}], 1);\n"
+            "        rr_ids[i] = q.id;\n"
+            "        rr_fixup(&q, &array_of_statuses[i]);\n    }\n"
+            f"    char *rr_x = rr_ids_json(rr_ids, {k});\n"
+            + _put(row.op, comm="-1", extra="rr_x")
+            + "    free(rr_x);\n    free(rr_ids);\n"
+            "    rr_statuses_done(array_of_statuses, rr_given, rr_local);\n" + _free_handles())
+
+
+def _create(name, call, a, plist, row):
+    comms = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm"]
+    outs = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm*"]
+    if not comms or not outs:
+        return None
+    parent, out = comms[0], outs[-1]
+    topo = f"rr_cart_json(*{out})" if row.op == "cart_create" else "NULL"
+    return (f"    int rc = {call};\n"
+            "    int64_t nid = -1;\n"
+            f"    char *rr_topo = rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL ? {topo} : NULL;\n"
+            "    pthread_mutex_lock(&rr_mu);\n"
+            f"    rr_comm_t *ce = rr_comm_locked({parent});\n"
+            f"    if (rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL)\n"
+            f"        nid = rr_register_locked(*{out}, ce, \"{row.op}\", rr_topo)->idx;\n"
+            "    pthread_mutex_unlock(&rr_mu);\n    free(rr_topo);\n"
+            + _put(row.op, newcomm="nid"))
+
+
+def _free(name, call, a, plist, row):
+    return ("    pthread_mutex_lock(&rr_mu);\n"
+            "    rr_comm_t *ce = rr_comm_locked(*comm);\n    int64_t idx = ce->idx;\n"
+            "    if (ce != &rr_no_comm) ce->live = 0;\n"
+            "    pthread_mutex_unlock(&rr_mu);\n"
+            f"    int rc = {call};\n" + _put(row.op, comm="idx"))
+
+
+_MAKERS = {"send": _send, "isend": _send, "recv": _recv, "irecv": _irecv,
+           "sendrecv": _sendrecv, "probe": _probe, "coll": _coll, "icoll": _coll,
+           "wait": _wait, "waitmany": _waitmany, "create": _create, "free": _free}
 
 
 def body(name: str, params: str, row: ops.Op) -> str | None:
@@ -153,144 +325,7 @@ def body(name: str, params: str, row: ops.Op) -> str | None:
     decision to record, or None where this module has no body for it."""
     plist = _params(params)
     a = {n for _, n in plist}
-    args = ", ".join(n for _, n in plist)
-    call = f"PMPI_{name}({args})"
-    kind, op = row.kind, row.op
-    s = ""
-    if kind in ("send", "isend"):
-        if not {"count", "datatype", "dest", "tag", "comm"} <= a:
-            return None
-        s += f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
-        req = "-1"
-        if kind == "isend":
-            s += "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 0, ce) : -1;\n"
-            req = "id"
-        s += _put(op, peer="rr_peer(ce, dest)", tag="tag", sb="rr_bytes(count, datatype)",
-                  req=req)
-    elif kind == "recv":
-        if not {"source", "tag", "comm", "status"} <= a:
-            return None
-        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
-              f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
-              "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n")
-        s += _put(op, peer="p", tag="tg", rb="n", flags="rr_wild(source, tag)")
-    elif kind == "irecv":
-        if not {"count", "datatype", "source", "tag", "comm", "request"} <= a:
-            return None
-        s += (f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
-              "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 1, ce) : -1;\n")
-        s += _put(op, peer="rr_peer(ce, source)", tag="tag", rb="rr_bytes(count, datatype)",
-                  req="id", flags="rr_wild(source, tag)")
-    elif kind == "sendrecv":
-        if not {"dest", "sendtag", "source", "recvtag", "comm", "status"} <= a:
-            return None
-        sb = "rr_bytes(sendcount, sendtype)" if "sendcount" in a else "rr_bytes(count, datatype)"
-        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
-              f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
-              "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n")
-        s += _put(op, peer="rr_peer(ce, dest)", tag="sendtag", sb=sb, rb="n", rpeer="p",
-                  rtag="tg", flags="rr_wild(source, recvtag)")
-    elif kind == "probe":
-        if not {"source", "tag", "comm", "status"} <= a:
-            return None
-        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
-              f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n")
-        if "flag" in a:
-            s += "    if (!*flag) {\n" + _put(op, peer="rr_peer(ce, source)", tag="tag",
-                                              flags="RR_FLAG_NONE") + "        return rc;\n    }\n"
-        s += "    int64_t p, tg, n;\n    rr_matched(ce, status, &p, &tg, &n);\n"
-        s += _put(op, peer="p", tag="tg", rb="n", flags="rr_wild(source, tag)")
-    elif kind in ("coll", "icoll"):
-        stem = op[1:] if kind == "icoll" else op
-        if "comm" not in a or (kind == "icoll") != ("request" in a):
-            return None
-        sizes = _coll_sizes(stem, a)
-        if sizes is None or stem.startswith("neighbor") or stem == "alltoallw":
-            return None
-        pre, sb, rb, peer, extra = sizes
-        inplace = "sendbuf == MPI_IN_PLACE" if "sendbuf" in a else "0"
-        if stem.startswith("scatter"):
-            inplace = "recvbuf == MPI_IN_PLACE"
-        s += f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n" + pre
-        req = "-1"
-        if kind == "icoll":
-            s += "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 0, ce) : -1;\n"
-            req = "id"
-        s += _put(op, peer=peer, sb=sb, rb=rb, req=req, flags=f"({inplace}) ? 32 : 0",
-                  extra=extra)
-        if extra != "NULL":
-            s += f"    free({extra});\n"
-    elif kind == "wait" and name == "Wait":
-        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
-              "    rr_req_t q = rr_req_find(*request, 1);\n"
-              f"    int rc = {call};\n    rr_fixup(&q, status);\n")
-        s += _put(op, comm="-1", req="q.id")
-    elif kind == "wait" and name == "Test":
-        s += ("    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
-              "    MPI_Request rr_h = *request;\n"
-              f"    int rc = {call};\n"
-              "    if (!*flag) {\n" + _put(op, comm="-1", flags="RR_FLAG_NONE")
-              + "        return rc;\n    }\n"
-              "    rr_req_t q = rr_req_find(rr_h, 1);\n    rr_fixup(&q, status);\n")
-        s += _put(op, comm="-1", req="q.id")
-    elif kind == "waitmany":
-        n = "incount" if "incount" in a else "count"
-        if not {n, "array_of_requests"} <= a:
-            return None
-        s += _handles("array_of_requests", n)
-        if row.completes in ("all", "some"):
-            s += _statuses("array_of_statuses", n)
-        else:
-            s += "    MPI_Status rr_st;\n    if (status == MPI_STATUS_IGNORE) status = &rr_st;\n"
-        s += f"    int rc = {call};\n"
-        done = {"all": "1", "some": "*outcount != MPI_UNDEFINED && *outcount > 0",
-                "any": "*indx != MPI_UNDEFINED"}[row.completes]
-        if "flag" in a:
-            done = f"*flag && ({done})"
-        s += f"    if (!({done})) {{\n" + _put(op, comm="-1", flags="RR_FLAG_NONE" if
-                                             "flag" in a or row.completes == "some" else "0")
-        if row.completes in ("all", "some"):
-            s += "        rr_statuses_done(array_of_statuses, rr_given, rr_local);\n"
-        s += _free_handles(n) + "        return rc;\n    }\n"
-        if row.completes == "any":
-            s += ("    rr_req_t q = rr_req_find(rr_h[*indx], 1);\n    rr_fixup(&q, status);\n"
-                  + _free_handles(n) + _put(op, comm="-1", req="q.id"))
-        else:
-            k = n if row.completes == "all" else "*outcount"
-            idx = "i" if row.completes == "all" else "array_of_indices[i]"
-            s += (f"    int64_t *rr_ids = malloc(sizeof(int64_t) * (size_t)({k} > 0 ? {k} : 1));\n"
-                  f"    for (int i = 0; i < {k}; i++) {{\n"
-                  f"        rr_req_t q = rr_req_find(rr_h[{idx}], 1);\n"
-                  "        rr_ids[i] = q.id;\n"
-                  "        rr_fixup(&q, &array_of_statuses[i]);\n    }\n"
-                  f"    char *rr_x = rr_ids_json(rr_ids, {k});\n"
-                  + _put(op, comm="-1", extra="rr_x")
-                  + "    free(rr_x);\n    free(rr_ids);\n"
-                  "    rr_statuses_done(array_of_statuses, rr_given, rr_local);\n"
-                  + _free_handles(n))
-    elif kind == "create":
-        comms = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm"]
-        outs = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm*"]
-        if not comms or not outs:
-            return None
-        parent, out = comms[0], outs[-1]
-        topo = "rr_cart_json(*%s)" % out if op == "cart_create" else "NULL"
-        s += (f"    int rc = {call};\n"
-              "    int64_t nid = -1;\n"
-              f"    char *rr_topo = rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL ? {topo} : NULL;\n"
-              "    pthread_mutex_lock(&rr_mu);\n"
-              f"    rr_comm_t *ce = rr_comm_locked({parent});\n"
-              f"    if (rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL)\n"
-              f"        nid = rr_register_locked(*{out}, ce, \"{op}\", rr_topo)->idx;\n"
-              "    pthread_mutex_unlock(&rr_mu);\n    free(rr_topo);\n")
-        s += _put(op, newcomm="nid")
-    elif kind == "free":
-        s += ("    pthread_mutex_lock(&rr_mu);\n"
-              "    rr_comm_t *ce = rr_comm_locked(*comm);\n    int64_t idx = ce->idx;\n"
-              "    if (ce != &rr_no_comm) ce->live = 0;\n"
-              "    pthread_mutex_unlock(&rr_mu);\n"
-              f"    int rc = {call};\n")
-        s += _put(op, comm="idx")
-    else:
-        return None
-    return s + "    return rc;\n"
+    call = f"PMPI_{name}({', '.join(n for _, n in plist)})"
+    make = _MAKERS.get(row.kind)
+    s = make(name, call, a, plist, row) if make is not None else None
+    return None if s is None else s + "    return rc;\n"

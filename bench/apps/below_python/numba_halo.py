@@ -1,4 +1,4 @@
-"""A 1-D heat equation whose halo exchange and residual run in numba-jitted code through numba-mpi."""
+"""A 1-D heat equation: halo exchange and residual in numba-jitted code (numba-mpi)."""
 import numba
 import numba_mpi as mpi
 import numpy as np
