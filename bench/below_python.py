@@ -3,7 +3,8 @@ predicted from their traces, against their real runs at N=2.
 
     python bench/below_python.py [--rounds 5] [--apps devito-acoustic,...] [--markdown]
 
-Needs the packages of bench/apps/install.sh (devito, numba-mpi).  Each
+Needs the packages of bench/apps/install.sh (devito, numba-mpi; petsc4py
+with WITH_PETSC=1: an app whose package is missing is skipped).  Each
 round runs the application untraced (validate.measure: MPI init to
 finalize, busy-polling waits, as bench/apps/run.py does) and traced with
 ``instrument trace --c-calls``, alternately, so both sides sample the same
@@ -21,6 +22,7 @@ Goal: no invisible calls; |error| < 5 % mean, < 10 % max.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -55,6 +57,10 @@ APPS = [
      DEVITO, None),
     ("numba-halo", "numba-mpi", "1-D heat equation, halo exchange and residual in "
      "numba-jitted code", ["bench/apps/below_python/numba_halo.py"], {}, r"total \S+"),
+    ("petsc-poisson2d", "petsc4py", "CG on a 2-D Poisson problem, petsc4py's own demo; "
+     "MPI initialised and used by PETSc in C",
+     ["bench/apps/src/petsc4py/demo/poisson2d/poisson2d.py", "-n", "500", "-ksp_type", "cg",
+      "-pc_type", "jacobi", "-ksp_rtol", "1e-10"], {}, None),
 ]
 
 
@@ -135,7 +141,16 @@ def main() -> None:
     chosen = set(a.apps.split(",")) if a.apps else None
     work = Path(a.out)
     work.mkdir(parents=True, exist_ok=True)
-    rows = [one_app(*app, a.rounds, work) for app in APPS if not chosen or app[0] in chosen]
+    rows = []
+    for app in APPS:
+        if chosen and app[0] not in chosen:
+            continue
+        module = app[1].replace("-", "_")
+        if importlib.util.find_spec(module) is None:
+            print(f"{app[0]}: skipped ({app[1]} is not installed: bench/apps/install.sh)",
+                  flush=True)
+            continue
+        rows.append(one_app(*app, a.rounds, work))
     (work / "rows.json").write_text(json.dumps(rows, indent=1))
     print(markdown(rows) if a.markdown else json.dumps(rows, indent=1))
 

@@ -77,6 +77,10 @@ static inline void rr_enter(rr_span *s)
     s->c = (s->t - rr_last_end < RR_SHORT) ? rr_last_cpu + (s->t - rr_last_end) : rr_cpu();
 }
 
+static void rr_put(const rr_span *s, void *ret, int64_t op, int64_t comm, int64_t peer,
+                   int64_t tag, int64_t sb, int64_t rb, int64_t req, int64_t rpeer, int64_t rtag,
+                   int64_t newcomm, int64_t flags, const char *extra);
+
 /* ---- JSON side records ------------------------------------------------ */
 static void rr_json_string(FILE *f, const char *s)
 {
@@ -440,6 +444,60 @@ static int64_t rr_req_new(MPI_Request r, int recv, const rr_comm_t *comm)
     return id;
 }
 
+/* Persistent requests (Send_init/Recv_init family): what each start
+ * begins, and the id of the one under way, which its completion takes. */
+typedef struct {
+    uint64_t handle;
+    int64_t starts, peer, tag, sb, rb, flags, active;
+    const rr_comm_t *comm;
+    int used;
+} rr_pers_t;
+
+#define RR_PERS 4096
+static rr_pers_t rr_pers[RR_PERS];
+
+static rr_pers_t *rr_pers_find_locked(uint64_t h)
+{
+    for (int i = 0; i < RR_PERS; i++)
+        if (rr_pers[i].used && rr_pers[i].handle == h)
+            return &rr_pers[i];
+    return NULL;
+}
+
+static void rr_pers_new(MPI_Request r, int64_t starts, const rr_comm_t *comm, int64_t peer,
+                        int64_t tag, int64_t sb, int64_t rb, int64_t flags)
+{
+    if (r == MPI_REQUEST_NULL)
+        return;
+    uint64_t h = rr_handle_of_req(r);
+    pthread_mutex_lock(&rr_mu);
+    rr_pers_t *p = rr_pers_find_locked(h);          /* a freed one's handle, made again */
+    for (int i = 0; !p && i < RR_PERS; i++)
+        if (!rr_pers[i].used)
+            p = &rr_pers[i];
+    if (p)
+        *p = (rr_pers_t){h, starts, peer, tag, sb, rb, flags, -1, comm, 1};
+    pthread_mutex_unlock(&rr_mu);
+}
+
+/* A persistent request started: its start event, with a new id. */
+static void rr_start(const rr_span *sp, void *ret, MPI_Request r)
+{
+    pthread_mutex_lock(&rr_mu);
+    rr_pers_t *p = r == MPI_REQUEST_NULL ? NULL : rr_pers_find_locked(rr_handle_of_req(r));
+    if (!p) {
+        pthread_mutex_unlock(&rr_mu);
+        return;
+    }
+    int64_t id = p->active = rr_next_req++;
+    rr_pers_t info = *p;
+    pthread_mutex_unlock(&rr_mu);
+    char extra[64];
+    snprintf(extra, sizeof extra, "[\"p\",%lld,null]", (long long)info.starts);
+    rr_put(sp, ret, RR_OP_START, info.comm->idx, info.peer, info.tag, info.sb, info.rb, id, -1,
+           -1, -1, info.flags, extra);
+}
+
 /* Look a request up (the oldest entry of its handle); ``take``: it
  * completed, remove it (backward-shift deletion keeps the linear probing
  * intact). */
@@ -450,6 +508,14 @@ static rr_req_t rr_req_find(MPI_Request r, int take)
         return none;
     uint64_t h = rr_handle_of_req(r);
     pthread_mutex_lock(&rr_mu);
+    rr_pers_t *p = rr_pers_find_locked(h);
+    if (p && p->active >= 0) {                   /* a started persistent request */
+        rr_req_t found = {h, p->active, p->rb > 0 || p->starts == RR_OP_IRECV, p->comm, 1};
+        if (take)
+            p->active = -1;
+        pthread_mutex_unlock(&rr_mu);
+        return found;
+    }
     size_t i = (size_t)((h * 11400714819323198485ULL) >> 48) % RR_REQS;
     for (size_t probe = 0; probe < RR_REQS && rr_reqs[i].used; probe++, i = (i + 1) % RR_REQS) {
         if (rr_reqs[i].handle != h)
@@ -481,21 +547,34 @@ static rr_req_t rr_req_find(MPI_Request r, int take)
 }
 
 /* ---- events ------------------------------------------------------------- */
-static int64_t rr_bytes(int count, MPI_Datatype t)
+static int64_t rr_bytes(int64_t count, MPI_Datatype t)
 {
     int size = 0;
     if (count <= 0 || t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS)
         return 0;
-    return (int64_t)count * size;
+    return count * size;
 }
 
-static int64_t rr_sum_bytes(const int *counts, int n, MPI_Datatype t)
+static int64_t rr_sum_bytes_int(const int *counts, int n, MPI_Datatype t)
 {
     int64_t total = 0;
     for (int i = 0; counts && i < n; i++)
         total += rr_bytes(counts[i], t);
     return total;
 }
+
+static int64_t rr_sum_bytes_count(const MPI_Count *counts, int n, MPI_Datatype t)
+{
+    int64_t total = 0;
+    for (int i = 0; counts && i < n; i++)
+        total += rr_bytes(counts[i], t);
+    return total;
+}
+
+/* the large-count (_c) functions take MPI_Count arrays */
+#define rr_sum_bytes(c, n, t) _Generic((c), const MPI_Count *: rr_sum_bytes_count, \
+                                       MPI_Count *: rr_sum_bytes_count, \
+                                       default: rr_sum_bytes_int)(c, n, t)
 
 static int rr_wild(int source, int tag)
 {
@@ -606,14 +685,14 @@ static char *rr_ids_json(const int64_t *ids, int n)
 
 /* Per-peer byte counts of a v-collective ("c" extra): either side may be
  * NULL (null in JSON); caller frees. */
-static char *rr_counts_json(const int *sc, MPI_Datatype st, const int *rc, MPI_Datatype rt,
-                            int n)
+static char *rr_counts_json_count(const MPI_Count *sc, MPI_Datatype st, const MPI_Count *rc,
+                                  MPI_Datatype rt, int n)
 {
     size_t cap = 32 + (size_t)n * 44, len = 0;
     char *out = malloc(cap);
     len += (size_t)snprintf(out, cap, "[\"c\",");
     for (int side = 0; side < 2; side++) {
-        const int *v = side ? rc : sc;
+        const MPI_Count *v = side ? rc : sc;
         MPI_Datatype t = side ? rt : st;
         if (!v) {
             len += (size_t)snprintf(out + len, cap - len, "null");
@@ -628,6 +707,29 @@ static char *rr_counts_json(const int *sc, MPI_Datatype st, const int *rc, MPI_D
     }
     return out;
 }
+
+static char *rr_counts_json_int(const int *sc, MPI_Datatype st, const int *rc, MPI_Datatype rt,
+                                int n)
+{
+    MPI_Count *a = sc ? malloc(sizeof(MPI_Count) * (size_t)(n > 0 ? n : 1)) : NULL;
+    MPI_Count *b = rc ? malloc(sizeof(MPI_Count) * (size_t)(n > 0 ? n : 1)) : NULL;
+    for (int i = 0; i < n; i++) {
+        if (a)
+            a[i] = sc[i];
+        if (b)
+            b[i] = rc[i];
+    }
+    char *out = rr_counts_json_count(a, st, b, rt, n);
+    free(a);
+    free(b);
+    return out;
+}
+
+/* dispatched on whichever side is not NULL (a conditional with a null
+ * pointer constant has the other operand's type) */
+#define rr_counts_json(sc, st, rc, rt, n) \
+    _Generic((1 ? (sc) : (rc)), const MPI_Count *: rr_counts_json_count, \
+             MPI_Count *: rr_counts_json_count, default: rr_counts_json_int)(sc, st, rc, rt, n)
 
 /* The statuses to hand MPI where the caller passed none: a completion must
  * read what its receives matched. */
@@ -783,6 +885,24 @@ static void rr_native_status(const char *status, int complete)
     fclose(f);
 }
 
+/* Called when the application initialises MPI itself, from C (PETSc's
+ * PetscInitialize): the Python tracer sets itself up there. */
+static void (*rr_on_init)(void);
+
+void rr_set_on_init(void (*f)(void))
+{
+    rr_on_init = f;
+}
+
+static void rr_initialised(void *ret)
+{
+    void (*f)(void) = rr_on_init;
+    if (f && rr_classify(ret) != CALLER_MPI4PY) {
+        rr_on_init = NULL;
+        f();
+    }
+}
+
 static void rr_native_start(void *ret)
 {
     const char *dir = getenv("REPREPLAY_NATIVE_TRACE");
@@ -811,16 +931,20 @@ static void rr_native_start(void *ret)
 int MPI_Init(int *argc, char ***argv)
 {
     int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
         rr_native_start(__builtin_return_address(0));
+        rr_initialised(__builtin_return_address(0));
+    }
     return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
         rr_native_start(__builtin_return_address(0));
+        rr_initialised(__builtin_return_address(0));
+    }
     return rc;
 }
 

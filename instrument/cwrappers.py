@@ -9,9 +9,10 @@ and the function's parameter names as the header declares them (``buf``,
 ``count``, ``datatype``, ``dest``, ``sendcounts``, ``request`` ...): the
 same byte counts, peers and flags the Python tracer records for the same
 call (instrument/intercept.py).  A function without a body here (persistent
-requests, matched probes, neighbourhood collectives, one-sided, MPI-IO,
-the large-count ``_c`` variants) is still counted, and a call of it made
-below Python is reported as invisible.
+partitioned requests, matched probes, neighbourhood collectives, Alltoallw,
+one-sided, MPI-IO) is still counted, and a call of it made below Python is
+reported as invisible.  The large-count variants (``MPI_Isend_c``, with
+``MPI_Count`` counts, which PETSc calls) are traced as their plain forms.
 
 Every body runs after ``rr_count_traced`` said the call is to be recorded
 (made below Python, tracing on); the runtime it calls is instrument/ctrace.c.
@@ -24,7 +25,7 @@ from mpimodel import ops
 
 # kinds with a C body; the others are counted only
 TRACED_KINDS = ("send", "isend", "recv", "irecv", "sendrecv", "probe", "coll", "icoll", "wait",
-                "waitmany", "create", "free")
+                "waitmany", "create", "free", "pinit", "start")
 _CREATIONS = ("comm_dup", "comm_split", "comm_split_type", "comm_create", "cart_create")
 _STATUS_LOCAL = 16            # statuses on the stack before a completion allocates
 
@@ -42,8 +43,18 @@ def traced_ops() -> dict[str, ops.Op]:
         if row.kind in TRACED_KINDS and row.method[:1].isupper() and \
                 (row.kind != "create" or row.op in _CREATIONS) and \
                 (row.kind != "free" or row.op == "comm_free"):
-            out.setdefault(c_name(row.op), row)
+            # Start and Startall share their op
+            out.setdefault(row.method if row.kind == "start" else c_name(row.op), row)
     return out
+
+
+def traced_row(name: str, traced: dict[str, ops.Op]) -> ops.Op | None:
+    """The row a C function records as: its own, or for a large-count
+    variant (``Isend_c``: MPI_Count counts) that of the plain function."""
+    row = traced.get(name)
+    if row is None and name.endswith("_c"):
+        row = traced.get(name[:-2])
+    return row
 
 
 def _params(params: str) -> list[tuple[str, str]]:
@@ -143,8 +154,9 @@ def _block_sizes(stem: str, a: set) -> tuple[str, str, str, str] | None:
         pre += (f"    char *rr_x = rr_rootme ? rr_counts_json({sc}, {st}, {rc}, {rt}, rr_p) "
                 ": NULL;\n")
     else:
-        pre += (f"    char *rr_x = rr_counts_json(sendbuf == MPI_IN_PLACE ? NULL : {sc}, {st}, "
-                f"{rc}, {rt}, rr_p);\n")
+        if sc != "NULL":
+            sc = f"(sendbuf == MPI_IN_PLACE ? NULL : {sc})"
+        pre += f"    char *rr_x = rr_counts_json({sc}, {st}, {rc}, {rt}, rr_p);\n"
     return pre, sb, "rr_rb", "rr_x"
 
 
@@ -289,6 +301,35 @@ def _waitmany(name, call, a, plist, row):
             "    rr_statuses_done(array_of_statuses, rr_given, rr_local);\n" + _free_handles())
 
 
+def _pinit(name, call, a, plist, row):
+    """Send_init/Recv_init family: the persistent request remembers what
+    each of its starts begins (the start event carries it)."""
+    recv = row.starts == "irecv"
+    who = "source" if recv else "dest"
+    if not {"count", "datatype", who, "tag", "comm", "request"} <= a:
+        return None
+    n = "rr_bytes(count, datatype)"
+    sb, rb = ("0", n) if recv else (n, "0")
+    flags = "rr_wild(source, tag)" if recv else "0"
+    return (f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
+            f"    if (rc == MPI_SUCCESS)\n"
+            f"        rr_pers_new(*request, {ops.CODE[row.starts]}, ce, rr_peer(ce, {who}), tag, "
+            f"{sb}, {rb}, {flags});\n"
+            + _put(row.op, peer=f"rr_peer(ce, {who})", tag="tag", sb=sb, rb=rb, flags=flags))
+
+
+def _start(name, call, a, plist, row):
+    """Start/Startall: one start event per request, each with a new id
+    (the first timed by the call, as the Python tracer does)."""
+    if name.startswith("Startall"):
+        return (_handles("array_of_requests", "count") + f"    int rc = {call};\n"
+                "    for (int i = 0; i < count; i++) {\n"
+                "        if (i)\n            rr_enter(&sp);\n"
+                "        rr_start(&sp, ret, rr_h[i]);\n    }\n" + _free_handles())
+    return ("    MPI_Request rr_h = *request;\n"
+            f"    int rc = {call};\n    rr_start(&sp, ret, rr_h);\n")
+
+
 def _create(name, call, a, plist, row):
     comms = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm"]
     outs = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm*"]
@@ -317,7 +358,8 @@ def _free(name, call, a, plist, row):
 
 _MAKERS = {"send": _send, "isend": _send, "recv": _recv, "irecv": _irecv,
            "sendrecv": _sendrecv, "probe": _probe, "coll": _coll, "icoll": _coll,
-           "wait": _wait, "waitmany": _waitmany, "create": _create, "free": _free}
+           "wait": _wait, "waitmany": _waitmany, "create": _create, "free": _free,
+           "pinit": _pinit, "start": _start}
 
 
 def body(name: str, params: str, row: ops.Op) -> str | None:

@@ -270,6 +270,11 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     WriteError = in_own_arena(importlib.import_module, "instrument._hotpath").WriteError
     argv = [mode] + target if mode != "path" else target
     hook = AtMPIImport(lambda MPI: _start_trace(MPI, trace_dir, force, argv, waits), _on_sigterm)
+    if count_c_calls:
+        # MPI initialised from C (PETSc) without mpi4py.MPI imported: import
+        # it there, which sets the tracer up as the application's import does
+        from .ccount import on_c_init
+        on_c_init(lambda: importlib.import_module("mpi4py.MPI"))
     ran = _run_hooked(hook, target, mode, WriteError, "instrument trace",
                       lambda started, e: f"rank {started[0]}: {started[2].R.named(e)}; the "
                                          f"events written before are kept",

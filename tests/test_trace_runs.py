@@ -301,6 +301,26 @@ def test_calls_below_python_without_the_shim_are_neither_seen_nor_changed(tmp_pa
     assert "sendrecv" not in set(ev["op"])
 
 
+def test_mpi_initialised_from_c_without_mpi4py_is_traced(tmp_path):
+    """A library that initialises and finalises MPI itself, from C (as
+    PETSc does for petsc4py), in an application that never imports
+    mpi4py.MPI: the shim sees the initialisation and the tracer sets itself
+    up there, so the calls that follow are in the trace."""
+    lib = tmp_path / "libcinit.so"
+    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "c_init.c")])
+    app = [APPS / "c_init.py", lib]
+    plain = mpirun(2, app).stdout
+    p = mpirun(2, ["-m", "instrument", "trace", "--c-calls", "-o", tmp_path / "t"] + app)
+    def totals(out):                  # the ranks' lines may interleave
+        return sorted(re.findall(r"rank (\d) ring total (\d+)", out))
+    assert totals(p.stdout) == totals(plain) == [("0", "9"), ("1", "9")]
+    t = load_trace(str(tmp_path / "t"))
+    assert t.meta["complete"] and t.meta["invisible_calls"] == {}
+    for rank in range(2):
+        ops_ = list(t.events.loc[t.events["rank"] == rank, "op"])
+        assert ops_ == ["init"] + ["sendrecv", "allreduce"] * 3 + ["finalize"], ops_
+
+
 def test_a_compiled_program_is_traced_and_simulated(tmp_path):
     """A plain C MPI program (no Python) under `instrument trace`: the PMPI
     shim, preloaded into it, traces every call from its MPI_Init to its

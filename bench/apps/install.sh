@@ -36,6 +36,28 @@ fi
 "$PY" -m pip install -q "sympy>=1.12.1,<1.15" "psutil>=5.1,<8" "py-cpuinfo<10" \
     "cgen>=2020.1,<2026" "codepy>=2019.1,<2025" "multidict<6.3" "anytree>=2.4.3,<=2.13.0"
 
+# PETSc and petsc4py, built from PyPI's sources against the mpich wheel's
+# mpicc, without Fortran and with Debian's BLAS/LAPACK (PETSc's configure
+# cannot download its own here): about 40 minutes on 2 cores, so only with
+# WITH_PETSC=1.  bench/below_python.py runs petsc4py's poisson2d demo.
+if [ "${WITH_PETSC:-0}" = 1 ]; then
+    if [ ! -e /usr/lib/x86_64-linux-gnu/liblapack.so ] && [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && apt-get install -y -qq liblapack-dev libblas-dev
+    fi
+    PETSC_VERSION=3.26.1
+    MPICC="$(dirname "$PY")/mpicc" PETSC_CONFIGURE_OPTIONS="--with-fc=0 --with-cxx=0 \
+--with-debugging=0 COPTFLAGS=-O2 --with-blaslapack-lib=[/usr/lib/x86_64-linux-gnu/liblapack.so,\
+/usr/lib/x86_64-linux-gnu/libblas.so]" "$PY" -m pip install -q --no-deps "petsc==$PETSC_VERSION"
+    "$PY" -m pip install -q wheel "cython>=3"
+    PETSC_DIR="$("$PY" -c 'import petsc; print(petsc.get_petsc_dir())')" \
+        MPICC="$(dirname "$PY")/mpicc" \
+        "$PY" -m pip install -q --no-deps --no-build-isolation "petsc4py==$PETSC_VERSION"
+    (cd "$HERE/src" && if [ ! -d "petsc4py-$PETSC_VERSION" ]; then
+        "$PY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation \
+            "petsc4py==$PETSC_VERSION" -d . && tar xzf "petsc4py-$PETSC_VERSION.tar.gz" && \
+            rm -f "petsc4py-$PETSC_VERSION.tar.gz"; fi && ln -sfn "petsc4py-$PETSC_VERSION" petsc4py)
+fi
+
 # the examples and demos live in the source distributions, not the wheels
 mkdir -p "$HERE/src"
 cd "$HERE/src"
