@@ -408,7 +408,9 @@ void rr_comm_forget(uint64_t handle)
 typedef struct {
     uint64_t handle;
     int64_t id;
-    int recv;           /* a receive: its match is fixed up at completion */
+    int recv;           /* a wildcard receive: what matched is fixed up at completion
+                         * (the others' source, tag and size are the posted ones, as
+                         * the Python tracer records them) */
     const rr_comm_t *comm;
     int used;
 } rr_req_t;
@@ -455,10 +457,11 @@ typedef struct {
 
 #define RR_PERS 4096
 static rr_pers_t rr_pers[RR_PERS];
+static int rr_npers = 0;          /* entries ever used: every completion looks here first */
 
 static rr_pers_t *rr_pers_find_locked(uint64_t h)
 {
-    for (int i = 0; i < RR_PERS; i++)
+    for (int i = 0; i < rr_npers; i++)
         if (rr_pers[i].used && rr_pers[i].handle == h)
             return &rr_pers[i];
     return NULL;
@@ -472,12 +475,28 @@ static void rr_pers_new(MPI_Request r, int64_t starts, const rr_comm_t *comm, in
     uint64_t h = rr_handle_of_req(r);
     pthread_mutex_lock(&rr_mu);
     rr_pers_t *p = rr_pers_find_locked(h);          /* a freed one's handle, made again */
-    for (int i = 0; !p && i < RR_PERS; i++)
+    for (int i = 0; !p && i < rr_npers; i++)        /* a freed one's entry */
         if (!rr_pers[i].used)
             p = &rr_pers[i];
+    if (!p && rr_npers < RR_PERS)
+        p = &rr_pers[rr_npers++];
     if (p)
         *p = (rr_pers_t){h, starts, peer, tag, sb, rb, flags, -1, comm, 1};
     pthread_mutex_unlock(&rr_mu);
+}
+
+/* A persistent request freed: its entry is free again (the call is not
+ * an event; the Python tracer's request_free is bookkeeping too). */
+int MPI_Request_free(MPI_Request *request)
+{
+    if (request && *request != MPI_REQUEST_NULL) {
+        pthread_mutex_lock(&rr_mu);
+        rr_pers_t *p = rr_pers_find_locked(rr_handle_of_req(*request));
+        if (p)
+            p->used = 0;
+        pthread_mutex_unlock(&rr_mu);
+    }
+    return PMPI_Request_free(request);
 }
 
 /* A persistent request started: its start event, with a new id. */
@@ -510,7 +529,8 @@ static rr_req_t rr_req_find(MPI_Request r, int take)
     pthread_mutex_lock(&rr_mu);
     rr_pers_t *p = rr_pers_find_locked(h);
     if (p && p->active >= 0) {                   /* a started persistent request */
-        rr_req_t found = {h, p->active, p->rb > 0 || p->starts == RR_OP_IRECV, p->comm, 1};
+        rr_req_t found = {h, p->active, (p->flags & (RR_FLAG_ANY_SOURCE | RR_FLAG_ANY_TAG)) != 0,
+                          p->comm, 1};
         if (take)
             p->active = -1;
         pthread_mutex_unlock(&rr_mu);
@@ -663,19 +683,31 @@ static void rr_put(const rr_span *s, void *ret, int64_t op, int64_t comm, int64_
 }
 
 /* A JSON list of completed request ids ("r" extra), or NULL if none;
- * caller frees. */
+ * caller frees.  Formatted by hand: snprintf per id cost a Waitall of two
+ * requests most of a microsecond. */
 static char *rr_ids_json(const int64_t *ids, int n)
 {
-    size_t cap = 16 + (size_t)n * 22, len = 0;
-    char *out = malloc(cap);
+    char *out = malloc(16 + (size_t)n * 22), *w = out;
     int any = 0;
-    len += (size_t)snprintf(out, cap, "[\"r\",[");
-    for (int i = 0; i < n; i++)
-        if (ids[i] >= 0) {
-            len += (size_t)snprintf(out + len, cap - len, any ? ",%lld" : "%lld", (long long)ids[i]);
-            any = 1;
-        }
-    snprintf(out + len, cap - len, "]]");
+    memcpy(w, "[\"r\",[", 6);
+    w += 6;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0)
+            continue;
+        if (any)
+            *w++ = ',';
+        char digits[24];
+        int k = 0;
+        uint64_t v = (uint64_t)ids[i];
+        do {
+            digits[k++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        while (k)
+            *w++ = digits[--k];
+        any = 1;
+    }
+    memcpy(w, "]]", 3);
     if (!any) {
         free(out);
         return NULL;

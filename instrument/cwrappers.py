@@ -204,7 +204,8 @@ def _irecv(name, call, a, plist, row):
     if not {"count", "datatype", "source", "tag", "comm", "request"} <= a:
         return None
     return (f"    int rc = {call};\n    rr_comm_t *ce = rr_comm(comm);\n"
-            "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, 1, ce) : -1;\n"
+            "    int64_t id = rc == MPI_SUCCESS ? rr_req_new(*request, rr_wild(source, tag) != 0, "
+            "ce) : -1;\n"
             + _put(row.op, peer="rr_peer(ce, source)", tag="tag", rb="rr_bytes(count, datatype)",
                    req="id", flags="rr_wild(source, tag)"))
 
