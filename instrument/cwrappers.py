@@ -116,28 +116,30 @@ def _reduce_sizes(stem: str) -> tuple[str, str, str] | None:
     return None
 
 
+def _side_bytes(side: str, a: set, blocks: bool) -> str | None:
+    """Bytes of one side (``send`` or ``recv``) of a block collective: the
+    per-peer counts summed, or the count times the members where the
+    buffer holds one block per member (``blocks``)."""
+    if f"{side}counts" in a:
+        return f"rr_sum_bytes({side}counts, rr_p, {side}type)"
+    if f"{side}count" in a:
+        one = f"rr_bytes({side}count, {side}type)"
+        return f"rr_p * {one}" if blocks else one
+    return None
+
+
 def _block_sizes(stem: str, a: set) -> tuple[str, str, str, str] | None:
     """(statements, sbytes, rbytes, extra) of the gathers, scatters and
     all-to-alls: blocks per member, per-peer counts for the v forms."""
-    if "recvcounts" in a:
-        rb = "rr_sum_bytes(recvcounts, rr_p, recvtype)"
-    elif "recvcount" in a:
-        rb = "rr_bytes(recvcount, recvtype)" if stem.startswith("scatter") \
-            else "rr_p * rr_bytes(recvcount, recvtype)"
-    else:
+    rb = _side_bytes("recv", a, blocks=not stem.startswith("scatter"))
+    sb = _side_bytes("send", a, blocks=stem.startswith(("scatter", "alltoall")))
+    if rb is None or sb is None:
         return None
     if stem.startswith("gather"):
         rb = f"(rr_rootme ? {rb} : 0)"
     if stem.startswith("scatter"):
         rb = f"(recvbuf == MPI_IN_PLACE ? 0 : {rb})"
     pre = f"    int64_t rr_rb = {rb};\n"
-    if "sendcounts" in a:
-        sb = "rr_sum_bytes(sendcounts, rr_p, sendtype)"
-    elif "sendcount" in a:
-        sb = "rr_p * rr_bytes(sendcount, sendtype)" if stem.startswith(("scatter", "alltoall")) \
-            else "rr_bytes(sendcount, sendtype)"
-    else:
-        return None
     if stem.startswith("scatter"):
         sb = f"(rr_rootme ? {sb} : 0)"
     elif stem.startswith("alltoall"):

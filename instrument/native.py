@@ -17,7 +17,6 @@ replayed.
 """
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import subprocess
@@ -89,18 +88,7 @@ def trace_native(trace_dir: str, target: list[str], force: bool = False,
         return 2
     if rank != 0:
         return code
-    from .run import _wait_for_ranks
+    from .run import _wait_for_ranks, finish_trace
     _wait_for_ranks(trace_dir, size)
-    meta_path = os.path.join(trace_dir, "meta.json")
-    with open(meta_path) as f:
-        meta = json.load(f)
-    meta["end"] = datetime.datetime.now(datetime.UTC).isoformat()
-    write_json(meta_path, meta)
-    from contracts.merge import merge, trace_warnings
-    meta = merge(trace_dir, keep_raw=keep_raw)
-    state = "complete" if meta["complete"] else f"INCOMPLETE ranks {meta['incomplete_ranks']}"
-    print(f"instrument: trace of {size} ranks, {meta['events']} events -> {trace_dir} ({state})",
-          file=sys.stderr)
-    for w in trace_warnings(meta).values():
-        print(f"instrument: WARNING: {w}", file=sys.stderr)
+    finish_trace(trace_dir, size, keep_raw)
     return code

@@ -307,21 +307,25 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     else:
         _wait_for_ranks(trace_dir, size) if rank == 0 else None
     if rank == 0:
-        meta_path = os.path.join(trace_dir, "meta.json")
-        with open(meta_path) as f:
-            meta = json.load(f)
-        meta["end"] = datetime.datetime.now(datetime.UTC).isoformat()
-        write_json(meta_path, meta)
-        from contracts.merge import merge
-        meta = merge(trace_dir, keep_raw=keep_raw)
-        state = "complete" if meta["complete"] else \
-            f"INCOMPLETE ranks {meta['incomplete_ranks']}"
-        print(f"instrument: trace of {size} ranks, {meta['events']} events -> {trace_dir} "
-              f"({state})", file=sys.stderr)
-        from contracts.merge import trace_warnings
-        for w in trace_warnings(meta).values():
-            print(f"instrument: WARNING: {w}", file=sys.stderr)
+        finish_trace(trace_dir, size, keep_raw)
     return 0
+
+
+def finish_trace(trace_dir: str, size: int, keep_raw: bool | None) -> None:
+    """Rank 0, once every rank has closed: stamp the end, merge, and say
+    what the trace holds and what later stages cannot account for."""
+    meta_path = os.path.join(trace_dir, "meta.json")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    meta["end"] = datetime.datetime.now(datetime.UTC).isoformat()
+    write_json(meta_path, meta)
+    from contracts.merge import merge, trace_warnings
+    meta = merge(trace_dir, keep_raw=keep_raw)
+    state = "complete" if meta["complete"] else f"INCOMPLETE ranks {meta['incomplete_ranks']}"
+    print(f"instrument: trace of {size} ranks, {meta['events']} events -> {trace_dir} "
+          f"({state})", file=sys.stderr)
+    for w in trace_warnings(meta).values():
+        print(f"instrument: WARNING: {w}", file=sys.stderr)
 
 
 def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:

@@ -201,6 +201,18 @@ def test_library_subclasses_of_mpi_classes_keep_their_isinstance(tmp_path):
     assert {"issend", "testall", "iprobe", "recv"} <= ops
 
 
+def _c_library_app(tmp_path, n: int, name: str):
+    """tests/apps/NAME.c compiled with mpicc into a library for NAME.py:
+    (the library, the untraced run's output, the run traced with --c-calls
+    into tmp_path/t)."""
+    lib = tmp_path / f"lib{name}.so"
+    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / f"{name}.c")])
+    app = [APPS / f"{name}.py", lib]
+    plain = mpirun(n, app).stdout
+    return lib, plain, mpirun(n, ["-m", "instrument", "trace", "--c-calls", "-o",
+                                  tmp_path / "t"] + app)
+
+
 # what a call below Python must record as the same call through mpi4py does
 SAME_AS_PYTHON = ["op", "peer", "tag", "sbytes", "rbytes", "wildcard", "rpeer", "rtag"]
 
@@ -220,11 +232,7 @@ def test_calls_below_python_are_traced_like_calls_through_mpi4py(tmp_path):
     calls made through mpi4py are (peers, tags, bytes, wildcards, per-peer
     counts, requests, communicators made in C, Cartesian topology); a call
     the shim only counts stays invisible and is warned about."""
-    lib = tmp_path / "libops.so"
-    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "below_python_ops.c")])
-    app = [APPS / "below_python_ops.py", lib]
-    plain = mpirun(3, app).stdout
-    p = mpirun(3, ["-m", "instrument", "trace", "--c-calls", "-o", tmp_path / "t"] + app)
+    lib, plain, p = _c_library_app(tmp_path, 3, "below_python_ops")
 
     def sums(out):                    # the ranks' lines may interleave
         return sorted(re.findall(r"rank (\d) python ([\d.]+) c ([\d.]+)\n", out))
@@ -306,11 +314,7 @@ def test_mpi_initialised_from_c_without_mpi4py_is_traced(tmp_path):
     PETSc does for petsc4py), in an application that never imports
     mpi4py.MPI: the shim sees the initialisation and the tracer sets itself
     up there, so the calls that follow are in the trace."""
-    lib = tmp_path / "libcinit.so"
-    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "c_init.c")])
-    app = [APPS / "c_init.py", lib]
-    plain = mpirun(2, app).stdout
-    p = mpirun(2, ["-m", "instrument", "trace", "--c-calls", "-o", tmp_path / "t"] + app)
+    _, plain, p = _c_library_app(tmp_path, 2, "c_init")
     def totals(out):                  # the ranks' lines may interleave
         return sorted(re.findall(r"rank (\d) ring total (\d+)", out))
     assert totals(p.stdout) == totals(plain) == [("0", "9"), ("1", "9")]
