@@ -85,3 +85,22 @@ def test_the_output_check_compares_each_representatives_own_line(tmp_path):
         "NO: <missing>")
     assert same_output("rank 0 class .*", traced, lines.replace("0.5", "0.25"), tmp_path,
                        [2]) == "NO: rank 0 class 0 acc 0.25 | rank 0 class 0 acc 0.5"
+
+
+def test_an_application_that_cannot_be_predicted_is_a_row_with_its_reason(tmp_path):
+    """A stage that refuses an application (here the clustering: rank 0
+    sends through ctypes on libmpi's handle, a call below Python that
+    replay cannot answer) puts its one-line reason in the table, and the
+    runner exits non-zero."""
+    recipes = tmp_path / "recipes.yaml"
+    recipes.write_text("ctypes-send:\n  package: ctypes\n  what: a send below Python\n"
+                       "  ranks: 2\n  app: [tests/apps/ctypes_mpi.py]\n")
+    p = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
+                        str(tmp_path / "out"), "--repeats", "1", "--no-calibrate", "--markdown"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    row = json.loads((tmp_path / "out" / "ctypes-send" / "row.json").read_text())
+    assert row["outcome"].startswith("refused: ") and \
+        "(a representative) makes MPI calls below Python" in row["outcome"], row
+    assert "| ctypes-send | ctypes | 2 | - |" in p.stdout and "| refused: " in p.stdout
+    assert "Traceback" not in p.stderr

@@ -451,6 +451,16 @@ def error_interval(predicted: list[float], measured: list[float], level: float =
     return float(lo), float(hi)
 
 
+def refusal(failure: str) -> str:
+    """A failed stage's reason in one line: the first line of its output
+    that says ``error:`` (what the stage that could not go on said), else
+    the failure's first line."""
+    for line in failure.splitlines():
+        if "error: " in line:
+            return "refused: " + line.split("error: ", 1)[1].strip()[:300]
+    return "failed: " + failure.splitlines()[0][:300] if failure else "failed"
+
+
 def markdown(df: pd.DataFrame) -> str:
     lines = ["| app | package | N | events | reps | replay fidelity | predicted s: median "
              "(rounds) | measured s: median (rounds) | error (95 % interval) | without "
@@ -461,6 +471,8 @@ def markdown(df: pd.DataFrame) -> str:
         return f"{median:.3f} ({min(each):.3f}-{max(each):.3f})"
     ci = []                             # the compared apps' intervals
     held = []                           # the band holds the measured median
+    refused = df[df["outcome"].notna()] if "outcome" in df else df.iloc[:0]
+    df = df.drop(refused.index)
     for r in df.itertuples():
         meas = ("n/a (N > cores)" if r.measured != r.measured
                 else spread(r.measured, r.measured_each))
@@ -478,11 +490,15 @@ def markdown(df: pd.DataFrame) -> str:
                                                                            False):
             held.append(band[0] <= r.measured <= band[1])
             inside = f"{'yes' if held[-1] else 'no'} ({band[0]:.3f}-{band[1]:.3f})"
-        lines.append(f"| {r.app} | {r.package} | {r.N} | {r.events} | {r.representatives} | "
+        lines.append(f"| {r.app} | {r.package} | {r.N} | {int(r.events)} | "
+                     f"{int(r.representatives)} | "
                      f"{100 * r.fidelity:.1f} % | {spread(r.predicted, r.predicted_each)} | "
-                     f"{meas} | {err} | {plain} | {inside} | {r.invisible} | "
+                     f"{meas} | {err} | {plain} | {inside} | {int(r.invisible)} | "
                      f"{r.same_output} |")
-    e = df["error"].abs().dropna()
+    for r in refused.itertuples():
+        lines.append(f"| {r.app} | {r.package} | {r.N} | " + " | ".join(["-"] * 9)
+                     + f" | {r.outcome} |")
+    e = df["error"].abs().dropna() if "error" in df else pd.Series(dtype=float)
     if len(e):
         lines.append(f"\nCompared: {len(e)} applications; |error| mean {100 * e.mean():.1f} %, "
                      f"max {100 * e.max():.1f} % (goal: mean < 5 %, max < 10 %).")
@@ -578,6 +594,12 @@ def main(argv=None) -> int:
         except RuntimeError as e:
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
             failed.append(name)
+            if not a.resimulate:              # the table shows why, in the stage's words
+                recipe = recipes[name]
+                (out / name).mkdir(parents=True, exist_ok=True)
+                (out / name / "row.json").write_text(json.dumps(
+                    {"app": name, "package": recipe["package"], "N": int(recipe["ranks"]),
+                     "outcome": refusal(str(e))}))
     # the table: every app with a result under OUT, in recipe order (runs of
     # subsets accumulate)
     saved = [json.loads((out / n / "row.json").read_text()) for n in recipes
