@@ -56,7 +56,7 @@ CL = config["cluster"]
 VAR = config["variability"]
 # YAML reads an unquoted `off` as false
 ROLES = "off" if CL["object_roles"] in ("off", False) else CL["object_roles"]
-COUNT = "--count-c-calls" if config["count_c_calls"] else ""
+COUNT = "--c-calls" if config["count_c_calls"] else "--no-c-calls"
 # the software of every rule, for `snakemake --use-conda` (the README's
 # commands install the same into .venv)
 ENV = "config/envs/repreplay.yaml"

@@ -2,7 +2,7 @@
 
   mpiexec -n N python -m instrument trace -o DIR [--force] app.py [args...]
   mpiexec -n N python -m instrument trace -o DIR -m module [args...]
-  mpiexec -n N python -m instrument trace --c-calls -o DIR app.py [args...]
+  mpiexec -n N python -m instrument trace --no-c-calls -o DIR app.py [args...]
   mpiexec -n N python -m instrument trace -o DIR ./a.out [args...]   (a compiled program)
   mpiexec -n N python -m instrument record --ranks R1,R2 -o LOG_DIR app.py [args...]
   python -m instrument show DIR
@@ -44,6 +44,34 @@ def _set_watchdog(parser, seconds) -> None:
     os.environ[ENV] = repr(seconds)
 
 
+def _load_shim(argv: list[str], asked: bool | None) -> bool | None:
+    """Load the PMPI shim that traces the MPI calls made below Python
+    (instrument/ccount.py), rerunning this process with its dlsym
+    interposer preloaded first.  ``asked``: --c-calls (True), --no-c-calls
+    (False) or neither (None: load it if it can be built).  Returns whether
+    it is loaded, or None when it was asked for and cannot be."""
+    if asked is False:
+        return False
+    from .ccount import CcountError, load, preloaded_command
+    try:
+        again = preloaded_command(argv)
+        if again:                           # LD_PRELOAD is read when a process starts
+            cmd, env = again
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execve(cmd[0], cmd, env)
+        load()                              # before MPI is initialised
+        return True
+    except CcountError as e:
+        if asked:
+            print(f"instrument trace: error: --c-calls: {e}", file=sys.stderr)
+            return None
+        if os.environ.get("PMI_RANK", "0") == "0":
+            print(f"instrument trace: note: MPI calls made below Python are neither traced "
+                  f"nor counted: {e}", file=sys.stderr)
+        return False
+
+
 def _plan(argv: list[str]):
     """What ``main`` does: a function that traces or records (run in the
     main thread, where the application runs), or an exit code."""
@@ -57,20 +85,24 @@ def _plan(argv: list[str]):
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("trace", help="run an application under the tracer (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument trace -o DIR [--force] "
-                             "[--keep-raw] [--c-calls] [--watchdog S] (app.py | -m module "
-                             "| -c command) [args ...]")
+                             "[--keep-raw] [--c-calls | --no-c-calls] [--watchdog S] "
+                             "(app.py | -m module | -c command) [args ...]")
     p.add_argument("-o", "--output", required=True, help="trace directory to create")
     p.add_argument("--force", action="store_true",
                    help="replace an existing trace directory")
     p.add_argument("--keep-raw", action="store_true",
                    help="keep the per-rank raw files after merging")
     _watchdog_option(p)
-    p.add_argument("--c-calls", "--count-c-calls", dest="c_calls", action="store_true",
-                   help="also trace the MPI calls made below Python (C extensions, "
-                        "compiled code, ctypes/cffi/numba) through a PMPI shim built with the "
-                        "MPI library's mpicc: they join the trace as events flagged "
+    p.add_argument("--c-calls", "--count-c-calls", dest="c_calls", action="store_const",
+                   const=True, default=None,
+                   help="trace the MPI calls made below Python too (C extensions, compiled "
+                        "code, ctypes/cffi/numba) through a PMPI shim built with the MPI "
+                        "library's mpicc: they join the trace as events flagged "
                         "below_python; calls the shim only counts are reported as invisible "
-                        "(c_calls.csv in the trace)")
+                        "(c_calls.csv in the trace).  The default wherever that mpicc is "
+                        "found; given, its absence is an error")
+    p.add_argument("--no-c-calls", dest="c_calls", action="store_const", const=False,
+                   help="trace the calls made through mpi4py only (no shim)")
     p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
                              "--reps REPS.csv) -o LOG_DIR [--force] [--watchdog S] (app.py | "
@@ -104,24 +136,14 @@ def _plan(argv: list[str]):
             waits = choose_waits()
             return lambda: trace_native(args.output, target, force=args.force,
                                         keep_raw=True if args.keep_raw else None, waits=waits)
-        if args.c_calls:
-            from .ccount import CcountError, load, preloaded_command
-            try:
-                again = preloaded_command(argv)
-                if again:                   # LD_PRELOAD is read when a process starts
-                    cmd, env = again
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    os.execve(cmd[0], cmd, env)
-                load()                      # before MPI is initialised
-            except CcountError as e:
-                print(f"instrument trace: error: --c-calls: {e}", file=sys.stderr)
-                return 2
+        c_calls = _load_shim(argv, args.c_calls)
+        if c_calls is None:
+            return 2
         waits = choose_waits()              # before MPI reads its variables
         from .run import trace_main
         return lambda: trace_main(args.output, target, mode, force=args.force,
                                   keep_raw=True if args.keep_raw else None,
-                                  count_c_calls=args.c_calls, waits=waits)
+                                  count_c_calls=bool(c_calls), waits=waits)
     if argv and argv[0] == "record":
         opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["record"] + opts)

@@ -258,13 +258,16 @@ def load() -> None:
     before ``from mpi4py import MPI``."""
     if "mpi4py.MPI" in sys.modules:
         raise CcountError("the call counter must be loaded before mpi4py.MPI is imported")
-    import mpi4py
     global _loaded
     d = build()
     if os.environ.get(PRELOADED) == "1":
         _check_interposer(d)
-    mpi4py.profile(LIB_NAME, path=[d])
-    _loaded = os.path.join(d, f"lib{LIB_NAME}.so")
+    # into the global scope ahead of the MPI library, as mpi4py.profile
+    # does, but without importing mpi4py: the application's own import of
+    # it must stay its own (an import hook of its may wait for it)
+    lib = os.path.join(d, f"lib{LIB_NAME}.so")
+    ctypes.CDLL(lib, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    _loaded = lib
 
 
 def dump(path: str) -> bool:

@@ -296,17 +296,22 @@ def test_calls_below_python_are_traced_like_calls_through_mpi4py(tmp_path):
     assert reps.exists()
 
 
-def test_calls_below_python_without_the_shim_are_neither_seen_nor_changed(tmp_path):
-    """Without --c-calls the trace holds the mpi4py calls only, and the
-    application computes the same."""
+def test_calls_below_python_are_traced_by_default_and_not_without_the_shim(tmp_path):
+    """With --no-c-calls the trace holds the mpi4py calls only, and the
+    application computes the same; by default (the shim built) the calls
+    below Python are in it."""
     lib = tmp_path / "libbelow.so"
     run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "below_python.c")])
-    p = mpirun(2, ["-m", "instrument", "trace", "-o", tmp_path / "t",
-                   APPS / "below_python.py", lib, "3"])
+    app = [APPS / "below_python.py", lib, "3"]
+    p = mpirun(2, ["-m", "instrument", "trace", "--no-c-calls", "-o", tmp_path / "t"] + app)
     assert "ring sums 3, mpi4py sum 1" in p.stdout
     ev = load_trace(str(tmp_path / "t")).events
     assert not ((ev["flags"] & FLAG_BELOW_PYTHON) != 0).any()
     assert "sendrecv" not in set(ev["op"])
+    p = mpirun(2, ["-m", "instrument", "trace", "-o", tmp_path / "d"] + app)
+    assert "ring sums 3, mpi4py sum 1" in p.stdout
+    below = load_trace(str(tmp_path / "d")).meta["below_python_calls"]
+    assert below == {"MPI_Sendrecv": 6, "MPI_Allreduce": 6}
 
 
 def test_mpi_initialised_from_c_without_mpi4py_is_traced(tmp_path):
