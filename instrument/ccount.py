@@ -166,6 +166,7 @@ def generate(mpicc: str) -> str:
             f"#define RR_OP_FINALIZE {ops.CODE['finalize']}\n"
             f"#define RR_OP_START {ops.CODE['start']}\n"
             f"#define RR_OP_IRECV {ops.CODE['irecv']}\n"
+            f"#define RR_OP_REQUEST_FREE {ops.CODE['request_free']}\n"
             '#include "ccount.c"\n#include "ctrace.c"\n\n'
             f"static const char *rr_names[] = {{\n    {table}\n}};\n"
             f"static int rr_n_functions(void) {{ return {len(names)}; }}\n"

@@ -485,20 +485,6 @@ static void rr_pers_new(MPI_Request r, int64_t starts, const rr_comm_t *comm, in
     pthread_mutex_unlock(&rr_mu);
 }
 
-/* A persistent request freed: its entry is free again (the call is not
- * an event; the Python tracer's request_free is bookkeeping too). */
-int MPI_Request_free(MPI_Request *request)
-{
-    if (request && *request != MPI_REQUEST_NULL) {
-        pthread_mutex_lock(&rr_mu);
-        rr_pers_t *p = rr_pers_find_locked(rr_handle_of_req(*request));
-        if (p)
-            p->used = 0;
-        pthread_mutex_unlock(&rr_mu);
-    }
-    return PMPI_Request_free(request);
-}
-
 /* A persistent request started: its start event, with a new id. */
 static void rr_start(const rr_span *sp, void *ret, MPI_Request r)
 {
@@ -680,6 +666,34 @@ static void rr_put(const rr_span *s, void *ret, int64_t op, int64_t comm, int64_
         rr_last_cpu = rr_cpu();
     }
     pthread_mutex_unlock(&rr_mu);
+}
+
+/* A request freed: a persistent one's entry is free again, a pending
+ * one's forgotten; recorded as the Python tracer records request_free
+ * (with the id of what was under way, -1 when nothing was). */
+int MPI_Request_free(MPI_Request *request)
+{
+    void *ret = __builtin_return_address(0);
+    int traced = rr_tracing && rr_classify(ret) == CALLER_OTHER;
+    rr_span sp;
+    if (traced)
+        rr_enter(&sp);
+    int64_t id = -1;
+    if (request && *request != MPI_REQUEST_NULL) {
+        pthread_mutex_lock(&rr_mu);
+        rr_pers_t *p = rr_pers_find_locked(rr_handle_of_req(*request));
+        if (p) {
+            id = p->active;
+            p->used = 0;
+        }
+        pthread_mutex_unlock(&rr_mu);
+        if (!p)
+            id = rr_req_find(*request, 1).id;
+    }
+    int rc = PMPI_Request_free(request);
+    if (traced)
+        rr_put(&sp, ret, RR_OP_REQUEST_FREE, -1, -1, -1, 0, 0, id, -1, -1, -1, 0, NULL);
+    return rc;
 }
 
 /* A JSON list of completed request ids ("r" extra), or NULL if none;

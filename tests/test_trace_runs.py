@@ -242,16 +242,20 @@ def test_calls_below_python_are_traced_like_calls_through_mpi4py(tmp_path):
     ev = t.events
     for rank in range(3):
         py, c = _halves(ev, rank)
-        assert len(c) == len(py) == 23, (rank, len(py), len(c))
+        assert len(c) == len(py) == 34, (rank, len(py), len(c))
         assert (py[SAME_AS_PYTHON].to_numpy() == c[SAME_AS_PYTHON].to_numpy()).all(), rank
         for col in ("scounts", "rcounts"):
             assert [None if v is None else list(v) for v in py[col]] == \
                    [None if v is None else list(v) for v in c[col]], (rank, col)
         assert [len(v) for v in py["reqs"]] == [len(v) for v in c["reqs"]]
+        # persistent requests: what each start begins, and every start's id
+        # completed by the Waitall after it
+        assert list(py["started"]) == list(c["started"])
+        assert list(c.loc[c["op"] == "start", "started"]) == ["irecv", "isend"] * 2
         # a request made in C is completed by the C call that waits for it
         made = set(c["req"][c["req"] >= 0])
         done = {q for v in c["reqs"] for q in v}
-        assert made == done and len(made) == 5
+        assert made == done and len(made) == 9
         # both halves dup the world, which the C half knows by the id the
         # Python tracer gave it; the communicators made then are their own
         assert c["comm"].iloc[0] == py["comm"].iloc[0] == 0

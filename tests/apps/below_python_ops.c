@@ -78,6 +78,22 @@ double exchange(int world_handle, int n)
     MPI_Wait(&r[1], MPI_STATUS_IGNORE);
     check += sum(b, 2 * n);
 
+    /* persistent requests, started twice, then freed */
+    MPI_Request pr[2];
+    MPI_Recv_init(b, n, MPI_DOUBLE, left, 11, cart, &pr[0]);
+    MPI_Send_init(a, n, MPI_DOUBLE, right, 11, cart, &pr[1]);
+    for (int k = 0; k < 2; k++) {
+        MPI_Startall(2, pr);
+        MPI_Waitall(2, pr, MPI_STATUSES_IGNORE);
+        check += sum(b, n);
+    }
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+
+    /* a large-count call (MPI 4), as PETSc makes them */
+    MPI_Allreduce_c(a, b, (MPI_Count)n, MPI_DOUBLE, MPI_SUM, cart);
+    check += sum(b, n);
+
     MPI_Comm_free(&cart);
     MPI_Comm_free(&dup);
     free(a); free(b); free(counts); free(displs); free(mine); free(mydispls);

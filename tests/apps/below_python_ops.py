@@ -60,6 +60,16 @@ def exchange(n: int) -> float:
     cart.Recv([b, 2 * n, MPI.DOUBLE], st.source, 10)
     s.Wait()
     check += b[:2 * n].sum()
+    pr = [cart.Recv_init([b, n, MPI.DOUBLE], left, 11),
+          cart.Send_init([a, n, MPI.DOUBLE], right, 11)]
+    for _ in range(2):
+        MPI.Prequest.Startall(pr)
+        MPI.Request.Waitall(pr)
+        check += b[:n].sum()
+    for r in pr:
+        r.Free()
+    cart.Allreduce([a, n, MPI.DOUBLE], [b, n, MPI.DOUBLE])
+    check += b[:n].sum()
     cart.Free()
     dup.Free()
     return float(check)
