@@ -86,7 +86,8 @@ def _plan(argv: list[str]):
     p = sub.add_parser("trace", help="run an application under the tracer (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument trace -o DIR [--force] "
                              "[--keep-raw] [--c-calls | --no-c-calls] [--watchdog S] "
-                             "(app.py | -m module | -c command) [args ...]")
+                             "(app.py | -m module | -c command | ./compiled-program) "
+                             "[args ...]")
     p.add_argument("-o", "--output", required=True, help="trace directory to create")
     p.add_argument("--force", action="store_true",
                    help="replace an existing trace directory")
