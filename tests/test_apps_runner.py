@@ -104,3 +104,29 @@ def test_an_application_that_cannot_be_predicted_is_a_row_with_its_reason(tmp_pa
         "(a representative) makes MPI calls below Python" in row["outcome"], row
     assert "| ctypes-send | ctypes | 2 | - |" in p.stdout and "| refused: " in p.stdout
     assert "Traceback" not in p.stderr
+
+
+def test_the_table_gives_each_errors_noise_floor(tmp_path):
+    """Beside each error, the spread of the untraced runs against each
+    other: an error inside it is marked so, and an application whose runs
+    spread wider than the goal is reported apart in the summary."""
+    sys.path.insert(0, str(ROOT / "bench" / "apps"))
+    import pandas as pd
+    from run import markdown, noise_floor
+    steady = [1.00, 1.01, 0.99, 1.00, 1.01]
+    noisy = [1.0, 1.3, 0.8, 1.2, 0.9]
+    assert noise_floor(steady) < 0.02 < 0.05 < noise_floor(noisy)
+    rows = [{"app": "steady", "package": "p", "N": 2, "events": 10, "representatives": 1,
+             "fidelity": 0.0, "predicted": 1.03, "predicted_each": [1.03] * 5,
+             "measured": 1.0, "measured_each": steady, "error": 0.03, "invisible": 0,
+             "same_output": "-"},
+            {"app": "noisy", "package": "q", "N": 2, "events": 10, "representatives": 1,
+             "fidelity": 0.0, "predicted": 1.08, "predicted_each": [1.08] * 5,
+             "measured": 1.0, "measured_each": noisy, "error": 0.08, "invisible": 0,
+             "same_output": "-"}]
+    table = markdown(pd.DataFrame(rows))
+    steady_row = next(line for line in table.splitlines() if line.startswith("| steady"))
+    noisy_row = next(line for line in table.splitlines() if line.startswith("| noisy"))
+    assert "inside the floor" not in steady_row and "inside the floor" in noisy_row
+    assert "Noise floor wider than 5 % (untraced runs against each other) on 1: noisy; " \
+        "without them: |error| mean 3.0 %, max 3.0 % over 1." in table
