@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import re
 import shutil
 import statistics
@@ -36,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "apps"))
 
-from run import error_interval  # noqa: E402  (bench/apps/run.py)
+from run import env as apps_env  # noqa: E402  (bench/apps/run.py)
+from run import error_interval  # noqa: E402
 
 from contracts.raw_trace import FLAG_BELOW_PYTHON  # noqa: E402
 from contracts.trace import load_trace  # noqa: E402
@@ -65,11 +65,9 @@ APPS = [
 
 
 def env(extra: dict) -> dict:
-    e = dict(os.environ, **extra)
-    for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        e[v] = "1"
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    return e
+    """The apps runner's environment (one BLAS thread per rank, the
+    repository on the path), with an application's own variables."""
+    return {**apps_env(), **extra}
 
 
 def traced(args: list[str], extra: dict, out: Path) -> str:

@@ -47,7 +47,7 @@ def _role_bytes(text: str) -> float:
 
 def refuse_below_python(trace_dir: str, reps) -> None:
     """Stop here, before anything is recorded or replayed, when a
-    representative makes MPI calls below Python (traced with --c-calls):
+    representative makes MPI calls below Python (traced by the PMPI shim):
     its replay could not answer them (they would reach no peer)."""
     from contracts.raw_trace import FLAG_BELOW_PYTHON
     from contracts.trace import load_trace

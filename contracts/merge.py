@@ -508,22 +508,24 @@ def trace_warnings(meta: dict) -> dict:
     words: ``{"invisible": ..., "below_python": ..., "unmodelled": ...}``
     (keys present only when there is something to say).  The tracer, ``show``, netsim and the report
     all say it this way."""
+    def most(calls: dict) -> str:           # the most frequent functions, with counts
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+        return ", ".join(f"{k} x{v}" for k, v in top)
+
     out = {}
     calls = meta.get("invisible_calls") or {}
     if calls:
-        top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
         out["invisible"] = (
             f"this application issues {sum(calls.values())} MPI calls the tracer cannot see "
-            f"(made below Python, not through mpi4py: "
-            f"{', '.join(f'{k} x{v}' for k, v in top)}); the prediction will be wrong")
+            f"(made below Python, not through mpi4py: {most(calls)}); the prediction will be "
+            f"wrong")
     below = meta.get("below_python_calls") or {}
     if below:
-        top = sorted(below.items(), key=lambda kv: -kv[1])[:8]
         what = ("of this compiled program were" if meta.get("native")
                 else "made below Python were")
         out["below_python"] = (
             f"{sum(below.values())} MPI calls {what} traced "
-            f"({', '.join(f'{k} x{v}' for k, v in top)}): the simulation includes them, but "
+            f"({most(below)}): the simulation includes them, but "
             f"replay cannot answer them yet (a replayed rank's calls from compiled code reach "
             f"no peer): predict with the trace's own computation times")
     unmodelled = meta.get("unmodelled") or {}

@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LIB_NAME = "repreplay_ccount"
 DLSYM_NAME = "librepreplay_dlsym.so"      # ccount_dlsym.c: calls looked up on libmpi's handle
 PRELOADED = "REPREPLAY_PRELOADED"         # set once the process runs with the interposer
-_loaded: str | None = None      # path of the shim this process loaded
+_shim: ctypes.CDLL | None = None   # the shim this process loaded
 
 # the calls that move data or complete its movement: point-to-point,
 # probes, persistent starts, completions, collectives (blocking,
@@ -259,25 +259,22 @@ def load() -> None:
     before ``from mpi4py import MPI``."""
     if "mpi4py.MPI" in sys.modules:
         raise CcountError("the call counter must be loaded before mpi4py.MPI is imported")
-    global _loaded
+    global _shim
     d = build()
     if os.environ.get(PRELOADED) == "1":
         _check_interposer(d)
     # into the global scope ahead of the MPI library, as mpi4py.profile
     # does, but without importing mpi4py: the application's own import of
     # it must stay its own (an import hook of its may wait for it)
-    lib = os.path.join(d, f"lib{LIB_NAME}.so")
-    ctypes.CDLL(lib, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
-    _loaded = lib
+    _shim = ctypes.CDLL(os.path.join(d, f"lib{LIB_NAME}.so"), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
 
 
 def dump(path: str) -> bool:
     """Write this process's counts (TSV: function, visible, invisible) to
     ``path``; False if the shim is not loaded."""
-    if _loaded is None:
+    if _shim is None:
         return False
-    lib = ctypes.CDLL(_loaded, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
-    return lib.repreplay_ccount_dump(path.encode()) == 0
+    return _shim.repreplay_ccount_dump(path.encode()) == 0
 
 
 class BelowPython:
@@ -319,10 +316,9 @@ class BelowPython:
 
 def below_python(trace_dir: str, rank: int, origin: float) -> BelowPython | None:
     """Start tracing this rank's calls below Python, if the shim is loaded."""
-    if _loaded is None:
+    if _shim is None:
         return None
-    return BelowPython(ctypes.CDLL(_loaded, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL), trace_dir,
-                       rank, origin)
+    return BelowPython(_shim, trace_dir, rank, origin)
 
 
 _ON_INIT = None        # the ctypes callback handed to the shim, kept alive
@@ -334,8 +330,7 @@ def on_c_init(fn) -> None:
     the tracer sets itself up there, as it does at the application's import
     of mpi4py.MPI.  No-op when the shim is not loaded."""
     global _ON_INIT
-    if _loaded is None:
+    if _shim is None:
         return
-    lib = ctypes.CDLL(_loaded, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
     _ON_INIT = ctypes.CFUNCTYPE(None)(fn)
-    lib.rr_set_on_init(_ON_INIT)
+    _shim.rr_set_on_init(_ON_INIT)

@@ -6,7 +6,7 @@
  * the raw trace's record layout (contracts/raw_trace.py RECORD) in the
  * rank's raw/rNNNNNN.cev, with its variable-size parts as JSON side
  * records in raw/rNNNNNN.cside.  The merge interleaves these events with
- * the rank's Python-level ones by start time: one event stream.
+ * the rank's Python-level ones in return order: one event stream.
  *
  * Ids live in name spaces of their own, so that nothing here needs the
  * Python tracer's counters: communicators created in C from RR_COMM_BASE,
@@ -297,22 +297,22 @@ static rr_comm_t *rr_register_locked(MPI_Comm c, const rr_comm_t *parent, const 
     e->live = 1;
     int nm, nr, *remote;
     int *members = rr_fill_members(e, c, &nm, &remote, &nr);
-    uint64_t h = 1469598103934665603ULL;
-    h = rr_fnv(h, "C-level|", 8);
-    h = rr_fnv(h, parent ? parent->key : "none", strlen(parent ? parent->key : "none"));
-    h = rr_fnv(h, how, strlen(how));
-    h = rr_fnv(h, members, sizeof(int) * (size_t)nm);
+    uint64_t h = rr_fnv(1469598103934665603ULL, "C-level|", 8);
     if (remote) {
-        /* both sides of an intercomm agree on the key */
+        /* both sides of an intercomm agree on the key: not the parent (each
+         * side has its own), both groups in one order */
         int *lo = members, *hi = remote, nlo = nm, nhi = nr;
         if (nr < nm || (nr == nm && memcmp(remote, members, sizeof(int) * (size_t)nm) < 0)) {
             lo = remote; hi = members; nlo = nr; nhi = nm;
         }
-        h = 1469598103934665603ULL;
-        h = rr_fnv(h, "C-level|", 8);
         h = rr_fnv(h, how, strlen(how));
         h = rr_fnv(h, lo, sizeof(int) * (size_t)nlo);
         h = rr_fnv(h, hi, sizeof(int) * (size_t)nhi);
+    } else {
+        const char *pkey = parent ? parent->key : "none";
+        h = rr_fnv(h, pkey, strlen(pkey));
+        h = rr_fnv(h, how, strlen(how));
+        h = rr_fnv(h, members, sizeof(int) * (size_t)nm);
     }
     int nth = rr_nth_locked(h);
     h = rr_fnv(h, &nth, sizeof nth);
