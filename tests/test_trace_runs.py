@@ -369,6 +369,12 @@ def test_a_compiled_program_is_traced_and_simulated(tmp_path):
                str(tmp_path / "p.json")])
     assert json.loads((tmp_path / "p.json").read_text())["predicted_time"] > 0
     assert "MPI calls of this compiled program were traced" in sim.stderr
+    # a program the launcher cannot start: one line per rank, no traceback
+    exe.chmod(0o644)
+    p = run([MPIEXEC, "-n", "2", sys.executable, "-m", "instrument", "trace", "-o",
+             str(tmp_path / "u"), str(exe)], check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert f"instrument trace: error: rank 0: cannot run {exe}: Permission denied" in p.stderr
 
 
 def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_traced(tmp_path):
