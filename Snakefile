@@ -231,12 +231,14 @@ rule record:
     params:
         mpirun=MPIRUN,
         app=APP,
+        c_calls=COUNT,
     resources:
         tasks=ranks_of,
     conda:
         ENV
     shell:
-        "{params.mpirun} -m instrument record --reps {input.reps} -o {output} --force "
+        "{params.mpirun} -m instrument record {params.c_calls} --reps {input.reps} -o {output} "
+        "--force "
         "{params.app} > {log} 2>&1"
 
 

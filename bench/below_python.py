@@ -10,10 +10,12 @@ finalize, busy-polling waits, as bench/apps/run.py does) and traced with
 ``instrument trace --c-calls``, alternately, so both sides sample the same
 minutes.  Each trace is simulated on this machine's shipped platform
 (config/platforms/this-machine.yaml) with its own computation times
-(``netsim``'s default: the trace's CPU seconds): replay cannot answer
-calls made below Python yet, so this is the trace-and-simulate half of
-the method, which shows whether the calls below Python are all in the
-trace and simulated right.  Reported per app: events, how many were made
+(``netsim``'s default: the trace's CPU seconds): the trace-and-simulate
+half of the method, which shows whether the calls below Python are all in
+the trace and simulated right, apart from record and replay.  The whole
+method on the same applications (recorded and replayed through the PMPI
+shim's C log) is bench/apps/run.py with their recipes (devito-diffusion,
+devito-acoustic, numba-halo, petsc-poisson2d).  Reported per app: events, how many were made
 below Python, calls the shim could not trace (must be 0), the medians of
 the predicted and measured seconds, the error with its 95 % bootstrap
 interval, and whether the traced run printed what the untraced one did.

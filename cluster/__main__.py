@@ -45,31 +45,6 @@ def _role_bytes(text: str) -> float:
     return float(text)
 
 
-def refuse_below_python(trace_dir: str, reps) -> None:
-    """Stop here, before anything is recorded or replayed, when a
-    representative makes MPI calls below Python (traced by the PMPI shim):
-    its replay could not answer them (they would reach no peer)."""
-    from contracts.raw_trace import FLAG_BELOW_PYTHON
-    from contracts.trace import load_trace
-    t = load_trace(trace_dir, columns=["rank", "seq", "op", "flags", "site"])
-    ev = t.events
-    chosen = set(int(r) for r in reps["representative"])
-    below = ev[((ev["flags"] & FLAG_BELOW_PYTHON) != 0) & ev["rank"].isin(list(chosen))]
-    if not len(below):
-        return
-    first = below.iloc[0]
-    sites = t.sites.set_index("site")
-    lib = sites.at[first["site"], "file"] if first["site"] in sites.index else "?"
-    raise ClusterError(
-        f"{trace_dir}: rank {int(first['rank'])} (a representative) makes MPI calls below "
-        f"Python ({len(below)} events among the representatives; the first: event "
-        f"{int(first['seq'])}, {first['op']} from {lib}): replay cannot answer calls made "
-        f"below Python yet, so representative replay cannot predict this application.  "
-        f"Its trace can be simulated with its own computation times: python -m netsim "
-        f"{trace_dir} --platform PLATFORM.yaml -o prediction.json (--allow-below-python "
-        f"writes the representatives anyway)")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m cluster",
@@ -116,9 +91,6 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", help="write a dendrogram PNG here")
     ap.add_argument("--allow-incomplete", action="store_true",
                     help="cluster a trace whose ranks did not all finish")
-    ap.add_argument("--allow-below-python", action="store_true",
-                    help="write the representatives even where they make MPI calls below "
-                         "Python, which replay cannot answer yet (for analysis)")
     a = ap.parse_args(argv)
     try:
         if os.path.exists(a.output) and os.path.isdir(a.output):
@@ -128,8 +100,6 @@ def main(argv=None) -> int:
         reps = select(rv.table, rv.vectors, a.metric, a.linkage, a.threshold,
                       noise=rv.noise)
         threshold = float(reps["cut"].max())
-        if not a.allow_below_python:
-            refuse_below_python(a.trace, reps)
     except ClusterError as e:
         print(f"cluster: error: {e}", file=sys.stderr)
         return 2

@@ -525,9 +525,9 @@ def trace_warnings(meta: dict) -> dict:
                 else "made below Python were")
         out["below_python"] = (
             f"{sum(below.values())} MPI calls {what} traced "
-            f"({most(below)}): the simulation includes them, but "
-            f"replay cannot answer them yet (a replayed rank's calls from compiled code reach "
-            f"no peer): predict with the trace's own computation times")
+            f"({most(below)}): the simulation includes them, and a replay answers them "
+            f"from the C log that `instrument record` keeps beside the message log (where "
+            f"it loads the PMPI shim)")
     unmodelled = meta.get("unmodelled") or {}
     if unmodelled:
         out["unmodelled"] = (

@@ -13,6 +13,10 @@ file per recorded rank, ``LOG_DIR/rank<R>.log``, streamed:
             thousands of times: the OSU bandwidth test logged 72 GB without)
     end     a record whose op is "end" and result the run's status
 
+The calls a rank made below Python (compiled code calling MPI itself) are
+logged apart, by the PMPI shim, in ``LOG_DIR/rank<R>.clog``
+(pmpishim/creplay.c), and answered from there by the same shim.
+
 Beside it, ``LOG_DIR/rank<R>.json`` is written when the rank's log is
 closed: ``{"rank", "status", "records", "bytes"}``.  Without it (the
 recording run was killed), or with a status other than ``complete``, the
@@ -114,6 +118,13 @@ def script_digest(target: list[str], mode: str) -> str | None:
 
 def log_path(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, f"rank{rank}.log")
+
+
+def clog_path(log_dir: str, rank: int) -> str:
+    """The rank's C log: what its calls made below Python received
+    (written and read by the PMPI shim, pmpishim/creplay.c, which
+    documents it); absent when the rank made none."""
+    return os.path.join(log_dir, f"rank{rank}.clog")
 
 
 def status_path(path: str) -> str:

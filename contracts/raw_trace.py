@@ -4,7 +4,7 @@ Each rank appends fixed-size binary records (``RECORD``, fields ``FIELDS``)
 to ``raw/rNNNNNN.ev`` and JSON lines of everything of variable size to
 ``raw/rNNNNNN.side`` (instrument/writer.py).  With ``--c-calls`` the PMPI
 shim writes the calls made below Python the same way to ``rNNNNNN.cev``
-and ``rNNNNNN.cside`` (instrument/ctrace.c: its own id spaces for
+and ``rNNNNNN.cside`` (pmpishim/ctrace.c: its own id spaces for
 communicators, requests and sites), and a tab-separated count of MPI calls
 per function and caller to ``ccountR.tsv``.  The merge
 (contracts/merge.py) is their one reader.  The ``FLAG_*`` bits travel on

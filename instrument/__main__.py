@@ -44,15 +44,15 @@ def _set_watchdog(parser, seconds) -> None:
     os.environ[ENV] = repr(seconds)
 
 
-def _load_shim(argv: list[str], asked: bool | None) -> bool | None:
+def _load_shim(argv: list[str], asked: bool | None, who: str = "instrument trace") -> bool | None:
     """Load the PMPI shim that traces the MPI calls made below Python
-    (instrument/ccount.py), rerunning this process with its dlsym
+    (pmpishim/), rerunning this process with its dlsym
     interposer preloaded first.  ``asked``: --c-calls (True), --no-c-calls
     (False) or neither (None: load it if it can be built).  Returns whether
     it is loaded, or None when it was asked for and cannot be."""
     if asked is False:
         return False
-    from .ccount import CcountError, load, preloaded_command
+    from pmpishim.build import ShimError, load, preloaded_command
     try:
         again = preloaded_command(argv)
         if again:                           # LD_PRELOAD is read when a process starts
@@ -62,12 +62,12 @@ def _load_shim(argv: list[str], asked: bool | None) -> bool | None:
             os.execve(cmd[0], cmd, env)
         load()                              # before MPI is initialised
         return True
-    except CcountError as e:
+    except ShimError as e:
         if asked:
-            print(f"instrument trace: error: --c-calls: {e}", file=sys.stderr)
+            print(f"{who}: error: --c-calls: {e}", file=sys.stderr)
             return None
         if os.environ.get("PMI_RANK", "0") == "0":
-            print(f"instrument trace: note: MPI calls made below Python are neither traced "
+            print(f"{who}: note: MPI calls made below Python are neither traced, logged "
                   f"nor counted: {e}", file=sys.stderr)
         return False
 
@@ -106,7 +106,8 @@ def _plan(argv: list[str]):
                    help="trace the calls made through mpi4py only (no shim)")
     p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
-                             "--reps REPS.csv) -o LOG_DIR [--force] [--watchdog S] (app.py | "
+                             "--reps REPS.csv) -o LOG_DIR [--force] [--c-calls | --no-c-calls] "
+                             "[--watchdog S] (app.py | ./compiled-program | "
                              "-m module | -c command) [args ...]")
     p.add_argument("-o", "--output", required=True, help="message log directory to create")
     p.add_argument("--ranks", help="comma-separated world ranks to record")
@@ -114,6 +115,14 @@ def _plan(argv: list[str]):
                                   "representative ranks")
     p.add_argument("--force", action="store_true", help="replace an existing log directory")
     _watchdog_option(p)
+    p.add_argument("--c-calls", dest="c_calls", action="store_const", const=True, default=None,
+                   help="log what the recorded ranks' MPI calls made below Python (compiled "
+                        "code, ctypes/cffi/numba) received too, through the PMPI shim, so "
+                        "that replay answers them (LOG_DIR/rank<R>.clog).  The default "
+                        "wherever the MPI library's mpicc is found; given, its absence is an "
+                        "error")
+    p.add_argument("--no-c-calls", dest="c_calls", action="store_const", const=False,
+                   help="log the calls made through mpi4py only (no shim)")
     p = sub.add_parser("show", help="print a summary of a trace")
     p.add_argument("trace", help="trace directory")
     p.add_argument("--max-ranks", type=int, default=32,
@@ -130,7 +139,7 @@ def _plan(argv: list[str]):
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
         _set_watchdog(parser, args.watchdog)
-        from .native import is_native
+        from pmpishim.native import is_native
         if mode == "path" and is_native(target[0]):
             # a compiled program: the PMPI shim traces it all (no Python)
             from .native import trace_native
@@ -157,6 +166,14 @@ def _plan(argv: list[str]):
             ranks = parse_ranks(args.ranks) if args.ranks else None
         except ValueError as e:
             parser.error(f"record: {e}")
+        from pmpishim.native import is_native
+        if mode == "path" and is_native(target[0]):
+            # a compiled program: the PMPI shim logs it all (no Python)
+            from .native import record_native
+            return lambda: record_native(args.output, ranks, target, force=args.force,
+                                         reps=args.reps)
+        if _load_shim(argv, args.c_calls, "instrument record") is None:
+            return 2
         from .run import record_main
         waits = choose_waits()
         return lambda: record_main(args.output, ranks, target, mode, force=args.force,

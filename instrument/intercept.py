@@ -1162,7 +1162,7 @@ def install(trace_dir: str) -> Recorder:
     from ._hotpath import now
     origin = now()
     R = Recorder(trace_dir, rank, size, origin)
-    from .ccount import below_python
+    from pmpishim.control import below_python
     R.below = below_python(trace_dir, rank, origin)
     _side = R.side.append
     for name in ops.NAMES:

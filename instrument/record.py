@@ -9,7 +9,10 @@ objects (pickled), statuses, probe and test outcomes, completion order of
 Waitany/Waitsome/Testsome, the shape of every communicator created, and
 what one-sided communication put into the rank's memory
 (mpimodel/windows.py).
-``python -m replay`` later answers the same calls from this log.
+``python -m replay`` later answers the same calls from this log.  The
+calls the rank's compiled code makes itself (below Python) are logged by
+the PMPI shim into a C log beside it (pmpishim/creplay.c), which the
+replay's shim answers them from.
 """
 from __future__ import annotations
 

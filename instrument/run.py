@@ -24,6 +24,7 @@ from contracts.output import write_json  # noqa: E402  (json only: no heavy impo
 from launch import AtMPIImport, abort_job, in_own_arena, run_app  # noqa: E402  (standard library only)
 from launch.progress import report_late_calls, report_progress  # noqa: E402  (standard library only)
 from launch.watchdog import watch  # noqa: E402  (standard library only)
+from pmpishim.control import set_up_at_c_init  # noqa: E402  (standard library only)
 
 from .waits import recorded  # noqa: E402  (standard library only)
 
@@ -261,7 +262,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     The application initialises MPI at its own import of ``mpi4py.MPI``;
     the tracer is set up right after, away from the application's heap
     (launch.AtMPIImport), and the first span starts there.
-    ``count_c_calls``: the C-level call counter (instrument/ccount.py) was
+    ``count_c_calls``: the C-level call counter (pmpishim/build.py) was
     loaded before MPI; its counts go beside the trace.  ``waits``: what
     instrument/waits.py chose for this node, said by rank 0."""
     if _refused_before_start(trace_dir, force, TRACE_DIR, "instrument trace"):
@@ -271,10 +272,7 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
     argv = [mode] + target if mode != "path" else target
     hook = AtMPIImport(lambda MPI: _start_trace(MPI, trace_dir, force, argv, waits), _on_sigterm)
     if count_c_calls:
-        # MPI initialised from C (PETSc) without mpi4py.MPI imported: import
-        # it there, which sets the tracer up as the application's import does
-        from .ccount import on_c_init
-        on_c_init(lambda: importlib.import_module("mpi4py.MPI"))
+        set_up_at_c_init()
     ran = _run_hooked(hook, target, mode, WriteError, "instrument trace",
                       lambda started, e: f"rank {started[0]}: {started[2].R.named(e)}; the "
                                          f"events written before are kept",
@@ -289,9 +287,9 @@ def trace_main(trace_dir: str, target: list[str], mode: str, force: bool = False
         print(f"instrument: trace: rank {rank} finished ({status}, {intercept.R.n} events)",
               file=sys.stderr, flush=True)
     if count_c_calls:
-        from . import ccount
+        from pmpishim import build
         path = os.path.join(trace_dir, "raw", f"ccount{rank}.tsv")
-        if not ccount.dump(path):
+        if not build.dump(path):
             print(f"instrument trace: warning: rank {rank}: could not write the C-level call "
                   f"counts to {path}; this rank's calls below Python go uncounted",
                   file=sys.stderr)
@@ -384,12 +382,17 @@ def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits):
         print(f"instrument: record: {waits}", file=sys.stderr, flush=True)
     if rank not in ranks:
         return rank, ranks, None
-    from contracts.msglog import log_path, script_digest
+    from contracts.msglog import clog_path, log_path, script_digest
 
     from . import record
     record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
                                              "argv": target, "mode": mode,
                                              "script_sha256": script_digest(target, mode)})
+    from pmpishim.control import ShimError, record_below_python
+    try:
+        record_below_python(clog_path(log_dir, rank), rank, size)
+    except ShimError as e:
+        raise SetupError(f"rank {rank}: cannot log its calls below Python: {e}", 0) from None
     report_late_calls(f"instrument: record: rank {rank}", lambda: record.W.late)
     if rank == ranks[0]:
         report_progress(f"instrument: record: rank {rank}", lambda: record.W.index, "records")
@@ -405,6 +408,28 @@ def _on_sigterm_record(started) -> None:
             lambda: W.index, W.flush, f"instrument record: rank {rank}: {W.path}"))
 
 
+def _finish_below_python(log_dir: str, rank: int, status: str) -> int | None:
+    """Close the rank's C log (its calls below Python): the records it
+    holds (a log of none is removed: the replay then needs no shim), or
+    None when it could not be written."""
+    from contracts.msglog import clog_path
+    from pmpishim.control import loaded, stop_recording
+    if not loaded():
+        return 0
+    path = clog_path(log_dir, rank)
+    n = stop_recording(status == "complete")
+    if n is None:
+        print(f"instrument record: error: rank {rank}: {path}: could not be written completely",
+              file=sys.stderr, flush=True)
+        return None
+    if n == 0 and os.path.exists(path):
+        os.remove(path)
+    elif n:
+        print(f"instrument: record: rank {rank}: {n} calls made below Python logged in {path}",
+              file=sys.stderr, flush=True)
+    return n
+
+
 def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
                 force: bool = False, reps: str | None = None, waits: str | None = None) -> int:
     """Entry point of ``instrument record`` on every rank.
@@ -418,6 +443,7 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
     LogError = in_own_arena(importlib.import_module, "contracts.msglog").LogError
     hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
                                                  waits), _on_sigterm_record)
+    set_up_at_c_init()
     ran = _run_hooked(hook, target, mode, LogError, "instrument record",
                       lambda started, e: f"rank {started[0]}: {e}",
                       lambda: hook.result[2].W.index if hook.result and hook.result[2] else 0)
@@ -435,6 +461,10 @@ def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: 
                 print(f"instrument record: error: rank {rank}: {e}", file=sys.stderr,
                       flush=True)
                 code = 2
+        below = _finish_below_python(log_dir, rank, status)
+        if below is None and code == 0:
+            code = 2
+        records += below or 0
         print(f"instrument: record: rank {rank} finished ({status}, {records} records)",
               file=sys.stderr, flush=True)
     if code != 0:

@@ -48,7 +48,7 @@ class Recorder:
         self.nsites = 0
         self.unmodelled: dict[str, int] = {}
         self.closed = False
-        self.below = None        # the tracer of calls below Python (ccount.BelowPython)
+        self.below = None        # the tracer of calls below Python (pmpishim.control.BelowPython)
         self.info = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid(),
                      "complete": False, "status": "running"}
         self._write_info()

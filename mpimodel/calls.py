@@ -53,6 +53,11 @@ def bytes_view(spec, blocks: int = 1):
         # writes its memory in memory order, which its transpose's C order is
         import numpy as np
         m = memoryview(np.asarray(m).T)  # type: ignore[arg-type]  # ndarray is a buffer
+    if m.nbytes == 0:
+        # an empty array (Devito gathers into (0, n) arrays on ranks that
+        # hold no points): nothing to write, and a view of zeros in its
+        # shape cannot be cast
+        return memoryview(bytearray())
     m = m.cast("B")
     if isinstance(spec, (list, tuple)) and len(spec) == 3:
         count, dt = spec[1], spec[2]

@@ -111,6 +111,24 @@ def _parse(argv: list[str]):
     return a, mode, target, ap
 
 
+def _load_shim(argv: list[str], log_dir: str, rank: int) -> None:
+    """Where ``rank`` made MPI calls below Python when recorded (its C log
+    is there), load the PMPI shim that answers them, before MPI; rerun this
+    process with its dlsym interposer preloaded first (ctypes lookups on
+    the MPI library's handle are answered too, as they were logged)."""
+    from contracts.msglog import clog_path
+    if not os.path.exists(clog_path(log_dir, rank)):
+        return
+    from pmpishim.build import load, preloaded_command
+    again = preloaded_command(argv, "replay")
+    if again:                               # LD_PRELOAD is read when a process starts
+        cmd, env = again
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(cmd[0], cmd, env)
+    load()
+
+
 def main(argv=None) -> int:
     _alone()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -131,6 +149,20 @@ def main(argv=None) -> int:
             replay_many([a.rank], a.size, a.log, a.output, target, mode, 1,
                         repeats=a.repeats, load=a.load, any_command=a.any_command)
         elif a.rank is not None:
+            from pmpishim.build import ShimError
+            from pmpishim.native import is_native
+            if mode == "path" and is_native(target[0]):
+                # a compiled program: run alone, the shim answering it all
+                from .run import replay_native
+                path = replay_native(a.rank, a.size, a.log, a.output, target, a.any_command)
+                print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
+                return 0
+            try:
+                _load_shim(argv, a.log, a.rank)
+            except ShimError as e:
+                raise ReplayError(f"rank {a.rank}: it made MPI calls below Python when "
+                                  f"recorded, and the shim that answers them cannot be "
+                                  f"loaded: {e}") from None
             path = replay_rank(a.rank, a.size, a.log, a.output, target, mode, a.any_command)
             print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
         else:

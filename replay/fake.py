@@ -35,6 +35,7 @@ from __future__ import annotations
 import inspect
 import resource
 import time
+from typing import Any
 
 from mpi4py import MPI
 
@@ -114,6 +115,12 @@ class Replayer:
         # seq -> seconds of a call's own work between its messages (see
         # charge()): written beside the call's row
         self.inside: dict = {}
+        # where the shim answers calls below Python too (BELOW): per row,
+        # the clocks at its entry and exit (wall, CPU), to interleave the
+        # two streams afterwards (interleave())
+        self.clocks: list | None = None
+        self._entry = (0.0, 0.0)
+        self._poll_entry = (0.0, 0.0)
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -123,6 +130,7 @@ class Replayer:
         self._span = (t - self.last_exit + self.carried, c - self.last_cpu + self.carried)
         self.carried = 0.0
         self._entry_cpu = c
+        self._entry = (t, c)
 
     def leave(self, op, empty=False):
         """End a call; ``empty``: a poll (Iprobe, Test...) that found or
@@ -130,17 +138,22 @@ class Replayer:
         if empty:
             if self.polls == 0:
                 self._poll_span, self._poll_cpu0 = self._span, self._entry_cpu
+                self._poll_entry = self._entry
             self.polls += 1
             self.last_cpu = time.process_time()
             self.last_exit = time.perf_counter()
             return
+        entry = self._entry
         if self.polls:
             span, poll_cpu = self._poll_span, max(self._entry_cpu - self._poll_cpu0, 0.0)
             self.rows.append((self.seq, op, span[0], span[1], self.polls, poll_cpu))
             self.polls = 0
+            entry = self._poll_entry
         else:
             self.rows.append((self.seq, op, self._span[0], self._span[1], 0, 0.0))
         self.seq += 1
+        if self.clocks is not None:
+            self.clocks.append((*entry, time.perf_counter(), time.process_time()))
         self.last_event = time.perf_counter()
         # inside the call, so that the probe's time is no computation span;
         # never after the application's own MPI.Finalize (the probe calls
@@ -263,6 +276,10 @@ def _first_touch(view, n: int) -> None:
 
 
 _REAL_SELF = MPI.COMM_SELF
+_NULL_HANDLE = MPI.COMM_NULL.handle
+# the shim answering this rank's calls below Python (pmpishim/control.py
+# AnsweredBelowPython), or None when it made none
+BELOW: Any = None
 
 
 def _new_comm(desc):
@@ -271,11 +288,21 @@ def _new_comm(desc):
     name = desc["cls"] or "Intracomm"
     cls = _CLS[name]
     # an intracommunicator gets a real handle of its own (a copy of
-    # COMM_SELF): attribute caching works on it, which libraries use
-    # (mpi4py.util.pkl5 keeps its locks there); communication never reaches it
-    c = cls(REAL["Comm"].Dup(_REAL_SELF)) if name in ("Intracomm", "Comm") else cls()
+    # COMM_SELF; a one-rank Cartesian one for a Cartesian communicator):
+    # attribute caching works on it, which libraries use (mpi4py.util.pkl5
+    # keeps its locks there), and compiled code handed it (Devito) calls MPI
+    # on it, which the shim answers from the log (BELOW); communication
+    # never reaches it
+    if name in ("Intracomm", "Comm"):
+        c = cls(REAL["Comm"].Dup(_REAL_SELF))
+    elif name == "Cartcomm" and BELOW is not None:
+        c = cls(REAL["Intracomm"].Create_cart(_REAL_SELF, [1] * len(desc["dims"])))
+    else:
+        c = cls()
     c._d = desc
     c._rid = _made_by()
+    if BELOW is not None and c.handle != _NULL_HANDLE:
+        BELOW.comm_known(c.handle, desc)
     return c
 
 
@@ -734,6 +761,8 @@ def install(log: LogReader, rank: int) -> Replayer:
     global RP
     build()
     RP = Replayer(log, rank)
+    if BELOW is not None:
+        RP.clocks = []
     RP.enter()
     desc, _ = RP.next("init")
     world = _new_comm(desc)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from contracts.msglog import LogError, LogReader, log_path, read_record
+from contracts.msglog import LogError, LogReader, clog_path, log_path, read_record
 from contracts.output import OutputError, write_atomic
 from launch import command_line
 
@@ -59,10 +59,18 @@ def open_log(rank: int, size: int | None, log_dir: str, target: list[str], mode:
     return log
 
 
-def _install(log, rank: int):
+def _install(log, rank: int, clog: str | None = None):
     """Make this process ``rank`` of the logged run (replay.fake), with a
-    progress line, a note of calls after the end and a watchdog."""
+    progress line, a note of calls after the end and a watchdog.
+    ``clog``: the rank's C log, when it made calls below Python: the shim
+    answers those from it."""
     from . import fake
+    if clog is not None:
+        from pmpishim.control import ShimError, answer_below_python
+        try:
+            fake.BELOW = answer_below_python(clog, rank, log.header.get("size"))
+        except ShimError as e:
+            raise LogError(str(e)) from None
     rp = fake.install(log, rank)
     from launch.progress import report_late_calls, report_progress
     report_progress(f"replay: rank {rank}", lambda: rp.seq, "calls replayed")
@@ -99,8 +107,13 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     # top pad either: heat's KMeans.fit took 1.1 s for real, 0.55-0.7 s
     # replayed with a 64 MiB pad
     log = in_own_arena(open_log, rank, size, log_dir, target, mode, any_command)
-    hook = AtMPIImport(lambda MPI: _install(log, rank))
+    path = clog_path(log_dir, rank)
+    clog = path if os.path.exists(path) else None
+    hook = AtMPIImport(lambda MPI: _install(log, rank, clog))
     hook.install()
+    if clog is not None:
+        from pmpishim.control import set_up_at_c_init
+        set_up_at_c_init()
     # a divergence or a damaged record is reported as itself, not as the
     # application's failure with its traceback
     status, code = run_app(target, mode, ours=(Divergence, LogError))
@@ -118,6 +131,8 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         rp.probes.append((rp.seq, *(fake.overhead() if not hook.module.Is_finalized()
                                     else (0.0, 0.0))))
     rows = less_overhead(rp.rows, rp.probes)
+    if fake.BELOW is not None:
+        rows, rp.inside = _with_below_python(rank, rows, rp, fake.BELOW)
     busy = _busy_warning(rank, rows)
     if busy:
         print(f"replay: warning: {busy}", file=sys.stderr)
@@ -134,6 +149,11 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         print(f"replay: note: rank {rank}: {rp.object_seconds * 1e3:.3f} ms of mpi4py's "
               f"pickling and reducing in collectives of Python objects, redone and charged "
               f"to the spans around those calls", file=sys.stderr)
+    return _write_rows(out_dir, rank, rows, rp.inside)
+
+
+def _write_rows(out_dir: str, rank: int, rows: list, inside: dict) -> str:
+    """OUT/rank<R>.csv (contracts/replayed.py) from the replay's rows."""
     path = os.path.join(out_dir, f"rank{rank}.csv")
 
     def write(tmp):
@@ -141,13 +161,73 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
             w = csv.writer(f)
             w.writerow(["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu", "inside"])
             w.writerows((rank, seq, op, repr(c), repr(u), n, repr(pc),
-                         repr(rp.inside.get(seq, 0.0))) for seq, op, c, u, n, pc in rows)
+                         repr(inside.get(seq, 0.0))) for seq, op, c, u, n, pc in rows)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
         raise OutputError(f"{out_dir}: cannot create ({e.strerror})") from None
     write_atomic(path, write)
     return path
+
+
+def replay_native(rank: int, size: int | None, log_dir: str, out_dir: str,
+                  target: list[str], any_command: bool = False) -> str:
+    """Replay rank ``rank`` of a recorded compiled program (no Python in
+    it): the program runs alone with the PMPI shim preloaded, every MPI
+    call it makes answered from the rank's C log, and its rows (from
+    MPI_Init to MPI_Finalize, as its trace's events) come back from the
+    shim; writes OUT/rank<R>.csv.  The shim's own cost per call, a tenth
+    of a microsecond, is not taken out."""
+    import tempfile
+
+    from pmpishim import build
+    from pmpishim.control import rows_from_bytes
+    from pmpishim.native import preloaded_env, run_program
+
+    from .below_python import interleave
+    log = open_log(rank, size, log_dir, target, "path", any_command)
+    clog = clog_path(log_dir, rank)
+    if not os.path.exists(clog):
+        raise LogError(f"{clog}: missing; the compiled program's calls were not logged "
+                       f"(record it again with `instrument record ./program`)")
+    try:
+        lib_dir = build.build()
+    except build.ShimError as e:
+        raise ReplayError(f"rank {rank}: the shim that answers a compiled program's calls "
+                          f"cannot be built: {e}") from None
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        rows_path = os.path.join(tmp, "rows")
+        env = preloaded_env(lib_dir, REPREPLAY_NATIVE_REPLAY=clog,
+                            REPREPLAY_NATIVE_RANK=str(rank),
+                            REPREPLAY_NATIVE_SIZE=str(log.header["size"]),
+                            REPREPLAY_NATIVE_ROWS=rows_path)
+        code = run_program(target, env, "replay", rank)
+        if code != 0 or not os.path.exists(rows_path):
+            raise ReplayError(f"rank {rank}: the program exited {code} during replay")
+        with open(rows_path, "rb") as f:
+            c_rows = rows_from_bytes(f.read())
+    rows, _ = interleave([], [], c_rows, {})
+    print(f"replay: note: rank {rank}: {len(rows)} calls of the compiled program answered by "
+          f"the PMPI shim from its C log", file=sys.stderr)
+    return _write_rows(out_dir, rank, rows, {})
+
+
+def _with_below_python(rank: int, rows: list, rp, below) -> tuple[list, dict]:
+    """The rows with those of the calls the shim answered below Python
+    (replay/below_python.py), after checking that the application made all
+    the logged ones."""
+    left = below.left()
+    if left:
+        raise ReplayError(f"rank {rank}: the application ended with {left} logged call(s) "
+                          f"below Python not made (it took another path than when recorded)")
+    below.finished()
+    from .below_python import interleave
+    c_rows = below.rows()
+    print(f"replay: note: rank {rank}: {len(c_rows)} calls below Python answered by the "
+          f"PMPI shim from its C log",
+          file=sys.stderr)
+    return interleave(rows, rp.clocks, c_rows, rp.inside)
 
 
 def _busy_warning(rank: int, rows: list) -> str | None:

@@ -55,9 +55,9 @@ def watch(rank: int, replayer, seconds: float | None = None) -> None:
             print(f"replay: error: rank {rank}: no MPI call replayed for {idle:.0f} s after "
                   f"event {replayer.seq - 1} (the trace's seq); the application is {state} "
                   f"at {where}.  If that calls MPI below Python (ctypes, cffi, a C "
-                  "extension), replay cannot answer those calls yet (`instrument trace "
-                  "--c-calls` traces them, for a prediction from the trace's own "
-                  "computation times); if it "
+                  "extension) and the run was recorded without the PMPI shim "
+                  "(--no-c-calls, or no mpicc found), record it again with the shim "
+                  "(`instrument record --c-calls`), whose C log answers them; if it "
                   f"computes that long between MPI calls, raise --watchdog (now "
                   f"{seconds:.0f} s).", file=sys.stderr, flush=True)
             os._exit(EXIT)

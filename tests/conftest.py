@@ -55,10 +55,10 @@ def coverage_trace(tmp_path_factory):
     return load_trace(str(out)), p
 
 
-def record(n: int, out: Path, ranks, app: list, **kw):
-    """mpiexec -n N python -m instrument record --ranks R -o OUT app..."""
+def record(n: int, out: Path, ranks, app: list, options=(), **kw):
+    """mpiexec -n N python -m instrument record --ranks R -o OUT [options] app..."""
     return mpirun(n, ["-m", "instrument", "record", "--ranks", ",".join(map(str, ranks)),
-                      "-o", str(out)] + [str(a) for a in app], **kw)
+                      "-o", str(out), *options] + [str(a) for a in app], **kw)
 
 
 def host_lines(stdout: str, prefix: str) -> dict:

@@ -88,20 +88,21 @@ def test_the_output_check_compares_each_representatives_own_line(tmp_path):
 
 
 def test_an_application_that_cannot_be_predicted_is_a_row_with_its_reason(tmp_path):
-    """A stage that refuses an application (here the clustering: rank 0
-    sends through ctypes on libmpi's handle, a call below Python that
-    replay cannot answer) puts its one-line reason in the table, and the
-    runner exits non-zero."""
+    """A stage that refuses an application (here the recording: every rank
+    calls MPI_Alltoallw through ctypes on libmpi's handle, a call below
+    Python that the C log cannot answer) puts its one-line reason in the
+    table, and the runner exits non-zero."""
     recipes = tmp_path / "recipes.yaml"
     recipes.write_text("ctypes-send:\n  package: ctypes\n  what: a send below Python\n"
-                       "  ranks: 2\n  app: [tests/apps/ctypes_mpi.py]\n")
+                       "  ranks: 2\n  app: [tests/apps/ctypes_mpi.py, alltoallw]\n")
     p = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
                         str(tmp_path / "out"), "--repeats", "1", "--no-calibrate", "--markdown"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout + p.stderr
     row = json.loads((tmp_path / "out" / "ctypes-send" / "row.json").read_text())
     assert row["outcome"].startswith("refused: ") and \
-        "(a representative) makes MPI calls below Python" in row["outcome"], row
+        "MPI_Alltoallw (called from " in row["outcome"] and \
+        "the C-level recorder cannot log it" in row["outcome"], row
     assert "| ctypes-send | ctypes | 2 | - |" in p.stdout and "| refused: " in p.stdout
     assert "Traceback" not in p.stderr
 

@@ -24,6 +24,7 @@ def replay(log, out, app, ranks=None, rank=None, extra=(), check=True):
     ([APPS / "pkl5_poll.py"], 3, [0, 2]),       # pkl5 requests polled, as mpi4py.futures
     ([APPS / "groups.py"], 4, [1, 2]),          # unbound MPI.Group methods, as pylops-mpi
     ([APPS / "fortran_buffers.py"], 3, [0, 1]),  # Fortran-ordered buffers, as pylops-mpi
+    ([APPS / "empty_buffers.py"], 3, [0, 1]),   # receives into (0, 3) arrays, as Devito
 ])
 def test_replay_reproduces_the_ranks_own_output(tmp_path, app, n, ranks):
     p = record(n, tmp_path / "log", ranks, app)
@@ -526,12 +527,13 @@ def test_a_busy_replay_node_is_said_and_bounds_the_prediction(tmp_path):
 
 
 def test_a_replay_blocked_below_python_is_stopped_saying_where(tmp_path):
-    # rank 1 receives through ctypes on libmpi's own handle: invisible to
-    # the tracer, so its replay blocks in the real MPI_Recv (no rank 0 in
-    # its one-process world); the watchdog stops it, naming the rank, the
-    # last event and the application's line, through the driver too
+    # rank 1 receives through ctypes on libmpi's own handle, recorded
+    # without the PMPI shim (--no-c-calls, as where no mpicc is found): its
+    # replay blocks in the real MPI_Recv (no rank 0 in its one-process
+    # world); the watchdog stops it, naming the rank, the last event and
+    # the application's line, through the driver too
     app = [APPS / "ctypes_mpi.py"]
-    p = record(2, tmp_path / "log", [1], app)
+    p = record(2, tmp_path / "log", [1], app, options=["--no-c-calls"])
     assert "rank 1 value 42.0" in p.stdout
     for sel in ({"rank": 1}, {"ranks": [1]}):
         p = replay(tmp_path / "log", tmp_path / f"rep{len(sel)}{sorted(sel)[0]}", app,

@@ -288,16 +288,74 @@ def test_calls_below_python_are_traced_like_calls_through_mpi4py(tmp_path):
     warnings = json.loads((tmp_path / "p.json").read_text())["warnings"]
     assert "cannot see" in sim.stderr and any("cannot see" in w for w in warnings)
     assert any("made below Python were traced" in w for w in warnings)
-    # replay could not answer those calls: the clustering, which picks the
-    # ranks to replay, says so at once and writes nothing
-    reps = tmp_path / "reps.csv"
-    c = run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(reps)], check=False)
-    assert c.returncode == 2 and not reps.exists()
-    assert "(a representative) makes MPI calls below Python" in c.stderr
-    assert f"comm_dup from {lib}" in c.stderr and "Traceback" not in c.stderr
-    run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(reps),
-         "--allow-below-python"])
-    assert reps.exists()
+    # MPI_Alltoallw from C: the C log cannot answer it, so recording stops
+    # at once, naming the function and its caller, rather than log a run
+    # whose replay would go wrong
+    p = mpirun(3, ["-m", "instrument", "record", "--ranks", "0", "-o", tmp_path / "log",
+                   APPS / "below_python_ops.py", lib], check=False)
+    assert p.returncode != 0
+    assert f"MPI_Alltoallw (called from {lib.name}) was called below Python; the C-level " \
+           "recorder cannot log it" in p.stderr
+
+
+def _predict_from_replays(d):
+    """The last steps of the method on d/t, d/reps.csv and the replays in
+    d/rp: expanded to every rank and simulated; the prediction is made."""
+    run([sys.executable, "-m", "replay.expand", str(d / "t"), str(d / "reps.csv"),
+         str(d / "rp"), "-o", str(d / "c.csv")])
+    run([sys.executable, "-m", "netsim", str(d / "t"), "--platform",
+         str(ROOT / "config" / "platforms" / "fat-node.yaml"), "--compute",
+         str(d / "c.csv"), "-o", str(d / "p.json")])
+    assert json.loads((d / "p.json").read_text())["predicted_time"] > 0
+
+
+def test_calls_below_python_are_recorded_and_replayed_through_the_method(tmp_path):
+    """The whole method on an application whose C library calls MPI itself
+    (point-to-point with wildcards, probes, polls, persistent requests,
+    blocking, v- and nonblocking collectives, communicators and a
+    Cartesian topology made in C): the representatives' calls below Python
+    are logged by the PMPI shim and answered from that C log in their
+    replays, which compute what the real run computed, make every call of
+    the trace in its order, and feed the simulation."""
+    lib = tmp_path / "libbelow_python_ops.so"
+    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib),
+         str(APPS / "below_python_ops.c")])
+    app = [APPS / "below_python_ops.py", lib, "replayable"]
+    plain = mpirun(3, app).stdout
+    mpirun(3, ["-m", "instrument", "trace", "-o", tmp_path / "t"] + app)
+    run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(tmp_path / "reps.csv"),
+         "--threshold", "1e-9"])                  # every rank its own representative
+    mpirun(3, ["-m", "instrument", "record", "--reps", tmp_path / "reps.csv", "-o",
+               tmp_path / "log"] + app)
+    assert sorted(f.name for f in (tmp_path / "log").glob("*.clog")) == \
+        ["rank0.clog", "rank1.clog", "rank2.clog"]
+    p = run([sys.executable, "-m", "replay", "--reps", str(tmp_path / "reps.csv"), "--log",
+             str(tmp_path / "log"), "-o", str(tmp_path / "rp")] + [str(a) for a in app])
+    assert "calls below Python answered by the PMPI shim" in p.stderr
+    ev = load_trace(str(tmp_path / "t")).events
+    for r in range(3):
+        mine = re.search(rf"rank {r} python \S+ c \S+", plain).group(0)
+        assert (tmp_path / "rp" / f"rank{r}.out").read_text().strip() == mine
+        rows = pd.read_csv(tmp_path / "rp" / f"rank{r}.csv")
+        assert list(rows["op"]) == list(ev.loc[ev["rank"] == r, "op"]), r
+        assert (rows["comp"] >= 0).all()
+    _predict_from_replays(tmp_path)
+
+
+def test_a_replay_whose_calls_below_python_differ_from_the_log_stops_naming_them(tmp_path):
+    """A replay whose compiled code makes a call the C log did not record
+    (here one ring exchange more than when recorded) stops at that call,
+    naming it and the library that made it, instead of answering wrongly."""
+    lib = tmp_path / "libbelow.so"
+    run([str(BIN / "mpicc"), "-shared", "-fPIC", "-o", str(lib), str(APPS / "below_python.c")])
+    mpirun(2, ["-m", "instrument", "record", "--ranks", "1", "-o", tmp_path / "log",
+               APPS / "below_python.py", lib, "3"])
+    p = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
+             "-o", str(tmp_path / "rp"), "--any-command", str(APPS / "below_python.py"),
+             str(lib), "4"], check=False)
+    assert p.returncode != 0 and not (tmp_path / "rp" / "rank1.csv").exists()
+    assert "replay: error: rank 1: C-level call 6, MPI_Sendrecv (called from libbelow.so): " \
+           "the log ended here" in p.stderr, p.stderr
 
 
 def test_calls_below_python_are_traced_by_default_and_not_without_the_shim(tmp_path):
@@ -377,6 +435,40 @@ def test_a_compiled_program_is_traced_and_simulated(tmp_path):
     assert f"instrument trace: error: rank 0: cannot run {exe}: Permission denied" in p.stderr
 
 
+def test_a_compiled_program_goes_through_the_whole_method(tmp_path):
+    """A plain C MPI program through every stage: traced, clustered,
+    recorded (the shim logs each recorded rank's calls into its C log) and
+    replayed alone (each call answered from it, the Cartesian communicator
+    and its neighbours included), expanded and simulated; the replayed rank
+    prints what the real run printed and makes the trace's calls in order."""
+    exe = tmp_path / "stencil"
+    run([str(BIN / "mpicc"), "-O2", "-o", str(exe), str(APPS / "stencil.c"), "-lm"])
+    app = [str(exe), "20000", "30"]
+    plain = run([MPIEXEC, "-n", "3"] + app).stdout
+    run([MPIEXEC, "-n", "3", sys.executable, "-m", "instrument", "trace", "-o",
+         str(tmp_path / "t")] + app)
+    run([sys.executable, "-m", "cluster", str(tmp_path / "t"), "-o", str(tmp_path / "reps.csv"),
+         "--threshold", "1e-9"])                  # every rank its own representative
+    run([MPIEXEC, "-n", "3", sys.executable, "-m", "instrument", "record", "--reps",
+         str(tmp_path / "reps.csv"), "-o", str(tmp_path / "log")] + app)
+    p = run([sys.executable, "-m", "replay", "--reps", str(tmp_path / "reps.csv"), "--log",
+             str(tmp_path / "log"), "-o", str(tmp_path / "rp")] + app)
+    assert "calls of the compiled program answered by the PMPI shim" in p.stderr
+    assert (tmp_path / "rp" / "rank0.out").read_text() == plain
+    ev = load_trace(str(tmp_path / "t")).events
+    for r in range(3):
+        rows = pd.read_csv(tmp_path / "rp" / f"rank{r}.csv")
+        assert list(rows["op"]) == list(ev.loc[ev["rank"] == r, "op"]), r
+    _predict_from_replays(tmp_path)
+    # replayed with other arguments (more steps): stopped at the first call
+    # the log does not hold, naming it
+    q = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
+             "-o", str(tmp_path / "rp2"), "--any-command", str(exe), "20000", "31"], check=False)
+    assert q.returncode != 0 and "Traceback" not in q.stderr
+    assert "replay: error: rank 1: C-level call " in q.stderr and \
+        "MPI_Irecv (called from stencil)" in q.stderr, q.stderr
+
+
 def test_calls_looked_up_on_the_mpi_librarys_own_handle_are_traced(tmp_path):
     """ctypes on libmpi's handle (as numba-jitted codes call MPI) bypasses
     the shim's place in the symbol scope; the preloaded dlsym interposer
@@ -402,7 +494,7 @@ def test_a_counter_that_cannot_see_library_lookups_stops_before_tracing(tmp_path
     marker leaked into the environment), the tracer refuses to count
     instead of missing the calls looked up on libmpi's handle, and writes
     nothing."""
-    from instrument.ccount import PRELOADED
+    from pmpishim.build import PRELOADED
     env = dict(mpi_env(), **{PRELOADED: "1"})
     env.pop("LD_PRELOAD", None)
     p = mpirun(2, ["-m", "instrument", "trace", "--count-c-calls", "-o", tmp_path / "t",

@@ -117,6 +117,22 @@ def app_args(recipe: dict) -> list[str]:
     return [first] + args[1:]
 
 
+@contextlib.contextmanager
+def app_environment(recipe: dict):
+    """The recipe's ``env`` set for every stage and run of its app."""
+    extra = {k: str(v) for k, v in (recipe.get("env") or {}).items()}
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def env() -> dict:
     e = dict(os.environ)
     # no MPIR_CVAR_ENABLE_HEAVY_YIELD: the tracer lets waits yield only
@@ -625,12 +641,13 @@ def main(argv=None) -> int:
     failed = []
     for name in names:
         try:
-            if a.resimulate:
-                resimulate(name, recipes[name], out, platform, a.combine)
-            else:
-                validate_app(name, recipes[name], out, a.repeats, platform,
-                             a.replay_repeats or a.repeats, a.combine,
-                             1 if a.calibrate_once else None)
+            with app_environment(recipes[name]):
+                if a.resimulate:
+                    resimulate(name, recipes[name], out, platform, a.combine)
+                else:
+                    validate_app(name, recipes[name], out, a.repeats, platform,
+                                 a.replay_repeats or a.repeats, a.combine,
+                                 1 if a.calibrate_once else None)
         except RuntimeError as e:
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
             failed.append(name)

@@ -6,7 +6,7 @@
 
 An untraced run has no spans to compare, so it carries a probe below
 Python: a PMPI shim (bench/probes/span_probe.c; wrappers generated from the MPI
-library's header like instrument/ccount.py's, for the calls the tracer
+library's header like pmpishim/build.py's, for the calls the tracer
 records) loaded through mpi4py's profiling hook, which notes which
 function each call was and when it began and ended, by the wall clock
 and the process's CPU clock, in a static table: no allocation, 4 clock
@@ -66,21 +66,21 @@ def build() -> Path:
     """Generate and compile the probe for this MPI library (once)."""
     import re
 
-    from instrument import ccount
+    from pmpishim import build as shim_build
     lib = OUT / f"lib{LIB}.so"
     here = ROOT / "bench" / "probes"
     if lib.exists() and lib.stat().st_mtime > (here / "span_probe.c").stat().st_mtime:
         return OUT
-    mpicc = ccount._mpicc()
-    made = ccount.wrappers(
-        mpicc, lambda name: ccount.COUNTED.match(name) or re.match(MANAGED, name),
+    mpicc = shim_build._mpicc()
+    made = shim_build.wrappers(
+        mpicc, lambda name: shim_build.COUNTED.match(name) or re.match(MANAGED, name),
         lambda i, name, call: (f"    rr_enter();\n    int r = {call};\n    rr_leave({i});\n"
                                "    return r;\n"))
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "names.txt").write_text("".join(name + "\n" for name, _ in made))
     src = OUT / "probe.c"
     src.write_text('#include "span_probe.c"\n\n' + "\n".join(c for _, c in made))
-    tmp = ccount._compile(mpicc, str(lib), ["-I", str(here), str(src)], "the probe")
+    tmp = shim_build._compile(mpicc, str(lib), ["-I", str(here), str(src)], "the probe")
     os.replace(tmp, lib)
     return OUT
 

@@ -15,7 +15,7 @@ reported as invisible.  The large-count variants (``MPI_Isend_c``, with
 ``MPI_Count`` counts, which PETSc calls) are traced as their plain forms.
 
 Every body runs after ``rr_count_traced`` said the call is to be recorded
-(made below Python, tracing on); the runtime it calls is instrument/ctrace.c.
+(made below Python, tracing on); the runtime it calls is pmpishim/ctrace.c.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 /* C-level MPI tracer: the runtime of the traced wrappers that
- * instrument/ccount.py generates into the PMPI shim (after ccount.c).
+ * pmpishim/build.py generates into the PMPI shim (after ccount.c).
  *
  * A call the shim classifies as made below Python (caller neither mpi4py
  * nor the MPI library) is recorded, while tracing is on, as one event in
@@ -668,34 +668,6 @@ static void rr_put(const rr_span *s, void *ret, int64_t op, int64_t comm, int64_
     pthread_mutex_unlock(&rr_mu);
 }
 
-/* A request freed: a persistent one's entry is free again, a pending
- * one's forgotten; recorded as the Python tracer records request_free
- * (with the id of what was under way, -1 when nothing was). */
-int MPI_Request_free(MPI_Request *request)
-{
-    void *ret = __builtin_return_address(0);
-    int traced = rr_tracing && rr_classify(ret) == CALLER_OTHER;
-    rr_span sp;
-    if (traced)
-        rr_enter(&sp);
-    int64_t id = -1;
-    if (request && *request != MPI_REQUEST_NULL) {
-        pthread_mutex_lock(&rr_mu);
-        rr_pers_t *p = rr_pers_find_locked(rr_handle_of_req(*request));
-        if (p) {
-            id = p->active;
-            p->used = 0;
-        }
-        pthread_mutex_unlock(&rr_mu);
-        if (!p)
-            id = rr_req_find(*request, 1).id;
-    }
-    int rc = PMPI_Request_free(request);
-    if (traced)
-        rr_put(&sp, ret, RR_OP_REQUEST_FREE, -1, -1, -1, 0, 0, id, -1, -1, -1, 0, NULL);
-    return rc;
-}
-
 /* A JSON list of completed request ids ("r" extra), or NULL if none;
  * caller frees.  Formatted by hand: snprintf per id cost a Waitall of two
  * requests most of a microsecond. */
@@ -931,6 +903,10 @@ static void rr_native_status(const char *status, int complete)
     fclose(f);
 }
 
+/* creplay.c: a compiled program's calls recorded or answered (no Python) */
+static void rr_native_log_start(void);
+static void rr_native_log_finish(void);
+
 /* Called when the application initialises MPI itself, from C (PETSc's
  * PetscInitialize): the Python tracer sets itself up there. */
 static void (*rr_on_init)(void);
@@ -978,6 +954,7 @@ int MPI_Init(int *argc, char ***argv)
 {
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS) {
+        rr_native_log_start();
         rr_native_start(__builtin_return_address(0));
         rr_initialised(__builtin_return_address(0));
     }
@@ -988,6 +965,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS) {
+        rr_native_log_start();
         rr_native_start(__builtin_return_address(0));
         rr_initialised(__builtin_return_address(0));
     }
@@ -996,6 +974,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 int MPI_Finalize(void)
 {
+    rr_native_log_finish();
     if (rr_native_rank >= 0 && rr_tracing) {
         rr_span sp;
         rr_enter(&sp);

@@ -1,5 +1,5 @@
 /* C-level MPI call counter: the fixed part of the PMPI shim that
- * instrument/ccount.py generates (the wrappers are generated from the MPI
+ * pmpishim/build.py generates (the wrappers are generated from the MPI
  * library's own header and #include this file).
  *
  * Every wrapped MPI_X counts the call by who called it: the mpi4py
@@ -27,6 +27,9 @@ static uint64_t rr_visible[RR_MAX_FUNCTIONS];
 static uint64_t rr_invisible[RR_MAX_FUNCTIONS];
 static uint64_t rr_traced[RR_MAX_FUNCTIONS];
 static volatile int rr_tracing;           /* ctrace.c: events recorded */
+/* creplay.c: calls below Python recorded into a C log, or answered from one */
+enum { RR_OFF = 0, RR_RECORD = 1, RR_REPLAY = 2 };
+static volatile int rr_mode = RR_OFF;
 
 /* direct-mapped cache: (return address << 2) | caller class, 0 = empty */
 #define RR_CACHE 4096
