@@ -21,6 +21,14 @@ class Meta(type):
     them (``mpi4py.util.pkl5.Comm`` subclasses whatever ``MPI.Comm`` is at
     import) answers for its own instances only, as it would untraced."""
 
+    def __new__(mcls, name, bases, ns):
+        if "_real" in ns:
+            # they claim mpi4py's module, as their real classes do: code that
+            # tells mpi4py's objects by it (petsc4py's Comm conversion checks
+            # ``type(comm).__module__ == "mpi4py.MPI"``) takes ours as theirs
+            ns = dict(ns, __module__=ns["_real"].__module__)
+        return super().__new__(mcls, name, bases, ns)
+
     def __instancecheck__(cls, obj):
         if "_real" in cls.__dict__:
             return isinstance(obj, cls._real)

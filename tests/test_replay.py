@@ -25,6 +25,7 @@ def replay(log, out, app, ranks=None, rank=None, extra=(), check=True):
     ([APPS / "groups.py"], 4, [1, 2]),          # unbound MPI.Group methods, as pylops-mpi
     ([APPS / "fortran_buffers.py"], 3, [0, 1]),  # Fortran-ordered buffers, as pylops-mpi
     ([APPS / "empty_buffers.py"], 3, [0, 1]),   # receives into (0, 3) arrays, as Devito
+    ([APPS / "mpi4py_module.py"], 2, [1]),      # classes of mpi4py's module, as petsc4py checks
 ])
 def test_replay_reproduces_the_ranks_own_output(tmp_path, app, n, ranks):
     p = record(n, tmp_path / "log", ranks, app)

@@ -719,3 +719,11 @@ def test_side_records_survive_two_threads_flushing(tmp_path):
     rec._side.f.close()
     got = [r[1] for line in path.read_text().splitlines() for r in json.loads(line)]
     assert sorted(got) == list(range(n))
+
+
+def test_traced_classes_say_they_are_mpi4pys(tmp_path):
+    """petsc4py converts a communicator only if its class's module is
+    mpi4py.MPI; the tracer's stand-ins claim it, so such code runs traced
+    as untraced (tests/apps/mpi4py_module.py fails otherwise)."""
+    p = mpirun(2, ["-m", "instrument", "trace", "-o", tmp_path / "t", APPS / "mpi4py_module.py"])
+    assert p.stdout.count("all from mpi4py.MPI") == 2
