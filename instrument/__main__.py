@@ -44,6 +44,15 @@ def _set_watchdog(parser, seconds) -> None:
     os.environ[ENV] = repr(seconds)
 
 
+def _c_calls_options(p, what: str, verb: str, *aliases: str) -> None:
+    """--c-calls (``what`` it does) and --no-c-calls on the parser ``p``."""
+    p.add_argument("--c-calls", *aliases, dest="c_calls", action="store_const", const=True,
+                   default=None, help=f"{what}.  The default wherever the MPI library's mpicc "
+                                      f"is found; given, its absence is an error")
+    p.add_argument("--no-c-calls", dest="c_calls", action="store_const", const=False,
+                   help=f"{verb} the calls made through mpi4py only (no shim)")
+
+
 def _load_shim(argv: list[str], asked: bool | None, who: str = "instrument trace") -> bool | None:
     """Load the PMPI shim that traces the MPI calls made below Python
     (pmpishim/), rerunning this process with its dlsym
@@ -94,16 +103,11 @@ def _plan(argv: list[str]):
     p.add_argument("--keep-raw", action="store_true",
                    help="keep the per-rank raw files after merging")
     _watchdog_option(p)
-    p.add_argument("--c-calls", "--count-c-calls", dest="c_calls", action="store_const",
-                   const=True, default=None,
-                   help="trace the MPI calls made below Python too (C extensions, compiled "
+    _c_calls_options(p, "trace the MPI calls made below Python too (C extensions, compiled "
                         "code, ctypes/cffi/numba) through a PMPI shim built with the MPI "
                         "library's mpicc: they join the trace as events flagged "
                         "below_python; calls the shim only counts are reported as invisible "
-                        "(c_calls.csv in the trace).  The default wherever that mpicc is "
-                        "found; given, its absence is an error")
-    p.add_argument("--no-c-calls", dest="c_calls", action="store_const", const=False,
-                   help="trace the calls made through mpi4py only (no shim)")
+                        "(c_calls.csv in the trace)", "trace", "--count-c-calls")
     p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
                              "--reps REPS.csv) -o LOG_DIR [--force] [--c-calls | --no-c-calls] "
@@ -115,14 +119,9 @@ def _plan(argv: list[str]):
                                   "representative ranks")
     p.add_argument("--force", action="store_true", help="replace an existing log directory")
     _watchdog_option(p)
-    p.add_argument("--c-calls", dest="c_calls", action="store_const", const=True, default=None,
-                   help="log what the recorded ranks' MPI calls made below Python (compiled "
+    _c_calls_options(p, "log what the recorded ranks' MPI calls made below Python (compiled "
                         "code, ctypes/cffi/numba) received too, through the PMPI shim, so "
-                        "that replay answers them (LOG_DIR/rank<R>.clog).  The default "
-                        "wherever the MPI library's mpicc is found; given, its absence is an "
-                        "error")
-    p.add_argument("--no-c-calls", dest="c_calls", action="store_const", const=False,
-                   help="log the calls made through mpi4py only (no shim)")
+                        "that replay answers them (LOG_DIR/rank<R>.clog)", "log")
     p = sub.add_parser("show", help="print a summary of a trace")
     p.add_argument("trace", help="trace directory")
     p.add_argument("--max-ranks", type=int, default=32,
