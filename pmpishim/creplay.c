@@ -1615,3 +1615,87 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
     *result = a == b ? MPI_IDENT : same ? MPI_CONGRUENT : MPI_UNEQUAL;
     return MPI_SUCCESS;
 }
+
+/* union (op 0), intersection (1), difference (2) of fake groups, in MPI's
+ * order: the first group's members kept, then (union) the second's new ones */
+static int rp_group_combine(void *ret, const char *fn, MPI_Group g1, MPI_Group g2,
+                            MPI_Group *out, int op)
+{
+    rp_group_t *a = rp_group(g1), *b = rp_group(g2);
+    if (!a || !b)
+        rr_fatal("%s between a group of the replay and one of MPI's", rr_where(ret, fn));
+    int *m = malloc(sizeof(int) * (size_t)(a->n + b->n + 1)), k = 0;
+    for (int i = 0; i < a->n; i++) {
+        int in_b = rp_group_index(b, a->members[i]) != MPI_UNDEFINED;
+        if (op == 0 || (op == 1 && in_b) || (op == 2 && !in_b))
+            m[k++] = a->members[i];
+    }
+    for (int i = 0; op == 0 && i < b->n; i++)
+        if (rp_group_index(a, b->members[i]) == MPI_UNDEFINED)
+            m[k++] = b->members[i];
+    *out = rp_group_new(m, k);
+    free(m);
+    return MPI_SUCCESS;
+}
+
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+{
+    void *ret = __builtin_return_address(0);
+    if (!rp_answers(ret) || (!rp_group(group1) && !rp_group(group2)))
+        return PMPI_Group_union(group1, group2, newgroup);
+    return rp_group_combine(ret, "Group_union", group1, group2, newgroup, 0);
+}
+
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+{
+    void *ret = __builtin_return_address(0);
+    if (!rp_answers(ret) || (!rp_group(group1) && !rp_group(group2)))
+        return PMPI_Group_intersection(group1, group2, newgroup);
+    return rp_group_combine(ret, "Group_intersection", group1, group2, newgroup, 1);
+}
+
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+{
+    void *ret = __builtin_return_address(0);
+    if (!rp_answers(ret) || (!rp_group(group1) && !rp_group(group2)))
+        return PMPI_Group_difference(group1, group2, newgroup);
+    return rp_group_combine(ret, "Group_difference", group1, group2, newgroup, 2);
+}
+
+/* the ranks a list of (first, last, stride) triplets names, in order */
+static int *rp_range_ranks(int n, int ranges[][3], int *count)
+{
+    int cap = 16, k = 0, *r = malloc(sizeof(int) * (size_t)cap);
+    for (int i = 0; i < n; i++) {
+        int first = ranges[i][0], last = ranges[i][1], stride = ranges[i][2];
+        for (int x = first; stride > 0 ? x <= last : x >= last; x += stride) {
+            if (k == cap)
+                r = realloc(r, sizeof(int) * (size_t)(cap *= 2));
+            r[k++] = x;
+            if (stride == 0)
+                break;
+        }
+    }
+    *count = k;
+    return r;
+}
+
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup)
+{
+    if (!rp_answers(__builtin_return_address(0)) || !rp_group(group))
+        return PMPI_Group_range_incl(group, n, ranges, newgroup);
+    int k, *r = rp_range_ranks(n, ranges, &k);
+    int rc = rp_group_select(group, k, r, newgroup, 1);
+    free(r);
+    return rc;
+}
+
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup)
+{
+    if (!rp_answers(__builtin_return_address(0)) || !rp_group(group))
+        return PMPI_Group_range_excl(group, n, ranges, newgroup);
+    int k, *r = rp_range_ranks(n, ranges, &k);
+    int rc = rp_group_select(group, k, r, newgroup, 0);
+    free(r);
+    return rc;
+}

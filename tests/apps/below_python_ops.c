@@ -119,3 +119,45 @@ void untraced(int world_handle)
     MPI_Alltoallw(s, one, d, types, r, one, d, types, world);
     free(one); free(zero); free(types); free(s); free(r); free(d);
 }
+
+/* Group calls on the world's group (local: no events), as PETSc makes to
+ * tell its own rank apart: a digest of their answers, which a replay must
+ * give back from the logged communicator, not from its one-process world. */
+long long groups(int world_handle)
+{
+    MPI_Comm world = (MPI_Comm)world_handle;
+    MPI_Group g, self, a, b, u, in, diff, ri, re;
+    int n, me, mine, zero = 0, first[1] = {0};
+    MPI_Comm_group(world, &g);
+    MPI_Comm_group(MPI_COMM_SELF, &self);
+    MPI_Group_size(g, &n);
+    MPI_Group_rank(g, &me);
+    MPI_Group_translate_ranks(self, 1, &zero, g, &mine);
+    MPI_Group_incl(g, 1, first, &a);
+    MPI_Group_excl(g, 1, first, &b);
+    MPI_Group_union(b, a, &u);
+    MPI_Group_intersection(u, b, &in);
+    MPI_Group_difference(u, b, &diff);
+    int range[1][3] = {{n - 1, 0, -2}};
+    MPI_Group_range_incl(g, 1, range, &ri);
+    MPI_Group_range_excl(g, 1, range, &re);
+    int su, si, sd, sri, sre, ur, rir, cmp, ccmp, last = n - 1, last_in_u;
+    MPI_Group_size(u, &su);
+    MPI_Group_size(in, &si);
+    MPI_Group_size(diff, &sd);
+    MPI_Group_size(ri, &sri);
+    MPI_Group_size(re, &sre);
+    MPI_Group_rank(u, &ur);
+    MPI_Group_rank(ri, &rir);
+    MPI_Group_translate_ranks(g, 1, &last, u, &last_in_u);
+    MPI_Group_compare(g, u, &cmp);
+    MPI_Comm_compare(world, world, &ccmp);
+    MPI_Group *all[] = {&g, &self, &a, &b, &u, &in, &diff, &ri, &re};
+    for (int i = 0; i < 9; i++)
+        MPI_Group_free(all[i]);
+    long long digest = 0;
+    int parts[] = {n, me, mine, su, si, sd, sri, sre, ur, rir, last_in_u, cmp, ccmp};
+    for (int i = 0; i < 13; i++)
+        digest = digest * 31 + (parts[i] + 7);
+    return digest;
+}

@@ -84,7 +84,12 @@ in_python = exchange(N)
 world.Barrier()
 in_c = lib.exchange(MPI._handleof(world), N)
 world.Barrier()
+extra = ""
 if sys.argv[2:] != ["replayable"]:
     lib.untraced(MPI._handleof(world))
-sys.stdout.write(f"rank {world.rank} python {in_python:.6f} c {in_c:.6f}\n")
+else:                                   # group calls, answered in a replay too
+    lib.groups.restype = ctypes.c_longlong
+    lib.groups.argtypes = [ctypes.c_int]
+    extra = f" groups {lib.groups(MPI._handleof(world))}"
+sys.stdout.write(f"rank {world.rank} python {in_python:.6f} c {in_c:.6f}{extra}\n")
 sys.stdout.flush()
