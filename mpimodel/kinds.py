@@ -33,7 +33,6 @@ in one class keeps what one writes and the other reads in step.
 """
 from __future__ import annotations
 
-import pickle
 import zlib
 from typing import Any
 
@@ -131,19 +130,32 @@ def call_bytes(a: dict, lower: bool) -> int:
         for k in _OBJECTS:
             if a.get(k) is not None:
                 try:
-                    total += len(pickle.dumps(a[k], protocol=5))
-                except Exception:         # MPI.pickle may use another pickler
+                    total += len(dumps(a[k]))
+                except Exception:         # an object its pickler refuses: not sized
                     pass
         return total
     return sum(_size(a[k]) for k in _BUFFERS
                if a.get(k) is not None and a.get(k) is not MPI.IN_PLACE)
 
 
+def dumps(obj) -> bytes:
+    """An object as the log keeps it (received, returned, sent): pickled by
+    mpi4py's configured pickler (MPI.pickle), the one the application's
+    objects travel with; mpipool configures dill, and the standard pickler
+    refuses the functions dill brought in."""
+    return bytes(MPI.pickle.dumps(obj))
+
+
+def loads(data: bytes):
+    """The object :func:`dumps` logged."""
+    return MPI.pickle.loads(data)
+
+
 def _received(c: Call, res) -> bytes:
     """What a blocking receive delivered: the object's pickle, or the bytes
     MPI wrote into the receive buffer (as many as the status counts)."""
     if c.lower:
-        return pickle.dumps(res, protocol=5)
+        return dumps(res)
     v = output_view(c.name, c.a)
     return bytes(v[:c.status.Get_count(MPI.BYTE)]) if v is not None else b""
 
@@ -203,7 +215,7 @@ class Recv:
     def replay(c, result, payloads, fake):
         fill_status(c.a.get("status"), result)
         if c.lower:
-            return pickle.loads(payloads[0]), False
+            return loads(payloads[0]), False
         fake.copy_in(output_view(c.name, c.a), payloads[0], c.op)
         return None, False
 
@@ -292,7 +304,7 @@ class ObjectCollective:
 
     @staticmethod
     def record(c, res, log):
-        log.write(c, payloads=[pickle.dumps(res, protocol=5)])
+        log.write(c, payloads=[dumps(res)])
         return res
 
     @staticmethod
@@ -342,7 +354,7 @@ def _delivered(req, obj) -> bytes | None:
     if out is None:
         return None
     if isinstance(out, str):
-        return pickle.dumps(obj, protocol=5)
+        return dumps(obj)
     return bytes(out)
 
 
@@ -379,7 +391,7 @@ class Wait:
             fill_status(status, st)
             payloads = list(payloads)
             if getattr(req, "_out", None) == "obj":
-                obj = pickle.loads(payloads[0])
+                obj = loads(payloads[0])
                 req._out = "done"
                 res = (True, obj) if is_test else obj
             else:
@@ -421,7 +433,7 @@ class WaitMany:
         done, sts = WaitMany._completed(name, requests, res, statuses)
         lower = name[0].islower()
         if lower:
-            payloads = [pickle.dumps(res, protocol=5)]
+            payloads = [dumps(res)]
         else:
             payloads = [p for p in (_delivered(requests[i], None) for i in done)
                         if p is not None]
@@ -435,7 +447,7 @@ class WaitMany:
         done, ret = result
         payloads = list(payloads)
         if lower:
-            ret = pickle.loads(payloads.pop())
+            ret = loads(payloads.pop())
         for i, st in done:
             if i >= len(requests):
                 fake.diverged(f"({lname}): the log completed request #{i} of "
@@ -461,7 +473,7 @@ class MatchedRecv:
             v = bytes_view(buf)
             payload = bytes(v[:st.Get_count(MPI.BYTE)]) if v is not None else b""
         else:
-            payload = pickle.dumps(res, protocol=5)
+            payload = dumps(res)
         log.event("mrecv", status_tuple(st), [payload])
         return res
 
@@ -469,7 +481,7 @@ class MatchedRecv:
     def replay(name, buf, status, result, payloads, fake):
         fill_status(status, result)
         if name == "recv":
-            return pickle.loads(payloads[0]), False
+            return loads(payloads[0]), False
         fake.copy_in(bytes_view(buf), payloads[0], "mrecv")
         return None, False
 

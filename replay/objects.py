@@ -29,7 +29,6 @@ place wherever it weighs (cluster/vectors.py: ``object_roles``).
 """
 from __future__ import annotations
 
-import pickle
 import time
 
 from mpi4py import MPI
@@ -114,9 +113,9 @@ def answer(name: str, a: dict, payload: bytes):
     mpi4py's own work in it took this rank, redone here."""
     w = _Split()
     if _redo(w, name, a):
-        res = w.timed(pickle.loads, payload)
+        res = w.timed(MPI.pickle.loads, payload)
     else:
-        res = pickle.loads(payload)
+        res = MPI.pickle.loads(payload)
     before, inside, after = w.seconds
     if w.stage < 2:              # no broadcast to run it before: all after
         inside, after = 0.0, inside + after

@@ -26,6 +26,7 @@ def replay(log, out, app, ranks=None, rank=None, extra=(), check=True):
     ([APPS / "fortran_buffers.py"], 3, [0, 1]),  # Fortran-ordered buffers, as pylops-mpi
     ([APPS / "empty_buffers.py"], 3, [0, 1]),   # receives into (0, 3) arrays, as Devito
     ([APPS / "mpi4py_module.py"], 2, [1]),      # classes of mpi4py's module, as petsc4py checks
+    ([APPS / "own_pickler.py"], 2, [1]),        # objects pickled as the app says, as mpipool's dill
 ])
 def test_replay_reproduces_the_ranks_own_output(tmp_path, app, n, ranks):
     p = record(n, tmp_path / "log", ranks, app)

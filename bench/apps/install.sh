@@ -24,7 +24,7 @@ if [ ! -e /usr/include/fftw3.h ]; then
         exit 2
     fi
 fi
-"$PY" -m pip install -q mpi4py-fft pylops-mpi==0.8.0 heat emcee schwimmbad
+"$PY" -m pip install -q mpi4py-fft pylops-mpi==0.8.0 heat emcee schwimmbad mpipool pySDC
 
 # applications whose MPI is below Python (bench/below_python.py): numba-mpi,
 # and Devito, whose examples ship in its wheel.  Devito 4.8 pins
