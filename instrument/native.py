@@ -89,9 +89,8 @@ def record_native(log_dir: str, ranks: list[int] | None, target: list[str], forc
             # initialised MPI, which rank 0's does after this
             ranks = _prepare_log(log_dir, force, ranks, reps, size, target, "path")
         elif ranks is None and reps is not None:
-            from contracts.representatives import read_representatives
-            ranks = sorted(int(r) for r in
-                           read_representatives(reps, size)["representative"].unique())
+            from contracts.representatives import representative_ranks
+            ranks = representative_ranks(reps, size)
     except (build.ShimError, ValueError, OSError) as e:
         if rank == 0:
             print(f"instrument record: error: {e}", file=sys.stderr)

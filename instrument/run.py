@@ -343,10 +343,10 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     record.json.  Raises ValueError or OSError with the message for the user.
     An existing log is replaced only with ``force``, and only if it is ours."""
     if ranks is None:
-        from contracts.representatives import read_representatives
+        from contracts.representatives import representative_ranks
         if reps is None:
             raise ValueError("no ranks to record: give --ranks or --reps")
-        ranks = sorted(int(r) for r in read_representatives(reps, size)["representative"].unique())
+        ranks = representative_ranks(reps, size)
     bad = [r for r in ranks if not 0 <= r < size]
     if bad:
         raise ValueError(f"--ranks {bad} outside 0..{size - 1}")

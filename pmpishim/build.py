@@ -114,14 +114,15 @@ def _param_names(params: str) -> list[str] | None:
     return names
 
 
-def wrappers(mpicc: str, wanted, body) -> list[tuple[str, str]]:
+def wrappers(mpicc: str, wanted, body, prototypes=None) -> list[tuple[str, str]]:
     """(name, C source) of a wrapper MPI_X for every PMPI_X that the MPI
-    header behind ``mpicc`` declares and ``wanted(X)`` accepts, each
-    once.  ``body(i, X, call)`` gives the i-th wrapper's statements,
-    ``call`` being the PMPI_X call with the wrapper's arguments."""
+    header behind ``mpicc`` declares (``prototypes``, when the caller has
+    read them already) and ``wanted(X)`` accepts, each once.
+    ``body(i, X, call)`` gives the i-th wrapper's statements, ``call``
+    being the PMPI_X call with the wrapper's arguments."""
     out: list = []
     seen: set = set()
-    for name, params in _prototypes(mpicc):
+    for name, params in prototypes if prototypes is not None else _prototypes(mpicc):
         if name in seen or not wanted(name):
             continue
         args = _param_names(params)
@@ -139,21 +140,21 @@ def generate(mpicc: str) -> str:
     call as an event (ctrace.c) where pmpishim/cwrappers.py has a body
     for it and the call is made below Python while tracing is on."""
     from .cwrappers import body, traced_ops, traced_row
-    from .cwrappers_log import log_bodies, logged_ops
-    traced, logged = traced_ops(), logged_ops()
+    from .cwrappers_log import log_bodies
+    traced = traced_ops()
+    prototypes = _prototypes(mpicc)
     bodies: dict[str, str] = {}
     logs: dict[str, tuple[str, str]] = {}
-    for name, params in _prototypes(mpicc):
+    for name, params in prototypes:
         row = traced_row(name, traced)
-        if row is not None and name not in bodies:
-            b = body(name, params, row)
-            if b is not None:
-                bodies[name] = b
-        row = traced_row(name, logged)
-        if row is not None and name not in logs:
-            pair = log_bodies(name, params, row)
-            if pair is not None:
-                logs[name] = pair
+        if row is None or name in bodies or name in logs:
+            continue
+        b = body(name, params, row)
+        if b is not None:
+            bodies[name] = b
+        pair = log_bodies(name, params, row)
+        if pair is not None:
+            logs[name] = pair
 
     def modes(i, name):
         """A call below Python while recording (the real call, logged) or
@@ -174,7 +175,7 @@ def generate(mpicc: str) -> str:
                 "    rr_span sp;\n    rr_enter(&sp);\n" + bodies[name])
 
     made = wrappers(mpicc, lambda name: COUNTED.match(name) or name in bodies or name in logs,
-                    wrapper)
+                    wrapper, prototypes)
     names = ["MPI_" + name for name, _ in made]
     if len(names) > 1024:
         raise ShimError("more counted MPI functions than the shim's table holds")

@@ -112,12 +112,17 @@ class _Row(ctypes.Structure):
                 ("poll_cpu", ctypes.c_double)]
 
 
+def _tuples(rows) -> list[tuple]:
+    """(op code, entry wall, exit wall, entry CPU, exit CPU, polls, poll
+    CPU) of each rp_row_t."""
+    return [(r.op, r.t0, r.t1, r.c0, r.c1, r.polls, r.poll_cpu) for r in rows]
+
+
 def rows_from_bytes(data: bytes) -> list[tuple]:
     """The rows a compiled program's replay wrote (rp_row_t, as
     AnsweredBelowPython.rows gives them)."""
     n = len(data) // ctypes.sizeof(_Row)
-    rows = (_Row * n).from_buffer_copy(data[:n * ctypes.sizeof(_Row)])
-    return [(r.op, r.t0, r.t1, r.c0, r.c1, r.polls, r.poll_cpu) for r in rows]
+    return _tuples((_Row * n).from_buffer_copy(data[:n * ctypes.sizeof(_Row)]))
 
 
 class AnsweredBelowPython:
@@ -154,8 +159,7 @@ class AnsweredBelowPython:
         poll CPU) of every call answered, in call order."""
         p = ctypes.POINTER(_Row)()
         n = self._lib.rp_rows(ctypes.byref(p))
-        return [(r.op, r.t0, r.t1, r.c0, r.c1, r.polls, r.poll_cpu)
-                for r in (p[i] for i in range(n))]
+        return _tuples(p[i] for i in range(n))
 
     def left(self) -> int:
         """Logged calls the application did not make."""

@@ -50,7 +50,7 @@ typedef struct {
     MPI_Datatype type;
 } rr_piece;
 
-static int rl_rank = -1, rl_size = 0;
+static int rl_rank = -1;
 
 static void rr_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
@@ -67,8 +67,8 @@ static void rr_fatal(const char *fmt, ...)
     size_t len = strlen(msg);
     msg[len++] = '\n';
     fflush(stderr);
-    if (write(2, msg, len) < 0)
-        _exit(2);
+    ssize_t w = write(2, msg, len);
+    (void)w;                                  /* nothing left to tell if it failed */
     _exit(2);
 }
 
@@ -114,18 +114,9 @@ static uint32_t rl_checksum(const rl_head *h, const int64_t *x)
     return rl_fnv32(s, x, sizeof(int64_t) * (size_t)(h->nx > 0 ? h->nx : 0));
 }
 
-static int64_t rr_type_bytes(MPI_Count count, MPI_Datatype t)
-{
-    MPI_Count size = 0;
-    if (count <= 0 || t == MPI_DATATYPE_NULL || PMPI_Type_size_c(t, &size) != MPI_SUCCESS)
-        return 0;
-    return (int64_t)(count * size);
-}
-
 /* ==== recording ======================================================== */
 static FILE *rl_f;
 static int64_t rl_records;
-static int rl_failed;
 static char rl_path[4096];
 
 /* the size of ``comm`` as the divergence check compares it */
@@ -146,10 +137,9 @@ static void rl_write_locked(int op, int peer, int tag, int csize, int64_t nbytes
     h.sum = rl_checksum(&h, x);
     if (fwrite(&h, sizeof h, 1, rl_f) != 1 ||
         (nx && fwrite(x, sizeof(int64_t), (size_t)nx, rl_f) != (size_t)nx) ||
-        (plen && fwrite(payload, 1, plen, rl_f) != plen)) {
-        rl_failed = errno ? errno : EIO;
-        rr_fatal("%s: cannot write the C-level message log (%s)", rl_path, strerror(rl_failed));
-    }
+        (plen && fwrite(payload, 1, plen, rl_f) != plen))
+        rr_fatal("%s: cannot write the C-level message log (%s)", rl_path,
+                 strerror(errno ? errno : EIO));
     rl_records++;
 }
 
@@ -348,7 +338,7 @@ static void rl_complete(int op, int n, const MPI_Request *handles, const int *do
 }
 
 /* A communicator created: its shape (null; size, rank; Cartesian dims,
- * periods, coordinates). */
+ * periods, coordinates; its members as world ranks). */
 static void rl_create(int op, MPI_Comm parent, MPI_Comm made)
 {
     int64_t small[4 + 3 * 16 + 64], *x = small;
@@ -397,11 +387,11 @@ static void rl_create(int op, MPI_Comm parent, MPI_Comm made)
         free(x);
 }
 
-/* A persistent request started. */
-static void rl_start(MPI_Request r)
+/* A persistent request started (its completion delivers what its init
+ * registered). */
+static void rl_start(void)
 {
     rl_write(RR_OP_START, -1, -1, -1, 0, NULL, 0, NULL, 0);
-    (void)r;
 }
 
 /* A persistent request freed: its entry goes. */
@@ -429,7 +419,6 @@ int rl_record_start(const char *path, int rank, int size)
         return EIO;
     }
     rl_rank = rank;
-    rl_size = size;
     rl_f = f;
     rl_records = 0;
     rr_mode = RR_RECORD;
@@ -452,7 +441,7 @@ int64_t rl_record_stop(int complete)
         } else {
             int64_t calls = rl_records;
             rl_write_locked(-1, -1, complete ? 0 : 1, -1, 0, NULL, 0, NULL, 0);
-            n = fclose(rl_f) == 0 && !rl_failed ? calls : -1;
+            n = fclose(rl_f) == 0 ? calls : -1;   /* a failed write stopped the run */
         }
         rl_f = NULL;
     }
@@ -688,13 +677,13 @@ static void rp_set_status(MPI_Status *st, const int64_t *y)
 /* fake requests: what their completion delivers */
 typedef struct {
     rr_piece *pieces;
-    int n, used, persistent, active, recv, op;
+    int n, used, persistent, recv;
 } rp_req_t;
 
 static rp_req_t *rp_reqs;
 static int rp_nreqs, rp_reqs_cap;
 
-static MPI_Request rp_req_new(const rr_piece *pieces, int n, int persistent, int recv, int op)
+static MPI_Request rp_req_new(const rr_piece *pieces, int n, int persistent, int recv)
 {
     int i = 0;
     for (i = 0; i < rp_nreqs && rp_reqs[i].used; i++)
@@ -714,9 +703,7 @@ static MPI_Request rp_req_new(const rr_piece *pieces, int n, int persistent, int
     e->n = n;
     e->used = 1;
     e->persistent = persistent;
-    e->active = !persistent;
     e->recv = recv;
-    e->op = op;
     MPI_Request r;
     int v = RP_FAKE_REQ | i;
     memset(&r, 0, sizeof r);
@@ -741,10 +728,8 @@ static void rp_req_done(MPI_Request *r)
     rp_req_t *e = rp_req(*r);
     if (!e)
         return;
-    if (e->persistent) {
-        e->active = 0;
+    if (e->persistent)                       /* inactive until started again */
         return;
-    }
     free(e->pieces);
     e->used = 0;
     *r = MPI_REQUEST_NULL;
@@ -802,9 +787,9 @@ static int rp_send(void *ret, const char *fn, int op, MPI_Count count, MPI_Datat
     const int64_t *x;
     const char *p;
     rp_comm_t *ce = rp_comm(comm, ret, fn);
-    rp_next(ret, fn, op, peer, tag, ce->size, rr_type_bytes(count, type), &x, &p);
+    rp_next(ret, fn, op, peer, tag, ce->size, rr_bytes(count, type), &x, &p);
     if (request)
-        *request = rp_req_new(NULL, 0, persistent, 0, op);
+        *request = rp_req_new(NULL, 0, persistent, 0);
     rp_row(&sp, op, 0);
     return MPI_SUCCESS;
 }
@@ -817,7 +802,7 @@ static int rp_recv(void *ret, const char *fn, int op, void *buf, MPI_Count count
     const int64_t *x;
     const char *p;
     rp_comm_t *ce = rp_comm(comm, ret, fn);
-    const rl_head *h = rp_next(ret, fn, op, peer, tag, ce->size, rr_type_bytes(count, type),
+    const rl_head *h = rp_next(ret, fn, op, peer, tag, ce->size, rr_bytes(count, type),
                                &x, &p);
     if (h->nx < 3)
         rp_damaged("a receive without its status");
@@ -839,7 +824,7 @@ static int rp_sendrecv(void *ret, const char *fn, int op, MPI_Count scount, MPI_
     (void)source;
     (void)rtag;
     rp_comm_t *ce = rp_comm(comm, ret, fn);
-    const rl_head *h = rp_next(ret, fn, op, dest, stag, ce->size, rr_type_bytes(scount, stype),
+    const rl_head *h = rp_next(ret, fn, op, dest, stag, ce->size, rr_bytes(scount, stype),
                                &x, &p);
     if (h->nx < 3)
         rp_damaged("a receive without its status");
@@ -859,9 +844,9 @@ static int rp_irecv(void *ret, const char *fn, int op, void *buf, MPI_Count coun
     const int64_t *x;
     const char *p;
     rp_comm_t *ce = rp_comm(comm, ret, fn);
-    rp_next(ret, fn, op, peer, tag, ce->size, rr_type_bytes(count, type), &x, &p);
+    rp_next(ret, fn, op, peer, tag, ce->size, rr_bytes(count, type), &x, &p);
     rr_piece pc = {buf, count, type};
-    *request = rp_req_new(&pc, 1, persistent, 1, op);
+    *request = rp_req_new(&pc, 1, persistent, 1);
     rp_row(&sp, op, 0);
     return MPI_SUCCESS;
 }
@@ -901,7 +886,7 @@ static int rp_coll(void *ret, const char *fn, int op, int root, int64_t nbytes, 
     rp_comm_t *ce = rp_comm(comm, ret, fn);
     const rl_head *h = rp_next(ret, fn, op, root, -1, ce->size, nbytes, &x, &p);
     if (request)
-        *request = rp_req_new(pieces, n, persistent, 0, op);
+        *request = rp_req_new(pieces, n, persistent, 0);
     else
         rp_unpack(ret, fn, p, h->plen, pieces, n, 0);
     rp_row(&sp, op, 0);
@@ -993,6 +978,17 @@ static int rp_complete(void *ret, const char *fn, int op, int kind, int test, in
     return MPI_SUCCESS;
 }
 
+/* A communicator made in a replay: a copy of MPI_COMM_SELF in ``made``,
+ * known to stand for one of ``size`` ranks where this rank is ``rank``. */
+static rp_comm_t *rp_stand_in(MPI_Comm *made, int size, int rank)
+{
+    PMPI_Comm_dup(MPI_COMM_SELF, made);
+    rp_comm_t *e = rp_comm_new(rr_handle_of_comm(*made));
+    e->size = size;
+    e->rank = rank;
+    return e;
+}
+
 static int rp_create(void *ret, const char *fn, int op, MPI_Comm parent, MPI_Comm *made)
 {
     rr_span sp;
@@ -1003,12 +999,8 @@ static int rp_create(void *ret, const char *fn, int op, MPI_Comm parent, MPI_Com
     if (rp_at_late_end()) {                   /* a copy of the parent's shape */
         if (rp_late++ == 0)
             atexit(rp_late_note);
-        PMPI_Comm_dup(MPI_COMM_SELF, made);
-        rp_comm_t *e = rp_comm_new(rr_handle_of_comm(*made));
-        int *members = pe->members;
-        e->size = pe->size;
-        e->rank = pe->rank;
-        rp_comm_members(e, members);
+        rp_comm_t *e = rp_stand_in(made, pe->size, pe->rank);
+        rp_comm_members(e, pe->members);
         rp_row(&sp, op, 0);
         return MPI_SUCCESS;
     }
@@ -1019,11 +1011,8 @@ static int rp_create(void *ret, const char *fn, int op, MPI_Comm parent, MPI_Com
     if (x[0]) {
         *made = MPI_COMM_NULL;
     } else {
-        PMPI_Comm_dup(MPI_COMM_SELF, made);
         pthread_mutex_lock(&rr_mu);
-        rp_comm_t *e = rp_comm_new(rr_handle_of_comm(*made));
-        e->size = (int)x[1];
-        e->rank = (int)x[2];
+        rp_comm_t *e = rp_stand_in(made, (int)x[1], (int)x[2]);
         e->nd = (int)x[3];
         for (int d = 0; d < e->nd; d++) {
             e->dims[d] = (int)x[4 + d];
@@ -1062,7 +1051,6 @@ static int rp_start(void *ret, const char *fn, MPI_Request *r)
     if (!e || !e->persistent)
         rr_fatal("%s of a request the replay did not make persistent", rr_where(ret, fn));
     rp_next(ret, fn, RR_OP_START, -2, -2, -2, -2, &x, &p);
-    e->active = 1;
     rp_row(&sp, RR_OP_START, 0);
     return MPI_SUCCESS;
 }
@@ -1105,7 +1093,6 @@ int rp_replay_start(const char *path, int rank, int size)
     }
     rp_pos = 16;
     rp_index = 0;
-    rl_size = size;
     pthread_mutex_lock(&rr_mu);
     rp_comm_t *w = rp_comm_new(rr_handle_of_comm(MPI_COMM_WORLD));
     w->size = size;
@@ -1227,7 +1214,7 @@ static int64_t rr_pieces_bytes(const rr_piece *p, int n)
 {
     int64_t total = 0;
     for (int i = 0; i < n; i++)
-        total += rr_type_bytes(p[i].count, p[i].type);
+        total += rr_bytes(p[i].count, p[i].type);
     return total;
 }
 
@@ -1259,9 +1246,9 @@ static rr_piece *rr_blocks_i(void *buf, const int *counts, const int *displs, MP
                                           default: rr_blocks_i)(b, c, d, t, n)
 
 /* A request freed: a persistent one's entry is free again, a pending
- * one's forgotten; answered from nothing in a replay (no record: the
- * Python replay answers request_free itself too); traced as the Python tracer records request_free
- * (with the id of what was under way, -1 when nothing was). */
+ * one's forgotten.  Replaying, answered without a record (the Python replay
+ * answers request_free itself too); tracing, recorded as the Python tracer
+ * records request_free (with the id of what was under way, -1 if none). */
 int MPI_Request_free(MPI_Request *request)
 {
     void *ret = __builtin_return_address(0);

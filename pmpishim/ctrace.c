@@ -553,12 +553,14 @@ static rr_req_t rr_req_find(MPI_Request r, int take)
 }
 
 /* ---- events ------------------------------------------------------------- */
+/* Bytes of ``count`` elements of ``t`` (the type's size as MPI_Count: a
+ * large derived type's does not fit an int). */
 static int64_t rr_bytes(int64_t count, MPI_Datatype t)
 {
-    int size = 0;
-    if (count <= 0 || t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS)
+    MPI_Count size = 0;
+    if (count <= 0 || t == MPI_DATATYPE_NULL || PMPI_Type_size_c(t, &size) != MPI_SUCCESS)
         return 0;
-    return count * size;
+    return count * (int64_t)size;
 }
 
 static int64_t rr_sum_bytes_int(const int *counts, int n, MPI_Datatype t)

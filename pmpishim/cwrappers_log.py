@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from mpimodel import ops
 
-from .cwrappers import _CREATIONS, _params, c_name
+from .cwrappers import _params
 
-LOGGED_KINDS = ("send", "isend", "recv", "irecv", "sendrecv", "probe", "coll", "icoll", "wait",
-                "waitmany", "create", "free", "pinit", "start")
 # collectives whose outputs are written below (the others stop the run)
 _OUTPUTS_OF = ("barrier", "bcast", "reduce", "allreduce", "scan", "exscan",
                "reduce_scatter_block", "reduce_scatter", "allgather", "alltoall", "gather",
@@ -78,7 +76,7 @@ def _send(name, a, plist, row, call):
         return None
     req = "*request" if k == "isend" else "MPI_REQUEST_NULL"
     rec = (f"    int rc = {call};\n    if (rc == MPI_SUCCESS)\n"
-           f"        rl_post({op}, dest, tag, comm, rr_type_bytes(count, datatype), {req}, "
+           f"        rl_post({op}, dest, tag, comm, rr_bytes(count, datatype), {req}, "
            "NULL, 0, 0, 0);\n    return rc;\n")
     rep = (f"    return rp_send(ret, {fn}, {op}, count, datatype, dest, tag, comm, "
            f"{'request' if k == 'isend' else 'NULL'}, 0);\n")
@@ -92,7 +90,7 @@ def _recv(name, a, plist, row, call):
         return None
     rec = (_STATUS_IN + f"    int rc = {call};\n"
            "    rr_piece pc = {buf, count, datatype};\n"
-           f"    rl_call({op}, source, tag, comm, rr_type_bytes(count, datatype), &pc, 1, "
+           f"    rl_call({op}, source, tag, comm, rr_bytes(count, datatype), &pc, 1, "
            "status);\n    return rc;\n")
     rep = (f"    return rp_recv(ret, {fn}, {op}, buf, count, datatype, source, tag, comm, "
            "status);\n")
@@ -106,7 +104,7 @@ def _irecv(name, a, plist, row, call):
         return None
     rec = (f"    int rc = {call};\n    rr_piece pc = {{buf, count, datatype}};\n"
            "    if (rc == MPI_SUCCESS)\n"
-           f"        rl_post({op}, source, tag, comm, rr_type_bytes(count, datatype), "
+           f"        rl_post({op}, source, tag, comm, rr_bytes(count, datatype), "
            "*request, &pc, 1, 0, 1);\n    return rc;\n")
     rep = (f"    return rp_irecv(ret, {fn}, {op}, buf, count, datatype, source, tag, comm, "
            "request, 0);\n")
@@ -124,7 +122,7 @@ def _sendrecv(name, a, plist, row, call):
         s, r = ("count", "datatype"), ("buf", "count", "datatype")
     rec = (_STATUS_IN + f"    int rc = {call};\n"
            f"    rr_piece pc = {{{', '.join(r)}}};\n"
-           f"    rl_call({op}, dest, sendtag, comm, rr_type_bytes({', '.join(s)}), &pc, 1, "
+           f"    rl_call({op}, dest, sendtag, comm, rr_bytes({', '.join(s)}), &pc, 1, "
            "status);\n    return rc;\n")
     rep = (f"    return rp_sendrecv(ret, {fn}, {op}, {', '.join(s)}, dest, sendtag, "
            f"{', '.join(r)}, source, recvtag, comm, status);\n")
@@ -236,8 +234,6 @@ def _waitmany(name, a, plist, row, call):
 def _create(name, a, plist, row, call):
     op = _op(row)
     fn = f'"{name}"'
-    if row.op not in _CREATIONS:
-        return None
     comms = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm"]
     outs = [n for t, n in plist if t.replace(" ", "") == "MPI_Comm*"]
     if not comms or not outs:
@@ -251,8 +247,6 @@ def _create(name, a, plist, row, call):
 def _free(name, a, plist, row, call):
     op = _op(row)
     fn = f'"{name}"'
-    if row.op != "comm_free":
-        return None
     return f"    return {call};\n", f"    return rp_comm_free(ret, {fn}, {op}, comm);\n"
 
 
@@ -263,10 +257,11 @@ def _pinit(name, a, plist, row, call):
     who = "source" if recv else "dest"
     if not {"buf", "count", "datatype", who, "tag", "comm", "request"} <= a:
         return None
+    # a receive's completion delivers its buffer: the one piece it registers
+    piece = "    rr_piece pc = {buf, count, datatype};\n" if recv else ""
     pcs = "&pc, 1" if recv else "NULL, 0"
-    rec = (f"    int rc = {call};\n    rr_piece pc = {{(void *)buf, count, datatype}};\n"
-           "    (void)pc;\n    if (rc == MPI_SUCCESS)\n"
-           f"        rl_post({op}, {who}, tag, comm, rr_type_bytes(count, datatype), "
+    rec = (f"    int rc = {call};\n{piece}    if (rc == MPI_SUCCESS)\n"
+           f"        rl_post({op}, {who}, tag, comm, rr_bytes(count, datatype), "
            f"*request, {pcs}, 1, {int(recv)});\n    return rc;\n")
     if recv:
         rep = (f"    return rp_irecv(ret, {fn}, {op}, buf, count, datatype, source, tag, "
@@ -282,11 +277,11 @@ def _start(name, a, plist, row, call):
     if name.startswith("Startall"):
         return (f"    int rc = {call};\n"
                 "    for (int i = 0; rc == MPI_SUCCESS && i < count; i++)\n"
-                "        rl_start(array_of_requests[i]);\n    return rc;\n",
+                "        rl_start();\n    return rc;\n",
                 "    for (int i = 0; i < count; i++)\n"
                 f"        rp_start(ret, {fn}, &array_of_requests[i]);\n"
                 "    return MPI_SUCCESS;\n")
-    return (f"    int rc = {call};\n    if (rc == MPI_SUCCESS)\n        rl_start(*request);\n"
+    return (f"    int rc = {call};\n    if (rc == MPI_SUCCESS)\n        rl_start();\n"
             "    return rc;\n", f"    return rp_start(ret, {fn}, request);\n")
 
 
@@ -298,20 +293,11 @@ _MAKERS = {"send": _send, "isend": _send, "recv": _recv, "irecv": _irecv,
            "pinit": _pinit, "start": _start}
 
 
-def logged_ops() -> dict:
-    """C function name -> the table's row, for every buffer-API op of a
-    kind this module has bodies for."""
-    out: dict = {}
-    for row in ops.TABLE:
-        if row.kind in LOGGED_KINDS and row.method[:1].isupper():
-            out.setdefault(row.method if row.kind == "start" else c_name(row.op), row)
-    return out
-
-
 def log_bodies(name: str, params: str, row) -> tuple[str, str] | None:
-    """(record, replay) statements of the wrapper MPI_<name> for a call made
-    below Python while recording or replaying, or None where this module
-    has none (the call then stops the run)."""
+    """(record, replay) statements of the wrapper MPI_<name> (its row of
+    cwrappers.traced_ops: the same functions are traced, recorded and
+    replayed) for a call made below Python while recording or replaying,
+    or None where this module has none (the call then stops the run)."""
     plist = _params(params)
     a = {n for _, n in plist}
     call = f"PMPI_{name}({', '.join(n for _, n in plist)})"
