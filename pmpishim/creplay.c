@@ -970,11 +970,11 @@ static int rp_complete(void *ret, const char *fn, int op, int kind, int test, in
     }
     if (flag)
         *flag = 1;
-    if (outcount)
-        *outcount = k;
+    if (outcount)           /* a logged Waitsome/Testsome of none: all were null */
+        *outcount = k == 0 ? MPI_UNDEFINED : k;
     if (indx && k == 0)
         *indx = MPI_UNDEFINED;
-    rp_row(&sp, op, 0);
+    rp_row(&sp, op, kind == 3 && k == 0);   /* folded, as the tracer folds it */
     return MPI_SUCCESS;
 }
 

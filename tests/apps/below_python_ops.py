@@ -90,6 +90,6 @@ if sys.argv[2:] != ["replayable"]:
 else:                                   # group calls, answered in a replay too
     lib.groups.restype = ctypes.c_longlong
     lib.groups.argtypes = [ctypes.c_int]
-    extra = f" groups {lib.groups(MPI._handleof(world))}"
+    extra = f" groups {lib.groups(MPI._handleof(world))} waitsome {lib.waitsome_of_nulls()}"
 sys.stdout.write(f"rank {world.rank} python {in_python:.6f} c {in_c:.6f}{extra}\n")
 sys.stdout.flush()
