@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import inspect
 import resource
+import threading
 import time
 from typing import Any
 
@@ -78,6 +79,19 @@ _CAUSE = ("Likely cause: the run is not deterministic in a way the log does not 
 # was subtracted from spans of a fast one) left 0.05 us of a 0.3 us loop.
 # 100 calls cost ~0.2 ms: 1 % of the replay's wall time, none of its spans.
 PROBE_EVERY, PROBE_CALLS = 0.02, 100
+HAND_OVER = 1e-6        # the sleep asked for in Replayer.hand_over()
+
+
+def sleep_cost(samples: int = 21) -> float:
+    """Wall seconds a ``time.sleep(HAND_OVER)`` takes here when no other
+    thread wants the GIL: the median of a few (the timer slack, 50 us by
+    default, dominates it)."""
+    took = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        time.sleep(HAND_OVER)
+        took.append(time.perf_counter() - t0)
+    return sorted(took)[samples // 2]
 
 
 class Replayer:
@@ -121,6 +135,11 @@ class Replayer:
         self.clocks: list | None = None
         self._entry = (0.0, 0.0)
         self._poll_entry = (0.0, 0.0)
+        # threads alive when last counted, and how many of them are the
+        # application's besides the caller (see hand_over())
+        self._threads = 1
+        self._others = 0
+        self._sleep_cost = 0.0     # measured by install(), before the application's threads
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -142,6 +161,7 @@ class Replayer:
             self.polls += 1
             self.last_cpu = time.process_time()
             self.last_exit = time.perf_counter()
+            self.hand_over()
             return
         entry = self._entry
         if self.polls:
@@ -164,6 +184,30 @@ class Replayer:
             self._next_probe = time.perf_counter() + self._probe_every
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
+        self.hand_over()
+
+    def hand_over(self):
+        """Give the GIL up for a moment where the application runs other
+        threads, as mpi4py does around every MPI call.  A thread that
+        wants it takes it then, and the caller waits until it lets go (up
+        to the switch interval, 5 ms, for one that computes): mpipool's
+        job threads lost 5-15 ms a job to its main thread's busy loop, a
+        wait that a replay keeping the GIL never met.  The moment is a
+        short sleep (the kernel's timer slack makes it about 50-60 us,
+        enough for a waiting thread to wake up; a bare sched_yield was
+        not); only what it took beyond its own cost alone is charged, to
+        the span before the next call: waiting for the GIL is this
+        rank's time, not the network's."""
+        n = threading.active_count()
+        if n != self._threads:
+            self._threads = n
+            own = sum(1 for t in threading.enumerate() if t.name.startswith("repreplay-"))
+            self._others = n - 1 - own
+        if self._others <= 0:
+            return
+        t0 = time.perf_counter()
+        time.sleep(HAND_OVER)
+        self.last_exit += min(time.perf_counter() - t0, self._sleep_cost)
 
     def charge(self, before: float, after: float, inside: float = 0.0):
         """Seconds of the current call's own computation: ``before`` its
@@ -764,6 +808,7 @@ def install(log: LogReader, rank: int) -> Replayer:
     if BELOW is not None:
         RP.clocks = []
     RP.enter()
+    RP._sleep_cost = sleep_cost()     # inside the init call: no computation span
     desc, _ = RP.next("init")
     world = _new_comm(desc)
     RP.leave("init")
@@ -798,6 +843,9 @@ class _Canned(Replayer):
         self.seq += 1
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
+        # what hand_over() costs where the application runs no other
+        # thread; never the hand-over itself (the GIL's wait is no overhead)
+        threading.active_count()
 
 
 _PROBE: dict = {}                               # calls -> (_Canned, communicator)
