@@ -139,51 +139,113 @@ def _key(role: str, rank: int) -> str:
 
 class _Target:
     """The communicator ids, comms and topology tables at the target N,
-    numbered as the merge numbers them (first seen, rank by rank): the
-    world 0, rank 0's self 1, the world-wide communicators rank 0 made,
-    then the other ranks' selves."""
+    numbered as the merge numbers them: in rank order, each rank's
+    communicators in the order it met them (the world, its self, then
+    those it made), an id for each one not met before."""
 
-    def __init__(self, trace, layout: Layout):
+    def __init__(self, trace, layout: Layout, made: dict[str, list[str]],
+                 class_of: list[str]):
+        """``trace``: the largest small trace; ``made``: per position
+        class, the roles of the communicators its ranks make, in order;
+        ``class_of``: each target rank's position class."""
         n = layout.size
-        roles = comm_roles(trace)
-        derived = sorted({r for r in roles.values() if "#" in r},
-                         key=lambda r: int(r.split("#")[1]))
-        m = len(derived)
-        self.ids = {"none": -1, "world": 0}
-        self.ids.update({r: i + 2 for i, r in enumerate(derived)})
-        self.self_after = m + 1            # rank r > 0: its self is self_after + r
+        roles, self.axes = comm_roles(trace, layout_of(trace))
         by_role = {roles[int(c)]: row for c, row in
                    zip(trace.comms["comm"], trace.comms.to_dict("records")) if int(c) in roles}
-        rows = []
-        for role in ["world", "self"] + derived:
-            r = dict(by_role[role])
-            r.update(comm=self.ids.get(role, 1), key=_key(role, -1), remote=[],
-                     members=list(range(n)) if role != "self" else [0],
-                     size=n if role != "self" else 1)
-            rows.append(r)
-        proto = by_role["self"]
-        for rank in range(1, n):
-            r = dict(proto)
-            r.update(comm=self.self_after + rank, key=_key("self", rank), members=[rank],
-                     remote=[], size=1, created_by_rank=rank)
-            rows.append(r)
+        ranks = np.arange(n)
+        # per role, each rank's instance: 0 for world-wide ones, the rank
+        # for its self, its slice's index for a slice
+        self.instance = {"world": np.zeros(n, np.int64), "self": ranks}
+        for role in {r for rs in made.values() for r in rs}:
+            kept = self.axes.get(role)
+            if kept is None:
+                self.instance[role] = np.zeros(n, np.int64)
+            else:
+                fixed = [j for j in range(len(layout.dims)) if j not in kept]
+                c = layout.coords(ranks)
+                self.instance[role] = np.ravel_multi_index(
+                    tuple(c[:, fixed].T), tuple(layout.dims[j] for j in fixed)) if fixed \
+                    else np.zeros(n, np.int64)
+        self.ids: dict[str, np.ndarray] = {r: np.full(int(v.max()) + 1, -1, np.int64)
+                                           for r, v in self.instance.items()}
+        # Cartesian communicators: the grid, and slices that Cart_sub made
+        carts = trace.topology[[d is not None and len(d) > 0 for d in trace.topology["dims"]]] \
+            if len(trace.topology) else trace.topology
+        topo_roles = {roles[int(c)] for c in carts["comm"].unique()
+                      if int(c) in roles and (roles[int(c)] in self.axes
+                                              or int(c) == layout.grid_comm)}
+        groups: dict[str, list] = {}
+        for role, inst in self.instance.items():
+            if role in self.axes:
+                by = np.argsort(inst, kind="stable")
+                groups[role] = np.split(ranks[by], np.cumsum(np.bincount(inst))[:-1])
+        rows: list[dict] = []
+        topo: list[pd.DataFrame] = []
+        met = {name: ["world", "self"] + list(rs) for name, rs in made.items()}
+        for rank in range(n):
+            for role in met[class_of[rank]]:
+                k = int(self.instance[role][rank])
+                if self.ids[role][k] >= 0:
+                    continue
+                gid = len(rows)
+                self.ids[role][k] = gid
+                members = groups[role][k] if role in groups else \
+                    np.array([rank]) if role == "self" else ranks
+                r = dict(by_role[role])
+                r.update(comm=gid, key=_key(role, k if role != "world" else -1),
+                         members=members.tolist(), remote=[], size=len(members),
+                         created_by_rank=rank)
+                rows.append(r)
         self.comms = pd.DataFrame(rows, columns=COMMS_COLUMNS)
-        topo = pd.DataFrame(columns=TOPOLOGY_COLUMNS)
-        if layout.grid_comm is not None:
-            ranks = np.arange(n)
-            src, dst = layout.neighbours(ranks)
-            topo = pd.DataFrame({"comm": self.ids[roles[layout.grid_comm]], "rank": ranks,
-                                 "sources": src, "destinations": dst,
-                                 "dims": [list(layout.dims)] * n,
-                                 "periods": [list(layout.periods)] * n,
-                                 "coords": layout.coords(ranks).tolist()})
-        self.topology = topo
+        for role in sorted(topo_roles & set(self.instance)):
+            kept = self.axes.get(role, tuple(range(len(layout.dims))))
+            topo.append(_slice_topology(layout, kept, self.ids[role][self.instance[role]],
+                                        by_role[role]))
+        self.topology = pd.concat(topo, ignore_index=True) if topo else \
+            pd.DataFrame(columns=TOPOLOGY_COLUMNS)
 
     def comm_ids(self, roles: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-        out = np.array([self.ids.get(r, -2) for r in roles], np.int64)
-        me = roles == "self"
-        out[me] = np.where(ranks[me] == 0, 1, self.self_after + ranks[me])
+        out = np.full(len(roles), -2, np.int64)
+        out[roles == "none"] = -1
+        for role in set(roles.tolist()) - {"none"}:
+            at = np.flatnonzero(roles == role)
+            if role in self.ids:
+                out[at] = self.ids[role][self.instance[role][ranks[at]]]
         return out
+
+    def world_rank(self, roles: np.ndarray, ranks: np.ndarray, local: np.ndarray,
+                   layout: Layout) -> np.ndarray:
+        """The world ranks of ranks ``local`` within the callers' slices."""
+        out = np.empty(len(ranks), np.int64)
+        for role in set(roles.tolist()):
+            at = np.flatnonzero(roles == role)
+            kept = list(self.axes[role])
+            c = layout.coords(ranks[at])
+            c[:, kept] = np.stack(np.unravel_index(
+                local[at], tuple(layout.dims[j] for j in kept)), axis=1)
+            out[at] = np.ravel_multi_index(tuple(c.T), layout.dims)
+        return out
+
+
+def _slice_topology(layout: Layout, kept: tuple, comm_of: np.ndarray, proto: dict) -> pd.DataFrame:
+    """Topology rows of a Cartesian communicator over each slice of the
+    grid keeping ``kept`` (all axes: the grid itself): its dimensions,
+    each rank's coordinates in it and its Cart_shift neighbours (world
+    ranks)."""
+    n = layout.size
+    ranks = np.arange(n)
+    dims = tuple(layout.dims[j] for j in kept)
+    periods = tuple(layout.periods[j] for j in kept)
+    cols = []
+    for j in kept:
+        step = np.zeros((n, len(layout.dims)), np.int64)
+        step[:, j] = 1
+        cols += [layout.ranks_at(ranks, -step), layout.ranks_at(ranks, step)]
+    lists = np.stack(cols, axis=1).tolist() if cols else [[]] * n
+    return pd.DataFrame({"comm": comm_of, "rank": ranks, "sources": lists,
+                         "destinations": lists, "dims": [list(dims)] * n,
+                         "periods": [list(periods)] * n,
+                         "coords": layout.coords(ranks)[:, list(kept)].tolist()})
 
 
 def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: int,
@@ -245,6 +307,10 @@ def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.
                     f"peer's offset leads off the grid {list(layout.dims)}")
             peer[rel] = at
         cols[who] = peer
+    k3 = np.flatnonzero(t["pk"].to_numpy() == 3)
+    if len(k3):                     # a root given as its rank within the caller's slice
+        cols["peer"][k3] = target.world_rank(t["crole"].to_numpy()[k3], rank[k3],
+                                             t["pabs"].to_numpy()[k3], layout)
     cols["comm"] = target.comm_ids(t["crole"].to_numpy(), rank)
     cols["newcomm"] = target.comm_ids(t["nrole"].to_numpy(), rank)
     cols["newcomm"][t["nrole"].to_numpy() == "none"] = -1
@@ -294,7 +360,8 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
     start = np.cumsum(length) - length
     index = {n: i for i, n in enumerate(names)}
     cls_of = np.array([index[n] for n in target_names])
-    tgt = _Target(traces[-1], target_layout)
+    made = {n: [r for r in templates[n]["nrole"] if r not in ("none", "part")] for n in names}
+    tgt = _Target(traces[-1], target_layout, made, target_names)
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)

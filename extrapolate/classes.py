@@ -38,14 +38,44 @@ class ClassSequence:
     comp: np.ndarray
 
 
-def comm_roles(trace) -> dict[int, str]:
-    """Communicator id -> role: ``world``, ``self``, or ``<how>#<k>`` for
-    the k-th communicator over every world rank in order (a Cartesian
-    grid, a duplicate of the world).  Other communicators are left out:
-    an event on one is refused where it is met."""
+def slice_axes(members, layout: Layout) -> tuple[int, ...] | None:
+    """The axes a communicator keeps when it is a slice of the process
+    grid: its members are the ranks that share their coordinates along
+    every other axis, in row-major order (as Cart_sub makes them, or a
+    Split by row or column keyed by rank).  None for any other group."""
+    members = np.asarray(members, np.int64)
+    if not len(members) or members.max() >= layout.size:
+        return None
+    c = layout.coords(members)
+    fixed = tuple(j for j in range(len(layout.dims)) if (c[:, j] == c[0, j]).all())
+    kept = tuple(j for j in range(len(layout.dims)) if j not in fixed)
+    if len(members) != int(np.prod([layout.dims[j] for j in kept])):
+        return None
+    return kept if np.array_equal(members, np.sort(members)) else None
+
+
+def local_rank(ranks, axes: tuple[int, ...], layout: Layout) -> np.ndarray:
+    """Each world rank's rank within its slice keeping ``axes``."""
+    c = layout.coords(ranks)
+    if not axes:
+        return np.zeros(len(c), np.int64)
+    return np.ravel_multi_index(tuple(c[:, list(axes)].T), tuple(layout.dims[j] for j in axes))
+
+
+def comm_roles(trace, layout: Layout | None = None) -> tuple[dict[int, str], dict[str, tuple]]:
+    """Communicator id -> role, and role -> the grid axes its instances
+    keep.  Roles: ``world``, ``self``, ``<how>#<k>`` for the k-th
+    communicator over every world rank in order (a Cartesian grid, a
+    duplicate of the world), and, with a ``layout``, ``<how>:<axes>#<k>``
+    for a slice of the grid (a row, a column, a plane: Cart_sub, a Split
+    by coordinates), the k-th of its kind a rank belongs to, one instance
+    per slice.  Other communicators are left out: an event on one is
+    refused where it is met."""
     n = trace.size
     roles = {-1: "none"}
+    axes: dict[str, tuple] = {}
     k = 0
+    sliced: dict[int, tuple] = {}
     for r in trace.comms.sort_values("comm").itertuples():
         members = list(r.members)
         if r.how == "world":
@@ -55,20 +85,49 @@ def comm_roles(trace) -> dict[int, str]:
         elif len(members) == n and members == list(range(n)) and not len(r.remote):
             roles[int(r.comm)] = f"{r.how}#{k}"
             k += 1
-    return roles
+        elif layout is not None and not len(r.remote) and 1 < len(members) < n:
+            kept = slice_axes(members, layout)
+            if kept is not None:
+                sliced[int(r.comm)] = (r.how, kept, members)
+    # a slice's ordinal: how many slices of its kind (same how, same axes)
+    # with lower ids its members belong to, the same for every instance
+    # where the ranks make them alike
+    count: dict[tuple, dict[int, int]] = {}
+    for c in sorted(sliced):
+        how, kept, members = sliced[c]
+        seen = count.setdefault((how, kept), {})
+        nth = {seen.get(m, 0) for m in members}
+        if len(nth) != 1:
+            continue                    # instances unlike across ranks: left out
+        nth_ = nth.pop()
+        for m in members:
+            seen[m] = nth_ + 1
+        role = f"{how}:{''.join(map(str, kept))}#{nth_}"
+        roles[c] = role
+        axes[role] = kept
+    return roles, axes
 
 
 def _peer_columns(ev: pd.DataFrame, col: str, relative: np.ndarray, layout: Layout,
-                  prefix: str) -> dict:
-    """kind (0 none, 1 offset, 2 absolute), absolute rank, offsets."""
+                  prefix: str, sub_axes: list | None = None) -> dict:
+    """kind (0 none, 1 offset, 2 absolute world rank, 3 rank within the
+    caller's slice of the grid: a root on a row or column communicator),
+    that rank, offsets.  ``sub_axes``: per event, the axes its
+    communicator's slices keep, or None for a world-wide one."""
     peer = ev[col].to_numpy(np.int64)
     rank = ev["rank"].to_numpy(np.int64)
     rel = relative & (peer >= 0)
     kind = np.where(rel, 1, np.where(peer >= 0, 2, np.where(peer == -1, 0, 2)))
+    absolute = np.where(kind == 2, peer, -1)
+    if sub_axes is not None:
+        for i in np.flatnonzero(kind == 2):
+            if sub_axes[i] is not None and peer[i] >= 0:
+                kind[i] = 3
+                absolute[i] = local_rank([peer[i]], sub_axes[i], layout)[0]
     off = np.zeros((len(ev), len(layout.dims)), np.int64)
     if rel.any():
         off[rel] = layout.offsets(rank[rel], peer[rel])
-    out = {prefix + "k": kind, prefix + "abs": np.where(kind == 2, peer, -1)}
+    out = {prefix + "k": kind, prefix + "abs": absolute}
     for j in range(len(layout.dims)):
         out[f"{prefix}{j}"] = off[:, j]
     return out
@@ -77,7 +136,7 @@ def _peer_columns(ev: pd.DataFrame, col: str, relative: np.ndarray, layout: Layo
 def relative_events(trace, layout: Layout) -> pd.DataFrame:
     """The trace's events with peers as offsets and communicators as roles."""
     ev = trace.events
-    roles = comm_roles(trace)
+    roles, axes = comm_roles(trace, layout)
     comm = ev["comm"].to_numpy(np.int64)
     unknown = ~np.isin(comm, list(roles))
     if unknown.any():
@@ -87,13 +146,16 @@ def relative_events(trace, layout: Layout) -> pd.DataFrame:
         how = row["how"].iloc[0] if len(row) else "?"
         raise ExtrapolationError(
             f"{trace.path}: rank {int(ev['rank'].iat[i])}, event {int(ev['seq'].iat[i])} "
-            f"({ev['op'].iat[i]}): communicator {c} ({how}) holds only part of the world: "
-            f"communicators that split the ranks are not extrapolated")
+            f"({ev['op'].iat[i]}): communicator {c} ({how}) holds part of the world but is "
+            f"no row, column or plane of the process grid {list(layout.dims)}: only such "
+            f"splits are extrapolated")
     op = ev["op"].to_numpy().astype(str)
     relative = np.isin(op, list(_RELATIVE))
+    crole = [roles[c] for c in comm]
     out = pd.DataFrame({"rank": ev["rank"].to_numpy(np.int64), "seq": ev["seq"].to_numpy(),
-                        "op": op, "crole": [roles[c] for c in comm]})
-    for k, v in _peer_columns(ev, "peer", relative, layout, "p").items():
+                        "op": op, "crole": crole})
+    sub = [axes.get(r) for r in crole]
+    for k, v in _peer_columns(ev, "peer", relative, layout, "p", sub).items():
         out[k] = v
     rp = _peer_columns(ev, "rpeer", np.ones(len(ev), bool), layout, "r")
     for k, v in rp.items():

@@ -102,12 +102,39 @@ def test_a_task_pool_is_refused(tmp_path):
 
 
 def test_a_split_communicator_is_refused(tmp_path):
+    """groups.py makes communicators of some ranks, by group: no slice of a
+    grid, so their members at another N are unknown."""
     app = [APPS / "groups.py"]
     for n in (4, 6):
         trace(n, tmp_path / f"t{n}", app)
     p = extrapolate(tmp_path / "t4", tmp_path / "t6", "--ranks", 8, "-o", tmp_path / "x")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    assert "holds only part of the world" in p.stderr, p.stderr
+    assert "no row, column or plane of the process grid" in p.stderr, p.stderr
+
+
+def test_row_and_column_communicators_are_extrapolated(tmp_path):
+    """Rows and columns of the grid (Cart_sub, and Split on the row
+    coordinate) with collectives rooted at each slice's first rank: at
+    the target every slice is a communicator of its own, numbered, made
+    of members and laid out as the real trace has them."""
+    app = [APPS / "grid_slices.py", "--n", "240", "--iters", "2"]
+    for n in (9, 12, 16, 20):
+        trace(n, tmp_path / f"t{n}", app)
+    p = extrapolate(tmp_path / "t9", tmp_path / "t12", tmp_path / "t16", "--ranks", 20,
+                    "-o", tmp_path / "x")
+    assert p.returncode == 0, p.stderr
+    x, real = load_trace(str(tmp_path / "x")), load_trace(str(tmp_path / "t20"))
+    c = compare(x, real)
+    assert c["same_calls"], c["first_difference"]
+    for col in ("how", "members"):
+        assert [list(v) if col == "members" else v for v in x.comms[col]] == \
+            [list(v) if col == "members" else v for v in real.comms[col]], col
+    key = ["comm", "rank"]
+    a, b = (t.topology.sort_values(key).reset_index(drop=True) for t in (x, real))
+    assert len(a) == len(b) > 20          # the grid, and each row's and column's Cartesian one
+    for col in ("comm", "rank", "sources", "dims", "coords"):
+        assert [list(v) if hasattr(v, "__len__") else v for v in a[col]] == \
+            [list(v) if hasattr(v, "__len__") else v for v in b[col]], col
 
 
 def test_a_grid_without_inside_ranks_is_refused(traces, tmp_path):
