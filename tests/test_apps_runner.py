@@ -103,8 +103,15 @@ def test_an_application_that_cannot_be_predicted_is_a_row_with_its_reason(tmp_pa
     assert row["outcome"].startswith("refused: ") and \
         "MPI_Alltoallw (called from " in row["outcome"] and \
         "the C-level recorder cannot log it" in row["outcome"], row
-    assert "| ctypes-send | ctypes | 2 | - |" in p.stdout and "| refused: " in p.stdout
+    assert "| ctypes-send | ctypes | a send below Python | 2 | - |" in p.stdout and \
+        "| refused: " in p.stdout
     assert "Traceback" not in p.stderr
+    # the table again from what is saved, running nothing
+    t = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
+                        str(tmp_path / "out"), "--table", "--markdown"],
+                       capture_output=True, text=True, timeout=60)
+    assert t.returncode == 0 and "| ctypes-send | ctypes | a send below Python | 2 | - |" \
+        in t.stdout, t.stdout + t.stderr
 
 
 def test_the_table_gives_each_errors_noise_floor(tmp_path):
@@ -129,5 +136,6 @@ def test_the_table_gives_each_errors_noise_floor(tmp_path):
     steady_row = next(line for line in table.splitlines() if line.startswith("| steady"))
     noisy_row = next(line for line in table.splitlines() if line.startswith("| noisy"))
     assert "inside the floor" not in steady_row and "inside the floor" in noisy_row
+    assert steady_row.endswith("| predicted |")
     assert "Noise floor wider than 5 % (untraced runs against each other) on 1: noisy; " \
         "without them: |error| mean 3.0 %, max 3.0 % over 1." in table

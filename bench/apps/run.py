@@ -32,8 +32,10 @@ median prediction with the median real run (the table shows each side's
 range over the rounds beside it).  ``--repeats`` rounds
 (``--replay-repeats`` replays, default as many); ``--no-calibrate``
 simulates on config/platforms/this-machine.yaml as it is, and a recipe's
-``platform`` replaces it.  ``--bind`` binds the real runs' ranks to cores (the replay's copies
-always are, where there are enough).  ``--resimulate`` does the fit, the expansion
+``platform`` replaces it.  ``--bind`` binds the real runs' ranks to
+cores (the replay's copies always are, where there are enough).
+``--table`` prints the table of what is saved under OUT, running
+nothing.  ``--resimulate`` does the fit, the expansion
 and the simulations again on the rounds saved under OUT (the real runs'
 seconds in OUT/APP/runs.json, the untraced output in
 OUT/APP/untraced.out), without tracing or running anything: after a
@@ -43,7 +45,8 @@ per app and OUT/results.csv (every app with a row under OUT: runs of
 subsets accumulate) and, with ``--markdown``, prints the table for
 bench/RESULTS.md.
 
-Columns: app, N, events (traced), representatives, fidelity (the largest
+Columns: app, package, what it does (the recipe's ``what`` up to its
+first colon), N, events (traced), representatives, fidelity (the largest
 relative difference between a representative's replayed and traced total
 computation), predicted and measured seconds (medians over the rounds),
 error = (predicted - measured) / measured (in the markdown table with
@@ -57,8 +60,8 @@ the measured median, invisible (MPI calls below
 Python that the tracer did not see), same_output (the recipe's output
 line identical traced, untraced and replayed, every representative's own
 line where the pattern holds ``{rank}``: :func:`same_output`; "-" when the
-output is a timing).  An application a stage refused is a row of its own
-with the stage's reason (:func:`refusal`).
+output is a timing), outcome (predicted, or refused with the stage's
+reason, :func:`refusal`: a row of its own).
 """
 from __future__ import annotations
 
@@ -501,11 +504,22 @@ def refusal(failure: str) -> str:
     return "failed: " + failure.splitlines()[0][:300] if failure else "failed"
 
 
-def markdown(df: pd.DataFrame) -> str:
-    lines = ["| app | package | N | events | reps | replay fidelity | predicted s: median "
-             "(rounds) | measured s: median (rounds) | error (95 % interval) | noise floor | "
-             "without variability | band holds measured | invisible calls | same output |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+def short_what(recipe: dict) -> str:
+    """A recipe's ``what`` up to its first colon, semicolon or parenthesis:
+    what the application does, for the table."""
+    return re.split(r"[:;(]", recipe.get("what", ""))[0].strip() or "-"
+
+
+def markdown(df: pd.DataFrame, recipes: dict | None = None) -> str:
+    """The table for bench/RESULTS.md, with the summary lines under it;
+    ``recipes``: for the column saying what each application does."""
+    recipes = recipes or {}
+    what = {r: short_what(recipes.get(r, {})) for r in df["app"]}
+    lines = ["| app | package | what it does | N | events | reps | replay fidelity | predicted "
+             "s: median (rounds) | measured s: median (rounds) | error (95 % interval) | noise "
+             "floor | without variability | band holds measured | invisible calls | same "
+             "output | outcome |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     wide = []                           # apps whose floor is wider than the goal
 
     def spread(median, each):
@@ -538,14 +552,14 @@ def markdown(df: pd.DataFrame) -> str:
                                                                            False):
             held.append(band[0] <= r.measured <= band[1])
             inside = f"{'yes' if held[-1] else 'no'} ({band[0]:.3f}-{band[1]:.3f})"
-        lines.append(f"| {r.app} | {r.package} | {r.N} | {int(r.events)} | "
+        lines.append(f"| {r.app} | {r.package} | {what[r.app]} | {r.N} | {int(r.events)} | "
                      f"{int(r.representatives)} | "
                      f"{100 * r.fidelity:.1f} % | {spread(r.predicted, r.predicted_each)} | "
                      f"{meas} | {err} | {floor} | {plain} | {inside} | {int(r.invisible)} | "
-                     f"{r.same_output} |")
+                     f"{r.same_output} | predicted |")
     for r in refused.itertuples():
-        lines.append(f"| {r.app} | {r.package} | {r.N} | " + " | ".join(["-"] * 10)
-                     + f" | {r.outcome} |")
+        lines.append(f"| {r.app} | {r.package} | {what[r.app]} | {r.N} | "
+                     + " | ".join(["-"] * 11) + f" | {r.outcome} |")
     e = df["error"].abs().dropna() if "error" in df else pd.Series(dtype=float)
     if len(e):
         lines.append(f"\nCompared: {len(e)} applications; |error| mean {100 * e.mean():.1f} %, "
@@ -619,6 +633,9 @@ def main(argv=None) -> int:
     ap.add_argument("--calibrate-once", action="store_true",
                     help="measure the network in the first round only (a dedicated node's "
                          "shared memory does not drift as this machine's does)")
+    ap.add_argument("--table", action="store_true",
+                    help="print the table of the results saved under OUT and stop (nothing "
+                         "is run)")
     ap.add_argument("--bind", action="store_true",
                     help="bind each rank of the real runs to a core (MPICH's -bind-to core), "
                          "as the replays bind each copy")
@@ -639,7 +656,7 @@ def main(argv=None) -> int:
     out = Path(a.out)
     platform = PLATFORM if a.no_calibrate else None
     failed = []
-    for name in names:
+    for name in names if not a.table else []:
         try:
             with app_environment(recipes[name]):
                 if a.resimulate:
@@ -664,7 +681,7 @@ def main(argv=None) -> int:
     df = pd.DataFrame(saved)
     if len(df):
         df.to_csv(out / "results.csv", index=False)
-        print(markdown(df) if a.markdown else df.to_string(index=False))
+        print(markdown(df, recipes) if a.markdown else df.to_string(index=False))
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
