@@ -312,8 +312,10 @@ rule expand:
 
 rule simulate:
     """Step 6: simulate the full-scale run on a target platform: seeded
-    samples of the ranks' measured variability, the median sample the
-    prediction and the 5-95 % range its band."""
+    samples of the ranks' measured variability (of the representatives'
+    copies, or, for an extrapolated trace, of each position class's
+    members), the median sample the prediction and the 5-95 % range its
+    band."""
     input:
         trace=f"{RUN}/trace",
         # an extrapolated trace carries its own (fitted) computation
@@ -330,9 +332,12 @@ rule simulate:
     params:
         py=PY,
         v=VAR,      # a plain value: a changed variability config reruns the simulations
-        measured=lambda w, input: "" if SMALL else (
-            f"--compute {input.compute} --variability {input.variability} "
-            f"--samples {VAR['samples']} --seed {VAR['seed']}"),
+        # an extrapolated trace samples how each position class's members
+        # differed in the largest small trace
+        measured=lambda w, input: (
+            f"--class-variability --samples {VAR['samples']} --seed {VAR['seed']}" if SMALL
+            else f"--compute {input.compute} --variability {input.variability} "
+                 f"--samples {VAR['samples']} --seed {VAR['seed']}"),
     conda:
         ENV
     shell:

@@ -72,10 +72,10 @@ def traced(out: Path, n: int, app: list) -> Path:
     return d
 
 
-def predicted(trace: Path, platform: Path, out: Path, compute: Path | None = None
-              ) -> float | None:
+def predicted(trace: Path, platform: Path, out: Path, compute: Path | None = None,
+              extra: tuple = ()) -> float | None:
     p = sh([sys.executable, "-m", "netsim", trace, "--platform", platform, "-o", out]
-           + (["--compute", compute] if compute else []))
+           + (["--compute", compute] if compute else []) + list(extra))
     if p.returncode:
         return None                     # the platform does not hold N ranks
     return json.loads(out.read_text())["predicted_time"]
@@ -131,24 +131,31 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
         c = compare(load_trace(str(x)), rt)
         row.update(c)
         means = class_means(rt, out / f"class_means{n}.csv")
-        errs, errs_means = {}, {}
+        errs, errs_means, errs_sampled = {}, {}, {}
         for plat in PLATFORMS:
             a = predicted(x, plat, out / f"px{n}_{plat.stem}.json")
+            v = predicted(x, plat, out / f"pv{n}_{plat.stem}.json",
+                          extra=("--class-variability",))
             b = predicted(real, plat, out / f"pr{n}_{plat.stem}.json")
             m = predicted(real, plat, out / f"pm{n}_{plat.stem}.json", means)
             if a is not None and b is not None:
                 errs[plat.stem] = (a - b) / b
             if a is not None and m is not None:
                 errs_means[plat.stem] = (a - m) / m
+            if v is not None and b is not None:
+                errs_sampled[plat.stem] = (v - b) / b
         row["prediction_error"] = errs
         row["prediction_error_class_means"] = errs_means
+        row["prediction_error_sampled"] = errs_sampled
         rows.append(row)
         print(f"{name} N={n}: calls {'same' if c['same_calls'] else c['first_difference']}; "
               f"cpu error median {100 * c['cpu_error_median']:.1f} %, max "
               f"{100 * c['cpu_error_max']:.1f} % (real spread {100 * c['real_noise']:.1f} %); "
               f"prediction " + ", ".join(f"{k} {100 * v:+.1f} %" for k, v in errs.items())
               + "; against class means " + ", ".join(f"{k} {100 * v:+.1f} %"
-                                                     for k, v in errs_means.items()),
+                                                     for k, v in errs_means.items())
+              + "; the classes' variability sampled " + ", ".join(
+                  f"{k} {100 * v:+.1f} %" for k, v in errs_sampled.items()),
               flush=True)
     return rows
 

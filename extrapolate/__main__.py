@@ -36,10 +36,13 @@ def main(argv=None) -> int:
     print(f"{a.output}: {a.ranks} ranks on a {'x'.join(map(str, x['grid']))} grid, "
           f"{meta['events']} events, from N = {', '.join(str(f['size']) for f in x['from'])} "
           f"({x['scaling']} scaling)")
-    print(f"{'class':<14} {'calls':>6} {'cpu s':>10} {int(100 * a.level)} % interval")
+    print(f"{'class':<14} {'calls':>6} {'cpu s':>10} {int(100 * a.level)} % interval"
+          f"{'':>12} members' spread  span noise")
     for c in x["classes"]:
+        f = c.get("cpu_factors") or [1.0]
         print(f"{c['class']:<14} {c['calls']:>6} {c['cpu_total']:>10.4g} "
-              f"{c['cpu_low']:.4g} .. {c['cpu_high']:.4g}")
+              f"{c['cpu_low']:>10.4g} .. {c['cpu_high']:<10.4g} {min(f):.2f}-{max(f):.2f}x"
+              f"{100 * c.get('cpu_sigma_span', 0.0):>10.1f} %")
     return 0
 
 

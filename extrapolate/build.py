@@ -274,12 +274,46 @@ def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: 
             share = per_call / per_call.sum() if per_call.sum() > 0 else per_call * 0
             calls[col] = pred * share
             row.update({f"{col}_total": pred, f"{col}_low": lo, f"{col}_high": hi})
+            factors, sigma = _class_variability(getattr(last[name], col),
+                                                last[name].calls["op"].to_numpy())
+            row.update({f"{col}_factors": factors, f"{col}_sigma_span": sigma})
             if col == "cpu":
                 row["model"] = model.describe()
                 row["kind"] = _scaling_kind(sizes, totals)
         out[name] = calls
         report.append(row)
     return out, pd.DataFrame(report)
+
+
+def _class_variability(x: np.ndarray, op: np.ndarray) -> tuple[list[float], float]:
+    """How the members of one position class differ, in the largest small
+    trace (``x``: members x events, seconds): each member's persistent
+    speed as a factor of mean 1 (its total against the class's mean), and
+    the span-to-span noise of a member's own: the robust standard
+    deviation of its log spans around each span's median over the
+    members, its level taken out (spans of at least MIN_SPAN, weighted by
+    length, as the replay measures it between a representative's copies:
+    replay/variability.py).  What a run at N waits for at every
+    synchronisation is the slowest of its ranks, which the class's mean
+    alone does not show."""
+    from replay.variability import MIN_SPAN, _robust_sd, _weighted_median
+    spans = np.asarray(x, float)[:, op != "init"]
+    k = spans.shape[0]
+    if k < 2 or not spans.size or (spans.sum(axis=1) <= 0).any():
+        return [1.0] * max(k, 1), 0.0
+    total = spans.sum(axis=1)
+    factors = total / total.mean()
+    use = (np.median(spans, axis=0) >= MIN_SPAN) & (spans > 0).all(axis=0)
+    if not use.any():
+        return [float(f) for f in factors], 0.0
+    ls = np.log(spans[:, use])
+    w = np.median(spans[:, use], axis=0)
+    resid = ls - np.median(ls, axis=0)
+    for m in range(k):
+        resid[m] -= _weighted_median(resid[m], w)
+    # each span's centre is fitted over the k members
+    sigma = _robust_sd(resid, np.tile(w, (k, 1))) * np.sqrt(k / (k - 1))
+    return [float(f) for f in factors], float(sigma)
 
 
 def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.ndarray,

@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
                          "noise); with it the prediction is the median of --samples seeded "
                          "samples of the run and its band their 5-95 %% range "
                          "(netsim/variability.py); needs --compute")
+    ap.add_argument("--class-variability", action="store_true",
+                    help="for an extrapolated trace (python -m extrapolate): sample how the "
+                         "members of each position class differed from one another in the "
+                         "largest small trace (each member's speed, span-to-span noise), "
+                         "as --variability samples the representatives' copies")
     ap.add_argument("--samples", type=int, default=SAMPLES,
                     help=f"samples of the run drawn from --variability (default {SAMPLES}; "
                          f"odd, so that the median is one of them; 0: none, every rank at "
@@ -108,6 +113,8 @@ class _Lowered:
     events: int
     lower: object = None
     band_said: bool = False         # a warning already says what the band is
+    var: object = None              # --class-variability's model, where it applies
+    factors: tuple | None = None    # an extrapolated computation's interval, as factors
 
 
 def _from_trace(a, plat, var) -> _Lowered:
@@ -155,6 +162,9 @@ def _from_trace(a, plat, var) -> _Lowered:
             factors = (lo, hi)
             warnings.append(say)
             print(f"netsim: WARNING: {say}", file=sys.stderr)
+    if a.class_variability and a.samples != 0:
+        var, reps = _class_variability(t, a)
+        sampled = not var.nil
     print(f"netsim: lowering {len(t.events)} events of {t.size} ranks", file=sys.stderr)
     sched = from_trace(t, plat, comp, inside=inside)
     ends = []
@@ -173,8 +183,11 @@ def _from_trace(a, plat, var) -> _Lowered:
         if left:
             print("netsim: SimGrid export left out: " + ", ".join(
                 f"{k} x{v}" for k, v in sorted(left.items())), file=sys.stderr)
+    if sampled:
+        ends = []                       # the samples' range is the band
     out = _Lowered(sched, warnings, ends, reps, len(t.events),
-                   band_said=bool(not a.compute and t.meta.get("extrapolated")))
+                   band_said=bool(not a.compute and t.meta.get("extrapolated")),
+                   var=var if a.class_variability else None, factors=factors)
     if pool:
         print(f"netsim: a task pool: {pool.describe()}; dealt anew in every simulated run, "
               f"by arrival", file=sys.stderr)
@@ -199,6 +212,33 @@ def _extrapolated_band(x: dict, vector: str) -> tuple[float, float, str]:
                     f"({x.get('scaling', '?')} scaling): its computation is fitted, not "
                     f"measured at this N, and the band is its {int(100 * x.get('level', 0.9))} % "
                     f"interval ({lo:.2g}x to {hi:.2g}x the fitted computation)")
+
+
+def _class_variability(t, a):
+    """--class-variability: the Variability of an extrapolated trace (one
+    pseudo-representative per position class, its members' speeds as the
+    copies' factors, their span noise) and each rank's class."""
+    import pandas as pd
+
+    from contracts.variability import rows
+    from extrapolate.layout import Layout
+
+    from .variability import Variability
+    x = t.meta.get("extrapolated")
+    if not x or a.compute:
+        raise ScheduleError("--class-variability samples an extrapolated trace's own "
+                            "computation (python -m extrapolate), without --compute")
+    classes = x.get("classes") or []
+    if not classes or f"{a.vector}_factors" not in classes[0]:
+        raise ScheduleError(f"{a.trace}: extrapolated without its classes' variability: "
+                            f"extrapolate it again")
+    index = {c["class"]: k for k, c in enumerate(classes)}
+    names = Layout(tuple(x["grid"]), tuple(x["periods"])).position_classes(np.arange(t.size))
+    reps = np.array([index[n] for n in names], np.int64)
+    table = pd.concat([rows(k, np.asarray(c[f"{a.vector}_factors"], float), 0.0,
+                            float(c[f"{a.vector}_sigma_span"]), 1, None)
+                       for k, c in enumerate(classes)], ignore_index=True)
+    return Variability(table, a.samples, a.seed), reps
 
 
 def _nil(reps: np.ndarray):
@@ -284,6 +324,9 @@ def main(argv=None) -> int:
         if a.goal_in and a.variability:
             raise ScheduleError("--variability samples a trace's computation, not a GOAL "
                                 "file's")
+        if a.class_variability and (a.variability or a.goal_in):
+            raise ScheduleError("--class-variability is an extrapolated trace's own: not "
+                                "with --variability or --goal-in")
         var = _variability(a)
         if a.goal_in:
             from interop.goal import read_goal
@@ -291,6 +334,7 @@ def main(argv=None) -> int:
             low = _Lowered(s, [], [], np.arange(s.nranks), 0)
         else:
             low = _from_trace(a, plat, var)
+            var = low.var or var
         warnings = low.warnings
         if a.goal_out:
             from interop.goal import write_goal
@@ -300,6 +344,14 @@ def main(argv=None) -> int:
         if var is not None and not var.nil:
             res, sampled = _sampled(low, plat, var, run)
             band = [float(np.percentile(sampled["times"], q)) for q in (5, 95)]
+            if low.factors and low.schedule.work is not None:
+                # an extrapolated computation's interval around the median
+                # sample: its schedule re-timed at the interval's ends
+                s, at = low.schedule, low.schedule.work > 0
+                ends = [run(dataclasses.replace(s, dur=np.where(at, s.dur + s.work * (f - 1),
+                                                                 s.dur)), plat).predicted_time
+                        for f in low.factors]
+                band = [min(band[0], ends[0]), max(band[1], ends[1])]
         else:
             if var is not None:
                 print("netsim: nothing was measured to vary: every rank at its "
@@ -333,7 +385,9 @@ def main(argv=None) -> int:
         print(f"netsim: error: {e}", file=sys.stderr)
         return 2
     pr = res.ranks
-    what = (f"median of {len(sampled['times'])} samples, 5-95 %: " if sampled else "band ")
+    what = (f"median of {len(sampled['times'])} samples, " + (
+        "band: their 5-95 % and the fitted computation's interval, " if low.factors else
+        "5-95 %: ") if sampled else "band ")
     print(f"predicted time {res.predicted_time:.6g} s ({what}{band[0]:.6g} to {band[1]:.6g} s) "
           f"on {plat.name} ({low.schedule.nranks} ranks); "
           f"mean per rank: computation {pr['computation'].mean():.4g} s, communication "

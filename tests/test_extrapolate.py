@@ -88,6 +88,33 @@ def test_a_large_target_is_simulated(traces, tmp_path):
     assert pred["band"][0] < pred["predicted_time"] < pred["band"][1]
 
 
+def test_the_classes_variability_is_sampled_at_the_target(traces, tmp_path):
+    """Each position class keeps how its members differed in the largest
+    small trace (speeds of mean 1, span noise); --class-variability
+    samples them at N, as the replay's copies are sampled, and every rank
+    of a synchronising code then waits for the slowest of its class."""
+    p = extrapolate(traces / "jacobi9", traces / "jacobi12", traces / "jacobi16",
+                    "--ranks", 400, "-o", tmp_path / "x")
+    assert p.returncode == 0, p.stderr
+    classes = json.loads((tmp_path / "x" / "meta.json").read_text())["extrapolated"]["classes"]
+    inside = next(c for c in classes if c["class"] == "in,in")
+    assert len(inside["cpu_factors"]) == 4 and abs(sum(inside["cpu_factors"]) / 4 - 1) < 1e-9
+    assert inside["cpu_sigma_span"] > 0
+    plain, sampled = tmp_path / "plain.json", tmp_path / "sampled.json"
+    for out, extra in ((plain, []), (sampled, ["--class-variability", "--samples", "5"])):
+        p = run([sys.executable, "-m", "netsim", str(tmp_path / "x"), "--platform",
+                 "config/platforms/ib-cluster.yaml", "-o", str(out)] + extra, check=False)
+        assert p.returncode == 0, p.stderr
+    a, b = (json.loads(f.read_text()) for f in (plain, sampled))
+    assert len(b["variability"]["times"]) == 5
+    assert b["predicted_time"] > a["predicted_time"]
+    # a traced run has no classes' variability to sample
+    p = run([sys.executable, "-m", "netsim", str(traces / "jacobi9"), "--platform",
+             "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "no.json"),
+             "--class-variability"], check=False)
+    assert p.returncode == 2 and "extrapolated trace" in p.stderr, p.stderr
+
+
 def test_a_task_pool_is_refused(tmp_path):
     """A master and workers taking tasks as they come: the workers' calls
     depend on timing, not on their place; refused naming two ranks."""
