@@ -114,6 +114,22 @@ def test_an_application_that_cannot_be_predicted_is_a_row_with_its_reason(tmp_pa
         in t.stdout, t.stdout + t.stderr
 
 
+def test_an_application_that_fails_untraced_is_blamed_not_a_stage(tmp_path):
+    """An application that fails by itself (rank 1 raises) fails its trace
+    too; the runner runs it once without the tool and the table says the
+    application fails, with its last words, not that a stage refused."""
+    recipes = tmp_path / "recipes.yaml"
+    recipes.write_text("crash:\n  package: tests\n  what: raises on rank 1\n"
+                       "  ranks: 2\n  app: [tests/apps/crash.py, raise]\n")
+    p = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
+                        str(tmp_path / "out"), "--repeats", "1", "--no-calibrate", "--markdown"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    row = json.loads((tmp_path / "out" / "crash" / "row.json").read_text())
+    assert row["outcome"].startswith("the application fails without the tool too") and \
+        "deliberate failure on rank 1" in row["outcome"], row
+
+
 def test_the_table_gives_each_errors_noise_floor(tmp_path):
     """Beside each error, the spread of the untraced runs against each
     other: an error inside it is marked so, and an application whose runs

@@ -336,7 +336,11 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     print(f"{name} (N={n}): {' '.join(recipe['app'])}", flush=True)
-    host_stages(app, d, n, count_c_calls=True)
+    try:
+        host_stages(app, d, n, count_c_calls=True)
+    except RuntimeError:
+        fails_untraced(app, n)
+        raise
     compare = recipe.get("compare", True)
     platform = target_platform(recipe, platform)
     # rounds, each a replay of every representative, a measurement of the
@@ -356,6 +360,29 @@ def validate_app(name: str, recipe: dict, out: Path, repeats: int,
             (d / "runs.json").write_text(json.dumps(runs))      # for --resimulate
             print(f"    run {k}/{repeats}: {runs[-1]:.4f} s", flush=True)
     return predict_app(name, recipe, d, platform, replay_repeats, runs, combine)
+
+
+def fails_untraced(app: list[str], n: int) -> None:
+    """After a host stage failed: raise, saying so, if the application
+    fails the same way without the tool (the same command, untraced), so
+    that the table blames the application, not a stage."""
+    try:
+        # under mpi4py's runner an uncaught exception aborts every rank,
+        # instead of leaving the others waiting for the one that died
+        p = subprocess.run([MPIEXEC, "-n", str(n), PY, "-m", "mpi4py"] + app,
+                           capture_output=True, text=True, cwd=ROOT, env=env(),
+                           timeout=STAGE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{UNTRACED} it ran past {STAGE_TIMEOUT} s") from None
+    if p.returncode != 0:
+        # its own last words, not MPI's note of the abort that followed
+        lines = [x for x in (p.stderr + p.stdout).splitlines()
+                 if x.strip() and not x.startswith("Abort(")]
+        raise RuntimeError(f"{UNTRACED} exit {p.returncode}: "
+                           + (lines[-1][:240] if lines else "no output"))
+
+
+UNTRACED = "the application fails without the tool too (the same command, untraced):"
 
 
 def target_platform(recipe: dict, platform: Path | None) -> Path | None:
@@ -495,9 +522,12 @@ GOAL = 0.05            # the mean |error| goal: a floor wider than this cannot s
 
 
 def refusal(failure: str) -> str:
-    """A failed stage's reason in one line: the first line of its output
-    that says ``error:`` (what the stage that could not go on said), else
-    the failure's first line."""
+    """A failed stage's reason in one line: that the application fails
+    without the tool too (:func:`fails_untraced`), else the first line of
+    its output that says ``error:`` (what the stage that could not go on
+    said), else the failure's first line."""
+    if failure.startswith(UNTRACED):
+        return failure.splitlines()[0][:300]
     for line in failure.splitlines():
         if "error: " in line:
             return "refused: " + line.split("error: ", 1)[1].strip()[:300]
