@@ -41,7 +41,7 @@ MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
 EX = ROOT / "examples"
 
 # name: (program and arguments, small N, test N default)
-APPS = {
+APPS: dict[str, tuple] = {
     # 4x4, 8x4, 8x8: a grid that is not square tells the axes apart
     "jacobi": ([EX / "jacobi.py", "--n", "1920", "--iters", "100"], [16, 32, 64], [100, 144]),
     "cg": ([EX / "cg.py", "--n", "1474560", "--iters", "60"], [8, 16, 32], [64, 128]),
@@ -49,6 +49,16 @@ APPS = {
                [8, 16, 32], [64, 128]),
     "fft2d": ([EX / "fft2d.py", "--n", "1920", "--steps", "3"], [8, 16, 32], [64, 128]),
     "rma_halo": ([EX / "rma_halo.py", "--n", "1474560", "--iters", "60"], [8, 16, 32], [64, 128]),
+    # third-party SPMD codes, their MPI below Python (numba-mpi's ctypes
+    # bindings; Devito's generated C on a Cartesian communicator it makes
+    # in Python): traced through the PMPI shim
+    "numba-halo": ([ROOT / "bench" / "apps" / "below_python" / "numba_halo.py"],
+                   [8, 16, 32], [64, 128]),
+    "numba-pi": ([ROOT / "bench" / "apps" / "below_python" / "numba_pi.py"],
+                 [8, 16, 32], [64, 128]),
+    "devito-diffusion": (["-m", "examples.cfd.example_diffusion", "-m", "devito", "-s", "0.002",
+                          "-t", "100"], [9, 12, 16], [20, 36],
+                         {"DEVITO_MPI": "1", "DEVITO_LOGGING": "WARNING"}),
 }
 # the scale run: jacobi with few iterations (the goal is about N, not about
 # the number of calls per rank)
@@ -61,10 +71,10 @@ def sh(cmd, **kw) -> subprocess.CompletedProcess:
                           **kw)
 
 
-def traced(out: Path, n: int, app: list) -> Path:
+def traced(out: Path, n: int, app: list, extra_env: dict | None = None) -> Path:
     d = out / f"n{n}"
     if not (d / "events.parquet").exists():
-        env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1")
+        env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1", **(extra_env or {}))
         p = sh([MPIEXEC, "-n", n, sys.executable, "-m", "instrument", "trace", "-o", d,
                 "--force"] + app, env=env)
         if p.returncode:
@@ -112,12 +122,13 @@ def scale_platform(n: int, path: Path) -> Path:
 def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
     from contracts.trace import load_trace
     from extrapolate.compare import compare
-    app, small, _ = APPS[name]
+    app, small, _, *extra = APPS[name]
+    env = extra[0] if extra else None
     out = work / name
-    small_dirs = [traced(out, n, app) for n in small]
+    small_dirs = [traced(out, n, app, env) for n in small]
     rows = []
     for n in tests:
-        real = traced(out, n, app)
+        real = traced(out, n, app, env)
         x = out / f"x{n}"
         p = sh([sys.executable, "-m", "extrapolate", *small_dirs, "--ranks", n, "-o", x,
                 "--force"])

@@ -87,19 +87,26 @@ def test_the_output_check_compares_each_representatives_own_line(tmp_path):
                        [2]) == "NO: rank 0 class 0 acc 0.25 | rank 0 class 0 acc 0.5"
 
 
+def run_one_failing(tmp_path, name: str, package: str, what: str, app: str):
+    """The runner on a one-recipe file whose application it cannot
+    predict: its exit (1, checked), and the application's row."""
+    recipes = tmp_path / "recipes.yaml"
+    recipes.write_text(f"{name}:\n  package: {package}\n  what: {what}\n"
+                       f"  ranks: 2\n  app: {app}\n")
+    p = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
+                        str(tmp_path / "out"), "--repeats", "1", "--no-calibrate", "--markdown"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    return p, json.loads((tmp_path / "out" / name / "row.json").read_text())
+
+
 def test_an_application_that_cannot_be_predicted_is_a_row_with_its_reason(tmp_path):
     """A stage that refuses an application (here the recording: every rank
     calls MPI_Alltoallw through ctypes on libmpi's handle, a call below
     Python that the C log cannot answer) puts its one-line reason in the
     table, and the runner exits non-zero."""
-    recipes = tmp_path / "recipes.yaml"
-    recipes.write_text("ctypes-send:\n  package: ctypes\n  what: a send below Python\n"
-                       "  ranks: 2\n  app: [tests/apps/ctypes_mpi.py, alltoallw]\n")
-    p = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
-                        str(tmp_path / "out"), "--repeats", "1", "--no-calibrate", "--markdown"],
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 1, p.stdout + p.stderr
-    row = json.loads((tmp_path / "out" / "ctypes-send" / "row.json").read_text())
+    p, row = run_one_failing(tmp_path, "ctypes-send", "ctypes", "a send below Python",
+                             "[tests/apps/ctypes_mpi.py, alltoallw]")
     assert row["outcome"].startswith("refused: ") and \
         "MPI_Alltoallw (called from " in row["outcome"] and \
         "the C-level recorder cannot log it" in row["outcome"], row
@@ -107,8 +114,8 @@ def test_an_application_that_cannot_be_predicted_is_a_row_with_its_reason(tmp_pa
         "| refused: " in p.stdout
     assert "Traceback" not in p.stderr
     # the table again from what is saved, running nothing
-    t = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
-                        str(tmp_path / "out"), "--table", "--markdown"],
+    t = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(tmp_path / "recipes.yaml"),
+                        "--out", str(tmp_path / "out"), "--table", "--markdown"],
                        capture_output=True, text=True, timeout=60)
     assert t.returncode == 0 and "| ctypes-send | ctypes | a send below Python | 2 | - |" \
         in t.stdout, t.stdout + t.stderr
@@ -118,14 +125,8 @@ def test_an_application_that_fails_untraced_is_blamed_not_a_stage(tmp_path):
     """An application that fails by itself (rank 1 raises) fails its trace
     too; the runner runs it once without the tool and the table says the
     application fails, with its last words, not that a stage refused."""
-    recipes = tmp_path / "recipes.yaml"
-    recipes.write_text("crash:\n  package: tests\n  what: raises on rank 1\n"
-                       "  ranks: 2\n  app: [tests/apps/crash.py, raise]\n")
-    p = subprocess.run([sys.executable, str(RUNNER), "--recipes", str(recipes), "--out",
-                        str(tmp_path / "out"), "--repeats", "1", "--no-calibrate", "--markdown"],
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 1, p.stdout + p.stderr
-    row = json.loads((tmp_path / "out" / "crash" / "row.json").read_text())
+    _, row = run_one_failing(tmp_path, "crash", "tests", "raises on rank 1",
+                             "[tests/apps/crash.py, raise]")
     assert row["outcome"].startswith("the application fails without the tool too") and \
         "deliberate failure on rank 1" in row["outcome"], row
 
