@@ -184,6 +184,7 @@ class LogWriter:
             for p in parts:
                 self.f.write(p)
         except OSError as e:
+            self.failed = True
             raise LogError(f"{self.path}: cannot write record {self.index} ({op}): "
                            f"{e.strerror}; the records before it are kept") from None
         self.seen.update(new)
@@ -196,8 +197,11 @@ class LogWriter:
             self.f.flush()
             self.pending, self.flushed = 0, now
 
+    failed = False              # a write failed: said once, by the call that met it
+
     def flush(self) -> None:
-        if self.f.closed:            # the watcher thread, after the log was closed
+        # the watcher thread, after the log was closed or a write failed
+        if self.f.closed or self.failed:
             return
         self.f.flush()
         self.pending, self.flushed = 0, time.monotonic()

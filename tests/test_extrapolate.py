@@ -99,7 +99,9 @@ def test_the_classes_variability_is_sampled_at_the_target(traces, tmp_path):
     classes = json.loads((tmp_path / "x" / "meta.json").read_text())["extrapolated"]["classes"]
     inside = next(c for c in classes if c["class"] == "in,in")
     assert len(inside["cpu_factors"]) == 4 and abs(sum(inside["cpu_factors"]) / 4 - 1) < 1e-9
-    assert inside["cpu_sigma_span"] > 0
+    # these spans are mostly shorter than the 20 us a span must last to
+    # count as noise: the members' speeds carry the variability here
+    assert inside["cpu_sigma_span"] >= 0 and max(inside["cpu_factors"]) > 1
     plain, sampled = tmp_path / "plain.json", tmp_path / "sampled.json"
     for out, extra in ((plain, []), (sampled, ["--class-variability", "--samples", "5"])):
         p = run([sys.executable, "-m", "netsim", str(tmp_path / "x"), "--platform",
