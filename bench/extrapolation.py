@@ -57,7 +57,7 @@ APPS: dict[str, tuple] = {
     "numba-pi": ([ROOT / "bench" / "apps" / "below_python" / "numba_pi.py"],
                  [8, 16, 32], [64, 128]),
     "devito-diffusion": (["-m", "examples.cfd.example_diffusion", "-m", "devito", "-s", "0.002",
-                          "-t", "100"], [9, 12, 16], [20, 36],
+                          "-t", "100"], [9, 12, 15, 16], [20, 36],
                          {"DEVITO_MPI": "1", "DEVITO_LOGGING": "WARNING"}),
 }
 # the scale run: jacobi with few iterations (the goal is about N, not about
