@@ -171,9 +171,7 @@ def _from_trace(a, plat, var) -> _Lowered:
     if factors and not pool and sched.work is not None:
         # every rank's computation times one factor: the schedule re-timed,
         # not lowered again (the lowering is most of the time at 100,000 ranks)
-        at = sched.work > 0
-        ends = [dataclasses.replace(sched, dur=np.where(at, sched.dur + sched.work * (f - 1),
-                                                        sched.dur)) for f in factors]
+        ends = [_retimed(sched, f) for f in factors]
     elif not pool and ((low != comp).any() or (high != comp).any()):
         ends = [from_trace(t, plat, low, inside=inside), from_trace(t, plat, high, inside=inside)]
     if a.simgrid_out:
@@ -212,6 +210,14 @@ def _extrapolated_band(x: dict, vector: str) -> tuple[float, float, str]:
                     f"({x.get('scaling', '?')} scaling): its computation is fitted, not "
                     f"measured at this N, and the band is its {int(100 * x.get('level', 0.9))} % "
                     f"interval ({lo:.2g}x to {hi:.2g}x the fitted computation)")
+
+
+def _retimed(s: Schedule, factor: float) -> Schedule:
+    """``s`` (lowered with ``work``) with the application's work in every
+    op times ``factor``: re-timed, not lowered again."""
+    work = s.work
+    assert work is not None
+    return dataclasses.replace(s, dur=np.where(work > 0, s.dur + work * (factor - 1), s.dur))
 
 
 def _class_variability(t, a):
@@ -347,9 +353,7 @@ def main(argv=None) -> int:
             if low.factors and low.schedule.work is not None:
                 # an extrapolated computation's interval around the median
                 # sample: its schedule re-timed at the interval's ends
-                s, at = low.schedule, low.schedule.work > 0
-                ends = [run(dataclasses.replace(s, dur=np.where(at, s.dur + s.work * (f - 1),
-                                                                 s.dur)), plat).predicted_time
+                ends = [run(_retimed(low.schedule, f), plat).predicted_time
                         for f in low.factors]
                 band = [min(band[0], ends[0]), max(band[1], ends[1])]
         else:
