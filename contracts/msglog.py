@@ -304,20 +304,42 @@ class LogReader:
         return self._view[offset:offset + n]
 
     _peeked = None
+    _peeked_at = _last_at = None
 
     def peek(self):
         """The next record, as next() gives it, left to be read again by
         next(); None at the end of the file."""
         if self._peeked is None and self.pos < self.end:
             self._peeked = self._next()
+            self._peeked_at = self._at
         return self._peeked
 
     def next(self):
         """``(op, peer, tag, nbytes, comm, result, payloads)`` of the next record."""
         rec, self._peeked = self._peeked, None
-        return rec if rec is not None else self._next()
+        if rec is not None:
+            self._last_at = self._peeked_at
+            return rec
+        rec = self._next()
+        self._last_at = self._at
+        return rec
+
+    def again(self):
+        """The record next() gave last, read and checked once more, the log
+        left where it was (the replay's overhead probe repeats a call with
+        it: the same work as reading it the first time); None before the
+        first."""
+        if self._last_at is None:
+            return None
+        pos, index = self.pos, self.index
+        self.pos, self.index = self._last_at
+        try:
+            return self._next()
+        finally:
+            self.pos, self.index = pos, index
 
     def _next(self):
+        self._at = (self.pos, self.index)
         raw = self._read(4)
         n = _U32.unpack(raw)[0]
         meta_b = self._read(n)

@@ -79,6 +79,9 @@ _CAUSE = ("Likely cause: the run is not deterministic in a way the log does not 
 # was subtracted from spans of a fast one) left 0.05 us of a 0.3 us loop.
 # 100 calls cost ~0.2 ms: 1 % of the replay's wall time, none of its spans.
 PROBE_EVERY, PROBE_CALLS = 0.02, 100
+# The probe repeats the application's last call where that is a blocking
+# buffer call of at most REPEAT_BYTES (see overhead()), REPEAT_CALLS times
+REPEATABLE, REPEAT_BYTES, REPEAT_CALLS = ("send", "recv", "sendrecv", "coll"), 65536, 30
 HAND_OVER = 1e-6        # the sleep asked for in Replayer.hand_over()
 
 
@@ -140,6 +143,9 @@ class Replayer:
         self._threads = 1
         self._others = 0
         self._sleep_cost = 0.0     # measured by install(), before the application's threads
+        # (method, self, args, kwargs) of the last call, where overhead()
+        # may repeat it; else None
+        self.last_call = None
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -180,7 +186,7 @@ class Replayer:
         # MPI: a type's size)
         if self._probe_every is not None and time.perf_counter() >= self._next_probe \
                 and not MPI.Is_finalized():
-            self.probes.append((self.seq, *overhead(PROBE_CALLS)))
+            self.probes.append((self.seq, *overhead(PROBE_CALLS, self.last_call)))
             self._next_probe = time.perf_counter() + self._probe_every
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
@@ -424,6 +430,7 @@ def _comm_method(cls_name, name):
     kind = KIND_CLASS[row.kind]
     sig = inspect.signature(getattr(real, name))
     poll = row.op in POLLS
+    repeatable = row.kind in REPEATABLE and not poll
 
     def f(self, *args, **kw):
         if RP.finished:
@@ -440,6 +447,7 @@ def _comm_method(cls_name, name):
         # free the logged data inside the call: freeing a large payload
         # (munmap) after leave() would land in the next computation span
         payloads = result = None
+        RP.last_call = (f, self, args, kw) if repeatable and c.nbytes <= REPEAT_BYTES else None
         RP.leave(c.op, empty)
         return res
     f.__name__ = name
@@ -820,7 +828,8 @@ def install(log: LogReader, rank: int) -> Replayer:
 
 
 class _Canned(Replayer):
-    """A replayer that answers every call with nothing, to time the wrappers.
+    """A replayer that answers every call with nothing, or with the record
+    its ``source`` (a LogReader) gave last, read again, to time the wrappers.
 
     Its spans go into lists allocated once and written in place: a probe
     that grew lists and sorted copies of them in the middle of a replay
@@ -832,9 +841,13 @@ class _Canned(Replayer):
         self.warm = calls // 10                 # the first calls warm the caches up
         self.walls = [0.0] * (calls - self.warm)
         self.cpus = [0.0] * (calls - self.warm)
+        self.source = None
 
     def next(self, op, call=None):
-        return None, []
+        if self.source is None:
+            return None, []
+        rec = self.source.again()
+        return rec[5], rec[6]
 
     def leave(self, op, empty=False):
         i = self.seq - self.warm
@@ -851,32 +864,56 @@ class _Canned(Replayer):
 _PROBE: dict = {}                               # calls -> (_Canned, communicator)
 
 
-def overhead(calls: int = PROBE_CALLS) -> tuple[float, float]:
+def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[float, float]:
     """Wall and CPU seconds the replay itself adds to every computation span.
 
     A span runs from one call's exit timer to the next call's entry timer,
     so besides the application's work it holds the return from one replayed
     method and the entry into the next (about 1-2 us in CPython): in a loop
     of small messages that is as much as the communication.  Measured here
-    as the median span of a replayed call answered with nothing, called back
-    to back (arguments built once, outside the loop).  The replay calls it
-    every PROBE_EVERY seconds (Replayer.probes).
+    as the median span between replayed calls made back to back.
+
+    How long that return and entry take depends on what the call did
+    inside its timers: after a replayed call (reading and checking its
+    record, binding the arguments, copying the logged data: ~30 us of
+    Python) the next few hundred instructions run on cold caches, and a
+    loop doing nothing between 20,000 replayed Allgathers kept ~1.1 us a
+    span beyond a probe of empty calls (bench/probes/small_call_probe.py).
+    So where the application's last call was a blocking buffer call of at
+    most REPEAT_BYTES (``repeat``: method, self, args, kwargs), the probe
+    is that call, made REPEAT_CALLS times with the same arguments and
+    answered each time with its own record read again: the same work, and
+    the same data written into the same buffers, so the application sees
+    nothing.  Otherwise an Allreduce of 8 bytes answered with nothing.
+    The replay calls it every PROBE_EVERY seconds (Replayer.probes).
     """
     global RP
-    if calls not in _PROBE:
-        _PROBE[calls] = (_Canned(calls), _new_comm({"cls": "Intracomm", "rank": 0, "size": 1}))
-    canned, comm = _PROBE[calls]
+    source = RP.log if repeat is not None and RP is not None else None
+    if source is not None:
+        calls = REPEAT_CALLS
+    key = (calls, source is not None)
+    if key not in _PROBE:
+        _PROBE[key] = (_Canned(calls), _new_comm({"cls": "Intracomm", "rank": 0, "size": 1}))
+    canned, comm = _PROBE[key]
     canned.seq = 0
+    canned.source = source
     saved, RP = RP, canned
     try:
-        # a typical buffer call: the work inside the timers (argument binding,
-        # buffer views) also slows what runs outside them, through the caches
-        spec, inplace = [bytearray(8), 1, MPI.DOUBLE], MPI.IN_PLACE
-        canned.last_exit = time.perf_counter()
-        for _ in range(calls):
-            comm.Allreduce(inplace, spec)
+        if source is not None:
+            method, obj, args, kw = repeat
+            canned.last_exit = time.perf_counter()
+            for _ in range(calls):
+                method(obj, *args, **kw)
+        else:
+            # a typical buffer call: the work inside the timers (argument
+            # binding, buffer views) also slows what runs outside them
+            spec, inplace = [bytearray(8), 1, MPI.DOUBLE], MPI.IN_PLACE
+            canned.last_exit = time.perf_counter()
+            for _ in range(calls):
+                comm.Allreduce(inplace, spec)
     finally:
         RP = saved
+        canned.source = None
     canned.walls.sort()
     canned.cpus.sort()
     mid = len(canned.walls) // 2

@@ -431,11 +431,14 @@ def test_replay_overhead_is_not_counted_as_computation(tmp_path):
     vec = pd.read_csv(tmp_path / "rep" / "rank0.csv")
     loop = vec[vec["op"] == "allreduce"]["comp"].iloc[100:] * 1e6
     assert overhead > 0.2 and idle > 0
-    # taken out of every span, never below zero; how close the spans come
-    # to the idle loop's is an accuracy figure (sub-microsecond, it moved
-    # with the machine's state between 0.3 and 0.6 us against 0.15 us
-    # idle): bench/RESULTS.md, Replay fidelity, not a bound here
-    assert (loop >= 0).all() and loop.median() < idle + 10 * overhead
+    # taken out of every span, never below zero.  The overhead is measured
+    # by repeating the application's own call (fake.overhead): a probe of
+    # empty calls ran on warm caches, took 0.75 us out, and left 1.4 us a
+    # span against 0.15 us idle; repeated, 2 us out and 0.03-0.05 us left.
+    # Against the idle loop and the overhead, both of this run: a busy
+    # neighbour slows all three alike.
+    assert (loop >= 0).all()
+    assert loop.median() < 2 * idle + 0.25 * overhead, (loop.median(), idle, overhead)
 
 
 def test_each_span_loses_the_overhead_measured_nearest_it():
