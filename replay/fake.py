@@ -33,6 +33,7 @@ the call.
 from __future__ import annotations
 
 import inspect
+import os
 import resource
 import threading
 import time
@@ -78,7 +79,8 @@ _CAUSE = ("Likely cause: the run is not deterministic in a way the log does not 
 # and one measurement after the application (taken in a slow moment, it
 # was subtracted from spans of a fast one) left 0.05 us of a 0.3 us loop.
 # 100 calls cost ~0.2 ms: 1 % of the replay's wall time, none of its spans.
-PROBE_EVERY, PROBE_CALLS = 0.02, 100
+PROBE_EVERY = float(os.environ.get("REPREPLAY_PROBE_SECONDS", "0.02"))
+PROBE_CALLS = 100
 # The probe repeats the application's last call where that is a blocking
 # buffer call of at most REPEAT_BYTES (see overhead()), REPEAT_CALLS times
 REPEATABLE, REPEAT_BYTES, REPEAT_CALLS = ("send", "recv", "sendrecv", "coll"), 65536, 30
@@ -229,6 +231,7 @@ class Replayer:
         """The next record, which must be ``op``, and for a communicator
         call ``call`` (a kinds.Call) made with the same peer, tag, sizes
         and communicator as recorded.  Returns (result, payloads)."""
+        self.last_call = None       # the caller sets it again where it may be repeated
         rop, rpeer, rtag, rbytes, rcomm, result, payloads = self.log.next()
         if rop != op:
             self.diverged(f"the log recorded {rop} but the application called {op}",
@@ -847,6 +850,11 @@ class _Canned(Replayer):
         if self.source is None:
             return None, []
         rec = self.source.again()
+        # answered only with the call's own record: nothing else is ever
+        # written into the application's buffers
+        if rec is None or rec[0] != op or (call is not None and rec[1:4] != (
+                call.peer, call.tag, call.nbytes)):
+            raise LookupError("not the record of the call repeated")
         return rec[5], rec[6]
 
     def leave(self, op, empty=False):
@@ -902,8 +910,13 @@ def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[flo
         if source is not None:
             method, obj, args, kw = repeat
             canned.last_exit = time.perf_counter()
-            for _ in range(calls):
-                method(obj, *args, **kw)
+            try:
+                for _ in range(calls):
+                    method(obj, *args, **kw)
+            except Exception:
+                # a measurement never ends a replay: measured without it
+                RP = saved
+                return overhead()
         else:
             # a typical buffer call: the work inside the timers (argument
             # binding, buffer views) also slows what runs outside them
@@ -912,7 +925,8 @@ def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[flo
             for _ in range(calls):
                 comm.Allreduce(inplace, spec)
     finally:
-        RP = saved
+        if RP is canned:
+            RP = saved
         canned.source = None
     return _typical(canned.walls), _typical(canned.cpus)
 

@@ -42,6 +42,25 @@ def test_replay_reproduces_the_ranks_own_output(tmp_path, app, n, ranks):
         assert (vec["comp"] >= 0).all() and vec["comp"].sum() > 0
 
 
+@pytest.mark.parametrize("app,n,ranks", [
+    ([EXAMPLES / "jacobi.py", "--n", "64", "--iters", "6", "--check", "3"], 2, [1]),
+    ([EXAMPLES / "master_worker.py", "--tasks", "8"], 3, [0, 1]),
+    ([APPS / "pkl5_poll.py"], 3, [0]),
+])
+def test_measuring_the_overhead_at_every_call_changes_nothing(tmp_path, app, n, ranks):
+    """The overhead probe repeats the application's last call with its own
+    record (fake.overhead); made after every call, including the ones
+    whose last record is not a repeatable call's (finalize, waits,
+    polls), the ranks still print what they printed."""
+    p = record(n, tmp_path / "log", ranks, app)
+    host = host_lines(p.stdout, "rank ")
+    run([sys.executable, "-m", "replay", "--ranks", ",".join(map(str, ranks)), "--log",
+         str(tmp_path / "log"), "-o", str(tmp_path / "rep")] + [str(a) for a in app],
+        env={**mpi_env(), "REPREPLAY_PROBE_SECONDS": "0"})
+    for r in ranks:
+        assert (tmp_path / "rep" / f"rank{r}.out").read_text().strip() == host[r]
+
+
 def test_replayed_calls_line_up_with_the_trace(tmp_path):
     app = [EXAMPLES / "jacobi.py", "--n", "64", "--iters", "8"]
     trace(4, tmp_path / "t", app)
