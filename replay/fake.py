@@ -879,7 +879,7 @@ def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[flo
     so besides the application's work it holds the return from one replayed
     method and the entry into the next (about 1-2 us in CPython): in a loop
     of small messages that is as much as the communication.  Measured here
-    as the median span between replayed calls made back to back.
+    as the mean span between replayed calls made back to back (_typical).
 
     How long that return and entry take depends on what the call did
     inside its timers: after a replayed call (reading and checking its
