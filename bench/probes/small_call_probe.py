@@ -14,7 +14,7 @@ times (the median latency per size), and the whole method at N=2 (trace,
 cluster, record, one replay round with 2 bound copies, expand); then the
 simulator's end of every Allgather of rank 0 against the end of the call
 before it, the median per size (``sim us``), beside the replayed
-computation span before the call (``replay comp``).  Second table: the
+computation span before the call, the mean per size (``replay comp``).  Second table: the
 calibration's own two-rank rows (an Allgather in place of 8 bytes in a
 bare loop; its model cost: that less the loop) against the
 application's 8-byte latency.  Third: the replayed span of a loop that
@@ -61,7 +61,8 @@ def untraced_latencies(app: list[str], log: Path) -> dict[int, float]:
 def simulated_per_call(d: Path, compute: Path, platform: Path) -> pd.DataFrame:
     """Per bytes per member: rank 0's simulated time from the end of the call
     before each Allgather to the end of the Allgather (median), and the
-    replayed span before it (median), in us."""
+    replayed span before it (mean: spans that could not give the replay's
+    whole cost are owed by the next ones), in us."""
     from contracts.trace import load_trace
     from netsim.__main__ import _from_trace, _parser, _platform
     from netsim.predict import run
@@ -79,12 +80,12 @@ def simulated_per_call(d: Path, compute: Path, platform: Path) -> pd.DataFrame:
     comp = pd.read_csv(compute)
     comp = comp[comp["rank"] == 0].set_index("seq")["comp"]
     ag = r0[r0["op"] == "allgather"].assign(comp=lambda x: x["seq"].map(comp))
-    out = ag.groupby(ag["rbytes"] // 2).agg(sim_us=("took", "median"), comp_us=("comp", "median"))
+    out = ag.groupby(ag["rbytes"] // 2).agg(sim_us=("took", "median"), comp_us=("comp", "mean"))
     return out * 1e6
 
 
 def null_loop_span(d: Path, calls: int = 20000) -> tuple[float, str]:
-    """The replayed span (us, median) of a loop with nothing between its
+    """The replayed span (us, mean) of a loop with nothing between its
     calls, and the replay's line about its own overhead."""
     app = d / "null_loop.py"
     app.write_text(NULL_LOOP)
@@ -95,7 +96,7 @@ def null_loop_span(d: Path, calls: int = 20000) -> tuple[float, str]:
     err = runner.sh([runner.PY, "-m", "replay", "--rank", "0", "--log", str(d / "null_msglog"),
                      "-o", str(d / "null_replay"), "--force"] + cmd, d / "null_replay.log")
     said = next((ln for ln in err.splitlines() if "replay overhead" in ln), "")
-    span = pd.read_csv(d / "null_replay" / "rank0.csv")["comp"].iloc[10:].median() * 1e6
+    span = pd.read_csv(d / "null_replay" / "rank0.csv")["comp"].iloc[10:].mean() * 1e6
     return span, said
 
 
