@@ -28,7 +28,6 @@ import argparse
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
