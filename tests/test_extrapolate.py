@@ -109,7 +109,11 @@ def test_the_classes_variability_is_sampled_at_the_target(traces, tmp_path):
         assert p.returncode == 0, p.stderr
     a, b = (json.loads(f.read_text()) for f in (plain, sampled))
     assert len(b["variability"]["times"]) == 5
-    assert b["predicted_time"] > a["predicted_time"]
+    # every rank waits for the slowest of its class; the run's end may not
+    # move where one rank of a class of one (a corner with a long span of
+    # its own) is the last to finish, as in one CI run
+    assert b["summary"]["waiting"]["mean"] > a["summary"]["waiting"]["mean"]
+    assert b["predicted_time"] >= a["predicted_time"]
     # a traced run has no classes' variability to sample
     p = run([sys.executable, "-m", "netsim", str(traces / "jacobi9"), "--platform",
              "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / "no.json"),
