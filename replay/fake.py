@@ -869,7 +869,7 @@ class _Canned(Replayer):
         threading.active_count()
 
 
-_PROBE: dict = {}                               # calls -> (_Canned, communicator)
+_PROBE: dict = {}        # (calls, repeating) -> (_Canned, communicator)
 
 
 def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[float, float]:
@@ -905,6 +905,7 @@ def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[flo
     canned, comm = _PROBE[key]
     canned.seq = 0
     canned.source = source
+    failed = False
     saved, RP = RP, canned
     try:
         if source is not None:
@@ -914,9 +915,7 @@ def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[flo
                 for _ in range(calls):
                     method(obj, *args, **kw)
             except Exception:
-                # a measurement never ends a replay: measured without it
-                RP = saved
-                return overhead()
+                failed = True
         else:
             # a typical buffer call: the work inside the timers (argument
             # binding, buffer views) also slows what runs outside them
@@ -925,9 +924,10 @@ def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[flo
             for _ in range(calls):
                 comm.Allreduce(inplace, spec)
     finally:
-        if RP is canned:
-            RP = saved
+        RP = saved
         canned.source = None
+    if failed:                  # a measurement never ends a replay: measured without it
+        return overhead()
     return _typical(canned.walls), _typical(canned.cpus)
 
 
