@@ -32,6 +32,8 @@ member, measured interleaved so that the machine's drift cancels,
 ``loop``, the timing loop's own cost per call, and per size (``bytes``
 per rank) ``alltoallw`` of 3-D subarrays against ``alltoall_contig``, the
 same bytes contiguous (single calls from cold caches, median); and
+``probe_late``, whose ``bytes`` is how many Iprobe calls report nothing
+for a message that has already arrived (MPICH: 1); and
 ``eager_limit``, whose ``bytes`` is the largest message a blocking Send
 hands over before its receiver posted the receive (bisected; MPICH on
 shared memory: 8112).
@@ -130,6 +132,35 @@ def _eager_limit(w, late: float = 0.02, largest: int = 1 << 22) -> int | None:
         lo, hi = (mid, hi) if eager(mid) else (lo, mid)
     pair.Free()
     return lo if found else None
+
+
+def _probe_late(w, trials: int = 9, settle: float = 0.005) -> int | None:
+    """How many MPI_Iprobe calls report nothing for a message that has
+    already arrived, from ranks 0 and 1: rank 1 sends 8 bytes, rank 0 waits
+    ``settle`` seconds outside MPI (long enough for it to arrive), then
+    calls Iprobe until it reports the message (median over ``trials``).
+    MPICH: 1 (the first call runs the progress engine, which moves the
+    message into the unexpected queue, and reports nothing; the next one
+    finds it), so a polling loop that sleeps g between calls notices a
+    message 1.5 g after it came on average, not g / 2.  None at one rank."""
+    pair = _first_two(w)
+    if pair is None:
+        return None
+    buf = bytearray(8)
+    late = []
+    for _ in range(trials):
+        pair.Barrier()
+        if pair.rank == 1:
+            pair.Send(buf, 0, 11)
+        else:
+            time.sleep(settle)
+            n = 0
+            while not pair.Iprobe(1, 11):
+                n += 1
+            late.append(n)
+            pair.Recv(buf, 1, 11)
+    pair.Free()
+    return int(statistics.median(late)) if late else None
 
 
 def _pair_costs(w, repeats: int) -> list:
@@ -354,6 +385,9 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
     # smallest shapes, which the packing rate's fit needs at least
     shapes = [s for s in PACK_SHAPES if 16 * 33 * s[0] * s[1] <= max(sizes[-1], 1 << 20)]
     rows += [(-1, n, t, what) for what, n, t in _pack_costs(w, repeats, shapes)]
+    late = _probe_late(w)
+    if late is not None:
+        rows.append((-1, late, 0.0, "probe_late"))
     limit = _eager_limit(w, largest=max(sizes[-1], 1 << 16))
     if limit is not None:
         rows.append((-1, limit, 0.0, "eager_limit"))

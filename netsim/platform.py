@@ -75,7 +75,12 @@ message to itself; default none); ``network.rma_overhead`` (CPU seconds
 per one-sided call, transfers, Lock, Unlock and Flush, beyond the
 binding's call and its messages: MPICH's own work in them, about 1 us
 on this host's shared memory, which a window on the calling rank itself
-pays as much as one elsewhere; default 0); ``network.semantics``: ``detailed`` (default,
+pays as much as one elsewhere; default 0); ``network.probe_late_polls``
+(how many MPI_Iprobe/Improbe calls report nothing for a message that has
+already arrived: MPICH's first call after the arrival only moves it into
+its queue, so 1 there; a loop that sleeps g between polls then notices
+1.5 g after the arrival on average, not g / 2; default 0);
+``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
 <op>: <algorithm>, ...}``; ``compute_scale`` (target computation time =
@@ -131,6 +136,7 @@ class Platform:
     allreduce_short_limit: int = 2048
     collective_overhead: dict = field(default_factory=dict)   # family -> seconds
     rma_overhead: float = 0.0
+    probe_late_polls: int = 0
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
     semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
@@ -286,7 +292,8 @@ class Platform:
                 "alltoall_self_limit": self.alltoall_self_limit,
                 "allreduce_short_limit": self.allreduce_short_limit,
                 "collective_overhead": self.collective_overhead,
-                "rma_overhead": self.rma_overhead, "semantics": self.semantics,
+                "rma_overhead": self.rma_overhead,
+                "probe_late_polls": self.probe_late_polls, "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
 
@@ -473,6 +480,7 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
         collective_overhead={k: float(v) for k, v in
                              (net.get("collective_overhead") or {}).items()},
         rma_overhead=float(net.get("rma_overhead", 0.0)),
+        probe_late_polls=int(net.get("probe_late_polls", 0)),
         compute_scale=float(d.get("compute_scale", 1.0)),
         semantics=net.get("semantics", "detailed"), source=source)
 

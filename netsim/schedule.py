@@ -511,15 +511,18 @@ class _OneSided:
 _BLOCKING_RECVS = ops.ops_of("recv", "mrecv")
 
 
-def _noticed(ev) -> np.ndarray:
+def _noticed(ev, probe_late_polls: int = 0) -> np.ndarray:
     """Per event, the time a polling loop that ended just before it took
     to notice what it waited for: half its last polling interval
     (``poll_gap``: what it waited for came, on average, in the middle of
-    it).  Charged after the wait is over: on the event after a Test* that
-    completed it, and after the receive that follows an Iprobe/Improbe
-    (that receive waits for the message itself).  A loop that sleeps 1 ms
-    between polls (mpi4py.futures) notices 0.5 ms late on average; one
-    that spins notices at once."""
+    it), and for an Iprobe/Improbe loop ``probe_late_polls`` whole
+    intervals more (the platform's: MPICH's first Iprobe after a message
+    came only queues it and reports nothing).  Charged after the wait is
+    over: on the event after a Test* that completed it, and after the
+    receive that follows an Iprobe/Improbe (that receive waits for the
+    message itself).  A loop that sleeps 1 ms between polls (mpi4py.futures)
+    notices a completed request 0.5 ms late on average, a message it
+    probes for 1.5 ms late under MPICH; one that spins notices at once."""
     out = np.zeros(len(ev))
     polls = ev["polls"].to_numpy()
     waited = np.nonzero(polls > 0)[0]
@@ -529,10 +532,13 @@ def _noticed(ev) -> np.ndarray:
     n = len(ev)
     for i in waited:
         j = i + 1
-        if op[i] in ("iprobe", "improbe") and j < n and op[j] in _BLOCKING_RECVS:
-            j += 1
+        late = 0.5
+        if op[i] in ("iprobe", "improbe"):
+            late += probe_late_polls
+            if j < n and op[j] in _BLOCKING_RECVS:
+                j += 1
         if j < n and rank[j] == rank[i]:
-            out[j] += gap[i] / 2
+            out[j] += gap[i] * late
     return out
 
 
@@ -575,7 +581,7 @@ class _Lowering(_OneSided):
         self.reqs = ev["reqs"].to_numpy()
         self.started = ev["started"].to_numpy() if "started" in ev else None
         self.scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
-        self.comp = self._charged(comp) + _noticed(ev)
+        self.comp = self._charged(comp) + _noticed(ev, platform.probe_late_polls)
         # the application's part of each span, and the ops that carry it
         self.app = comp * platform.compute_scale
         self.work_ops: list = []            # [(op, seconds of application work)]
