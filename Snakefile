@@ -165,11 +165,12 @@ else:
         params:
             py=PY,
             n=N,
+            uneven=config["trace"]["extrapolate_uneven"],
         conda:
             ENV
         shell:
             "{params.py} -m extrapolate {input} --ranks {params.n} -o {output} --force "
-            "> {log} 2>&1"
+            "--uneven {params.uneven} > {log} 2>&1"
 
 
 rule trace_summary:

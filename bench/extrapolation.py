@@ -179,8 +179,9 @@ def scale(work: Path, n: int) -> dict:
     small_dirs = [traced(out, k, app) for k in small]
     x = out / f"x{n}"
     t0 = time.time()
+    # jacobi floors n / extent (1920 over 400 x 250 does not split evenly)
     p = sh(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "extrapolate", *small_dirs,
-            "--ranks", n, "-o", x, "--force"])
+            "--ranks", n, "-o", x, "--force", "--uneven", "floor"])
     if p.returncode:
         raise RuntimeError(p.stderr[-800:])
     build_s, build_kb = time.time() - t0, int(p.stderr.strip().splitlines()[-1])

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from .build import extrapolate
+from .fit import UNEVEN
 from .layout import ExtrapolationError
 
 
@@ -24,11 +25,16 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="replace an existing output")
     p.add_argument("--level", type=float, default=0.9,
                    help="level of the computation's interval (default 0.9)")
+    p.add_argument("--uneven", choices=UNEVEN, default="refuse",
+                   help="a message size that does not split evenly at the target's grid (a "
+                        "remainder, whose place is the application's convention): refuse "
+                        "(default), floor or round the fitted size")
     a = p.parse_args(argv)
     if a.ranks < 1 or not 0 < a.level < 1:
         p.error("--ranks must be >= 1 and --level within (0, 1)")
     try:
-        meta = extrapolate(a.traces, a.ranks, a.output, force=a.force, level=a.level)
+        meta = extrapolate(a.traces, a.ranks, a.output, force=a.force, level=a.level,
+                           uneven=a.uneven)
     except ExtrapolationError as e:
         print(f"extrapolate: error: {e}", file=sys.stderr)
         return 2

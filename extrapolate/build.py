@@ -36,7 +36,7 @@ from contracts.merge import (
 from contracts.trace import TraceError, load_trace
 
 from .classes import IDENTITY, ClassSequence, class_sequences, comm_roles, said
-from .fit import bytes_at, computation_at, total_model
+from .fit import UNEVEN, bytes_at, computation_at, total_model
 from .layout import ExtrapolationError, Layout, grid_dims, layout_of
 
 CHUNK_RANKS = 4096          # ranks built and written at once
@@ -249,7 +249,7 @@ def _slice_topology(layout: Layout, kept: tuple, comm_of: np.ndarray, proto: dic
 
 
 def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: int,
-               level: float):
+               level: float, uneven: str = "refuse"):
     """Per class: its call table at the target (bytes fitted) and each
     call's cpu and comp there, with the totals' model and interval."""
     last = seqs[-1]
@@ -259,7 +259,8 @@ def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: 
     for name in sorted(last):
         calls = last[name].calls.copy()
         where = f"{traces[-1].path}: rank {last[name].members[0]} (position class {name})"
-        fitted = bytes_at([s[name].calls for s in seqs], dims_by_n, target_layout.dims, where)
+        fitted = bytes_at([s[name].calls for s in seqs], dims_by_n, target_layout.dims, where,
+                          uneven)
         calls["sbytes"], calls["rbytes"] = fitted["sbytes"], fitted["rbytes"]
         row = {"class": name, "calls": len(calls)}
         for col in ("cpu", "comp"):
@@ -361,9 +362,13 @@ def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.
 
 
 def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
-                level: float = 0.9) -> dict:
+                level: float = 0.9, uneven: str = "refuse") -> dict:
     """Write the trace of ``target`` ranks extrapolated from the traces at
-    ``paths`` into ``out``; returns its meta.json."""
+    ``paths`` into ``out``; returns its meta.json.  ``uneven``: a message
+    size that splits with a remainder at the target is refused, floored
+    or rounded (extrapolate/fit.py, :func:`predict_bytes`)."""
+    if uneven not in UNEVEN:
+        raise ExtrapolationError(f"uneven: {uneven!r}, not one of {', '.join(UNEVEN)}")
     if len(paths) < 2:
         raise ExtrapolationError("give traces at two N at least (three or more to judge the "
                                  "fits)")
@@ -383,7 +388,7 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
     seqs = [class_sequences(t, lay) for t, lay in zip(traces, lays)]
     target_names = target_layout.position_classes(np.arange(target))
     _match(seqs, traces, set(target_names))
-    templates, report = _templates(seqs, traces, lays, target_layout, target, level)
+    templates, report = _templates(seqs, traces, lays, target_layout, target, level, uneven)
     names = sorted(templates)
     for calls in templates.values():
         comp = calls["comp"].to_numpy()
@@ -413,6 +418,7 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
         raise
     writer.close()
     meta = _meta(traces, target, target_layout, length[cls_of], report, paths, level)
+    meta["extrapolated"]["uneven"] = uneven
     sites = traces[-1].sites
     write_tables(tmp, meta, tgt.comms, sites, tgt.topology)
     if os.path.exists(out):
