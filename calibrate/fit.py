@@ -30,7 +30,8 @@ exchanges of the first half of the bytes on their new connection cost
 beyond the median of the second half's, over those bytes, where it
 exceeds 1 % of their time.
 The ``rma`` row, less the call's cost, gives ``network.rma_overhead``;
-the ``probe_late`` row, ``network.probe_late_polls``.
+the ``probe_late`` row, ``network.probe_late_polls``; the
+``intercomm_poll_bytes`` row, ``network.intercomm_poll_bytes``.
 The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
 ranks the model of an alltoall or allgather is one exchange, which the
 model times as one ping-pong trip (the one-way time at 8 bytes, off the
@@ -268,10 +269,12 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     pack_bt = _pack_byte_time(df[what.isin(PACKING)], combine)
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
     apart = ["pingpong", "exchange", "stream", "stream_loop", "call", "copy", "eager_limit",
-             "probe_late", "warmup", "rma", *PACKING]
+             "probe_late", "intercomm_poll_bytes", "warmup", "rma", *PACKING]
     # Iprobe calls that miss an arrived message (the largest over several
     # measurements: a property of the MPI, not of the moment)
     late = int(_agg(df.loc[what == "probe_late", "bytes"], "max", 0))
+    # what a rendezvous over an intercommunicator moves per sender call
+    per_poll = int(_agg(df.loc[what == "intercomm_poll_bytes", "bytes"], "min", 0))
     pair = df[~what.isin(apart)].groupby("what")["one_way"].agg(combine)
     exchange = df[what == "exchange"].groupby("bytes")["one_way"].agg(combine)
     # the caller's own cost per message of a window, which the simulator
@@ -307,7 +310,8 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
            "eager_limit": eager_limit, "contention": nodes > 1}
     optional = {"call_overhead": call, "copy_byte_time": copy_bt, "copy_overhead": copy_over,
                 "pack_byte_time": pack_bt, "collective_overhead": coll_over,
-                "rma_overhead": rma, "probe_late_polls": late}
+                "rma_overhead": rma, "probe_late_polls": late,
+                "intercomm_poll_bytes": per_poll}
     net.update({k: v for k, v in optional.items() if v})
     if coll_over and alltoall_self_limit:
         net["alltoall_self_limit"] = alltoall_self_limit
@@ -320,7 +324,8 @@ def into_template(fitted: dict, template: dict) -> dict:
     """``template`` (a platform description) with its innermost level's
     network replaced by the fitted one: latency, byte times and curves,
     eager limit, call overhead, local copy, packing, collective and
-    one-sided overheads, Iprobe's late polls.  The template's per-message
+    one-sided overheads, Iprobe's late polls, an intercommunicator's
+    bytes per sender call.  The template's per-message
     overheads (o) are part of the fitted one-way time, so they come off
     its latency.  Everything else
     (nodes, placement, outer levels, collective algorithms) is kept: the
@@ -336,7 +341,8 @@ def into_template(fitted: dict, template: dict) -> dict:
         if key in flv:
             lv[key] = flv[key]
     for key in ("call_overhead", "copy_byte_time", "copy_overhead", "alltoall_self_limit",
-                "pack_byte_time", "rma_overhead", "probe_late_polls"):
+                "pack_byte_time", "rma_overhead", "probe_late_polls",
+                "intercomm_poll_bytes"):
         net[key] = fnet.get(key, 0)
     net["collective_overhead"] = fnet.get("collective_overhead", {})
     net["eager_limit"] = fnet["eager_limit"]

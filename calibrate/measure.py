@@ -33,7 +33,10 @@ member, measured interleaved so that the machine's drift cancels,
 per rank) ``alltoallw`` of 3-D subarrays against ``alltoall_contig``, the
 same bytes contiguous (single calls from cold caches, median); and
 ``probe_late``, whose ``bytes`` is how many Iprobe calls report nothing
-for a message that has already arrived (MPICH: 1); and
+for a message that has already arrived (MPICH: 1);
+``intercomm_poll_bytes``, whose ``bytes`` is how much of a rendezvous
+message over an intercommunicator moves per call its sender makes
+(MPICH here: about 8 KiB); and
 ``eager_limit``, whose ``bytes`` is the largest message a blocking Send
 hands over before its receiver posted the receive (bisected; MPICH on
 shared memory: 8112).
@@ -161,6 +164,43 @@ def _probe_late(w, trials: int = 9, settle: float = 0.005) -> int | None:
             pair.Recv(buf, 1, 11)
     pair.Free()
     return int(statistics.median(late)) if late else None
+
+
+def _intercomm_poll_bytes(w, size: int = 1 << 17, trials: int = 5) -> int | None:
+    """Bytes of a rendezvous message that move per call its sender makes
+    over an intercommunicator of ranks 0 and 1 (mpi4py.futures talks over
+    one): rank 0 posts the receive, rank 1 Issends ``size`` bytes and
+    calls Test, sleeping 1 ms between calls, until it completes; ``size``
+    over the number of Tests after the first (median over ``trials``: the
+    Issend and the first Test move the first piece).  MPICH here: about
+    8 KiB (over the intracommunicator of the same ranks the whole message
+    moves at once).  None at one rank."""
+    import numpy as np
+    pair = _first_two(w)
+    if pair is None:
+        return None
+    local = pair.Split(pair.rank, 0)
+    inter = local.Create_intercomm(0, pair, 1 - pair.rank, 12)
+    buf = np.ones(size, np.uint8)
+    polls = []
+    for _ in range(trials):
+        if pair.rank == 0:
+            req = inter.Irecv(buf, 0, 13)
+            pair.Barrier()
+            req.Wait()
+        else:
+            pair.Barrier()
+            time.sleep(0.002)               # the receive is posted
+            req, n = inter.Issend(buf, 0, 13), 1
+            while not req.Test():
+                time.sleep(0.001)
+                n += 1
+            polls.append(n)
+    inter.Free()
+    local.Free()
+    n = pair.bcast(statistics.median(polls) if polls else None, 1)
+    pair.Free()
+    return int(size / max(n - 1, 1)) if n else None
 
 
 def _pair_costs(w, repeats: int) -> list:
@@ -385,12 +425,12 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
     # smallest shapes, which the packing rate's fit needs at least
     shapes = [s for s in PACK_SHAPES if 16 * 33 * s[0] * s[1] <= max(sizes[-1], 1 << 20)]
     rows += [(-1, n, t, what) for what, n, t in _pack_costs(w, repeats, shapes)]
-    late = _probe_late(w)
-    if late is not None:
-        rows.append((-1, late, 0.0, "probe_late"))
-    limit = _eager_limit(w, largest=max(sizes[-1], 1 << 16))
-    if limit is not None:
-        rows.append((-1, limit, 0.0, "eager_limit"))
+    # properties of the MPI, each a number of calls or bytes (None at one rank)
+    for what, value in (("probe_late", _probe_late(w)),
+                        ("intercomm_poll_bytes", _intercomm_poll_bytes(w)),
+                        ("eager_limit", _eager_limit(w, largest=max(sizes[-1], 1 << 16)))):
+        if value is not None:
+            rows.append((-1, value, 0.0, what))
     if w.rank == 0:
         with open(out, "w") as f:
             f.write("peer,bytes,one_way,what\n")

@@ -80,6 +80,10 @@ pays as much as one elsewhere; default 0); ``network.probe_late_polls``
 already arrived: MPICH's first call after the arrival only moves it into
 its queue, so 1 there; a loop that sleeps g between polls then notices
 1.5 g after the arrival on average, not g / 2; default 0);
+``network.intercomm_poll_bytes`` (bytes of a rendezvous message over an
+intercommunicator that move per call its sender makes: MPICH here moves
+about 8 KiB per call there, so a sender that sleeps g between its Tests
+holds the message about size / this x g; default 0: no such limit);
 ``network.semantics``: ``detailed`` (default,
 netsim/engine.py) or ``loggopsim`` (LogGOPSim's exact rules, one level,
 netsim/loggops.py); ``collectives``: ``{default: analytic|<algorithm>,
@@ -137,6 +141,7 @@ class Platform:
     collective_overhead: dict = field(default_factory=dict)   # family -> seconds
     rma_overhead: float = 0.0
     probe_late_polls: int = 0
+    intercomm_poll_bytes: int = 0
     collectives: dict = field(default_factory=lambda: {"default": "analytic"})
     compute_scale: float = 1.0
     semantics: str = "detailed"      # or "loggopsim" (netsim/loggops.py)
@@ -293,7 +298,8 @@ class Platform:
                 "allreduce_short_limit": self.allreduce_short_limit,
                 "collective_overhead": self.collective_overhead,
                 "rma_overhead": self.rma_overhead,
-                "probe_late_polls": self.probe_late_polls, "semantics": self.semantics,
+                "probe_late_polls": self.probe_late_polls,
+                "intercomm_poll_bytes": self.intercomm_poll_bytes, "semantics": self.semantics,
                 "collectives": self.collectives,
                 "compute_scale": self.compute_scale}
 
@@ -481,6 +487,7 @@ def from_dict(d: dict, source: str = "<dict>") -> Platform:
                              (net.get("collective_overhead") or {}).items()},
         rma_overhead=float(net.get("rma_overhead", 0.0)),
         probe_late_polls=int(net.get("probe_late_polls", 0)),
+        intercomm_poll_bytes=int(net.get("intercomm_poll_bytes", 0)),
         compute_scale=float(d.get("compute_scale", 1.0)),
         semantics=net.get("semantics", "detailed"), source=source)
 

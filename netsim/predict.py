@@ -74,6 +74,10 @@ def run(s: Schedule, platform) -> Result:
         # connections may use the NIC meanwhile
         occupy = occupy.copy() if occupy is wire else occupy
         wire[sends] += _warmup(s, sends, core, platform)
+    if s.held is not None:
+        # data its sender moves only at its polls (schedule._held_by_polls)
+        # (on the wire, not on the NIC: a new array, occupy keeps its own)
+        wire = wire + s.held
     ctx, coll = np.ascontiguousarray(s.ctx), np.ascontiguousarray(s.coll)
     (start, end, matched, coll_last, events), secs = _with_room(
         # numba's compiled functions: mypy cannot count the unpacked graph

@@ -60,6 +60,7 @@ without synchronising (measured for every such collective).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -137,6 +138,10 @@ class Schedule:
     # not what the platform charges per call): what varies from rank to
     # rank and span to span (netsim/variability.py); None: not known
     work: np.ndarray | None = None
+    # seconds a SEND's data is held beyond its wire time by a sender that
+    # makes it progress only at its polls (intercommunicator rendezvous,
+    # :func:`_held_by_polls`); None: none
+    held: np.ndarray | None = None
 
     def __post_init__(self):
         if self.reply is None:
@@ -542,6 +547,31 @@ def _noticed(ev, probe_late_polls: int = 0) -> np.ndarray:
     return out
 
 
+def _held_by_polls(cols: dict, i: int, req: int, nbytes: int, per_poll: int) -> float:
+    """Seconds a rendezvous message of ``nbytes`` sent by event i over an
+    intercommunicator is held by its sender: where MPI moves such a
+    message ``per_poll`` bytes per call the sender makes (MPICH over an
+    intercommunicator: about 8 KiB) and the sender waits for the request
+    in a polling loop (a Test that completed it after empty polls), the
+    transfer takes ceil(nbytes / per_poll) of that loop's intervals
+    (``poll_gap``): a worker of mpi4py.futures that sleeps 1 ms between
+    Tests holds its 16 KB result 2 ms.  0 where it waits in a blocking
+    call (MPI progresses it throughout) or no completion is found.
+    ``cols``: the trace's rank, op, reqs, polls and poll_gap columns."""
+    rank, op, reqs = cols["rank"], cols["op"], cols["reqs"]
+    polls, gap = cols["polls"], cols["poll_gap"]
+    for j in range(i + 1, min(len(rank), i + 1000)):
+        if rank[j] != rank[i]:
+            break
+        ids = reqs[j]
+        if ids is None or req not in set(int(q) for q in ids):
+            continue
+        if not op[j].startswith("test") or polls[j] == 0:
+            return 0.0
+        return math.ceil(nbytes / per_poll) * float(gap[j])
+    return 0.0
+
+
 class _Lowering(_OneSided):
     """The state of lowering one trace: the schedule being built and, for
     the rank being lowered, what its next operation depends on (``after``),
@@ -555,8 +585,12 @@ class _Lowering(_OneSided):
         # groups: simulated over their union, the same on both sides
         # (mpi4py.futures broadcasts and reduces over one)
         self.members = {}
+        self.intercomms = set()
+        self.held: dict[int, float] = {}    # SEND op -> seconds (:func:`_held_by_polls`)
         for c, m, remote in zip(trace.comms["comm"], trace.comms["members"],
                                 trace.comms["remote"]):
+            if remote is not None and len(remote):
+                self.intercomms.add(int(c))
             both = sorted(set(m) | set(remote)) if remote is not None and len(remote) else m
             self.members[int(c)] = np.asarray(both, dtype=np.int64)
         self.index_of = {c: {int(w): i for i, w in enumerate(m)}
@@ -579,6 +613,7 @@ class _Lowering(_OneSided):
                                                    "sbytes", "rbytes", "req", "rpeer", "rtag",
                                                    "flags")}
         self.reqs = ev["reqs"].to_numpy()
+        self.ev_polls, self.ev_gap = ev["polls"].to_numpy(), ev["poll_gap"].to_numpy()
         self.started = ev["started"].to_numpy() if "started" in ev else None
         self.scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
         self.comp = self._charged(comp) + _noticed(ev, platform.probe_late_polls)
@@ -624,10 +659,18 @@ class _Lowering(_OneSided):
     def point_to_point(self, i: int, r: int, op: str, kind: int, peer: int, nbytes: int):
         if peer < 0:
             return                          # MPI.PROC_NULL: nothing happens
+        comm, req = int(self.cols["comm"][i]), int(self.cols["req"][i])
         x = self.B.op(kind, r, self.after, peer=peer, size=nbytes,
-                      tag=int(self.cols["tag"][i]), ctx=2 * int(self.cols["comm"][i]),
-                      event=i, sync=op in _SYNC)
-        self.issued([x], [x], op.startswith("i"), int(self.cols["req"][i]))
+                      tag=int(self.cols["tag"][i]), ctx=2 * comm, event=i, sync=op in _SYNC)
+        per_poll = self.platform.intercomm_poll_bytes
+        if (kind == SEND and per_poll and comm in self.intercomms and op.startswith("i")
+                and nbytes > self.platform.eager_limit):
+            if "polls" not in self.cols:
+                self.cols.update(reqs=self.reqs, polls=self.ev_polls, poll_gap=self.ev_gap)
+            held = _held_by_polls(self.cols, i, req, nbytes, per_poll)
+            if held:
+                self.held[x] = held
+        self.issued([x], [x], op.startswith("i"), req)
 
     def sendrecv(self, i: int, r: int, op: str):
         cols, ctx, made = self.cols, 2 * int(self.cols["comm"][i]), []
@@ -812,6 +855,9 @@ def from_trace(trace, platform, compute: np.ndarray | None = None,
         elif op.startswith("win_"):
             low.one_sided(i, r, op)
     s = B.done()
+    if low.held:
+        s.held = np.zeros(len(s))
+        s.held[list(low.held)] = list(low.held.values())
     s.seq_of = ev["seq"].to_numpy()
     s.work = np.zeros(len(s))
     if low.work_ops:

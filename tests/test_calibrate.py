@@ -224,6 +224,10 @@ def test_calibrate_measures_the_eager_limit_one_sided_calls_and_late_probes(tmp_
     late = rows.loc[rows["what"] == "probe_late", "bytes"]
     assert list(late) == [1]
     assert fitted.probe_late_polls == 1
+    # a rendezvous over an intercommunicator moves some KiB per sender call
+    per_poll = int(rows.loc[rows["what"] == "intercomm_poll_bytes", "bytes"].iloc[0])
+    assert 1024 <= per_poll <= 1 << 17
+    assert fitted.intercomm_poll_bytes == per_poll
     # a blocking Send of limit bytes returns with its receiver late, one
     # more byte waits for it
     p = mpirun(2, [APPS / "eager_probe.py", limit])

@@ -714,3 +714,31 @@ def test_a_task_pool_it_cannot_deal_is_said_to_keep_its_traced_schedule(tmp_path
     assert "since rank 0 takes its results with nonblocking receives" in kept[0]
     assert not any("task pool" in w for w in said["fixed"]), said
     assert "a task pool" not in notes["fixed"]
+
+
+def test_a_sender_that_polls_holds_its_rendezvous_over_an_intercommunicator(tmp_path):
+    """Over an intercommunicator MPICH moves a rendezvous message about
+    8 KiB per call its sender makes (bench/probes/intercomm_progress_probe.py):
+    mpi4py.futures' workers, sleeping 1 ms between the Tests of their
+    results, held each 16 KB result 2 ms, which the simulator did not
+    see.  With ``intercomm_poll_bytes`` the transfer takes ceil(bytes /
+    it) of the sender's polling intervals; without it, none."""
+    trace(2, tmp_path / "t", [APPS / "intercomm_poll.py"])
+    from contracts.trace import load_trace
+    ev = load_trace(str(tmp_path / "t")).events
+    test = ev[(ev["rank"] == 1) & (ev["op"] == "test")]
+    assert len(test) == 1 and test["polls"].iat[0] > 0
+    gap = float(test["poll_gap"].iat[0])
+    assert gap >= 0.002
+    plat = yaml.safe_load((ROOT / "config" / "platforms" / "this-machine.yaml").read_text())
+    times = {}
+    for per_poll in (0, 8192):
+        plat["network"]["intercomm_poll_bytes"] = per_poll
+        (tmp_path / f"p{per_poll}.yaml").write_text(yaml.safe_dump(plat))
+        run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+             str(tmp_path / f"p{per_poll}.yaml"), "-o", str(tmp_path / f"p{per_poll}.json")])
+        times[per_poll] = json.loads((tmp_path / f"p{per_poll}.json").read_text())[
+            "predicted_time"]
+    # 20,000 bytes: three pieces of 8 KiB, three polling intervals
+    assert times[8192] - times[0] == pytest.approx(3 * gap, rel=1e-6)
+    assert load_platform(str(tmp_path / "p8192.yaml")).intercomm_poll_bytes == 8192
