@@ -36,7 +36,7 @@ same bytes contiguous (single calls from cold caches, median); and
 for a message that has already arrived (MPICH: 1);
 ``intercomm_poll_bytes``, whose ``bytes`` is how much of a rendezvous
 message over an intercommunicator moves per call its sender makes
-(MPICH here: about 8 KiB); and
+(bisected; MPICH here: 8112); and
 ``eager_limit``, whose ``bytes`` is the largest message a blocking Send
 hands over before its receiver posted the receive (bisected; MPICH on
 shared memory: 8112).
@@ -166,41 +166,52 @@ def _probe_late(w, trials: int = 9, settle: float = 0.005) -> int | None:
     return int(statistics.median(late)) if late else None
 
 
-def _intercomm_poll_bytes(w, size: int = 1 << 17, trials: int = 5) -> int | None:
+def _intercomm_poll_bytes(w, trials: int = 5, largest: int = 1 << 16) -> int | None:
     """Bytes of a rendezvous message that move per call its sender makes
     over an intercommunicator of ranks 0 and 1 (mpi4py.futures talks over
-    one): rank 0 posts the receive, rank 1 Issends ``size`` bytes and
-    calls Test, sleeping 1 ms between calls, until it completes; ``size``
-    over the number of Tests after the first (median over ``trials``: the
-    Issend and the first Test move the first piece).  MPICH here: about
-    8 KiB (over the intracommunicator of the same ranks the whole message
-    moves at once).  None at one rank."""
+    one): the largest message that needs no more sender calls than 1 KiB
+    does.  Rank 0 posts the receive, rank 1 Issends and calls Test,
+    sleeping 1 ms between calls, until it completes; the fewest Tests over
+    ``trials`` (a disturbed trial only adds some); bisection between 1 KiB
+    and ``largest``.  MPICH here: 8112 bytes (a cell of 8 KiB less its
+    header; 16 KiB took three calls, 16,119 bytes two); over the
+    intracommunicator of the same ranks a message moves at once.  None at
+    one rank or where ``largest`` moves as quickly as 1 KiB (no limit)."""
     import numpy as np
+    from mpi4py import MPI
     pair = _first_two(w)
     if pair is None:
         return None
     local = pair.Split(pair.rank, 0)
     inter = local.Create_intercomm(0, pair, 1 - pair.rank, 12)
-    buf = np.ones(size, np.uint8)
-    polls = []
-    for _ in range(trials):
-        if pair.rank == 0:
-            req = inter.Irecv(buf, 0, 13)
-            pair.Barrier()
-            req.Wait()
-        else:
-            pair.Barrier()
-            time.sleep(0.002)               # the receive is posted
-            req, n = inter.Issend(buf, 0, 13), 1
-            while not req.Test():
-                time.sleep(0.001)
-                n += 1
-            polls.append(n)
+    buf = np.ones(largest, np.uint8)
+
+    def calls(n: int) -> int:
+        fewest = None
+        for _ in range(trials):
+            if pair.rank == 0:
+                req = inter.Irecv([buf, n, MPI.BYTE], 0, 13)
+                pair.Barrier()
+                req.Wait()
+            else:
+                pair.Barrier()
+                time.sleep(0.002)           # the receive is posted
+                req, k = inter.Issend([buf, n, MPI.BYTE], 0, 13), 1
+                while not req.Test():
+                    time.sleep(0.001)
+                    k += 1
+                fewest = k if fewest is None else min(fewest, k)
+        return pair.bcast(fewest, 1)
+    base = calls(1024)
+    lo, hi = 1024, largest
+    found = calls(hi) > base
+    while found and hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if calls(mid) <= base else (lo, mid)
     inter.Free()
     local.Free()
-    n = pair.bcast(statistics.median(polls) if polls else None, 1)
     pair.Free()
-    return int(size / max(n - 1, 1)) if n else None
+    return lo if found else None
 
 
 def _pair_costs(w, repeats: int) -> list:
