@@ -14,9 +14,10 @@ fits: refused.  At the target, a size is taken as observed where the
 axes that matter split as in a small trace, as fitted where the fit is
 exact and whole; a remainder's place is the application's convention,
 which the small traces do not show: refused unless told to floor or
-round (:func:`predict_bytes`).  The pickled sizes of the lower-case (object) methods depend on
-the objects' values, not on the grid: the largest small trace's stand,
-unless an exact, checked form holds (N pickles of one size).
+round (:func:`predict_bytes`).  The pickled sizes of the lower-case
+(object) methods depend on the objects' values, not on the grid: the
+largest small trace's stand, unless an exact, checked form holds (N
+pickles of one size).
 
 *Computation.*  Each member's total over the small runs is fitted against
 N by ``scaling.auto.Auto`` (the shrunk log-log prior, its predictive
@@ -77,8 +78,7 @@ def fit_bytes(values: np.ndarray, dims: np.ndarray) -> list[Fit]:
     with its ghost cells: the window of a 1-D stencil is n / p cells plus
     two ghost regions).  Exact fits first; only where none is exact, the
     fits that come within one element (the small grids split the domain
-    with remainders).  A constant plus a power through two values of the
-    power only is kept but marked unchecked.  Several answers where the small grids cannot tell
+    with remainders).  Several answers where the small grids cannot tell
     them apart (square grids do not tell the axes apart).  Raises
     ValueError when nothing fits."""
     values = np.asarray(values, float)
@@ -166,10 +166,25 @@ def predict_bytes(fit: Fit, dims_by_n: np.ndarray, values: np.ndarray, target_di
                              f"tell: choose an N whose grid splits it evenly, add a small "
                              f"trace with the target's extents, or take --uneven floor or "
                              f"round")
-        x = np.floor(x + 1e-6) if uneven == "floor" else round(x)
-    else:
-        x = round(x)
-    return int(max(0, x) * element)
+        if uneven == "floor":
+            return int(max(0, np.floor(x + 1e-6)) * element)
+    return int(max(0, round(x)) * element)
+
+
+def size_at(values: np.ndarray, dims: np.ndarray, target_dims, uneven: str = "refuse") -> int:
+    """One call's size at ``target_dims`` from its sizes ``values`` at the
+    small grids ``dims``: every simplest fit must give the same
+    (:func:`predict_bytes`); ValueError where none fits, one refuses, or
+    they disagree."""
+    el = element_size(values)
+    at = {predict_bytes(f, dims, values, target_dims, el, uneven)
+          for f in fit_bytes(values, dims)}
+    if len(at) > 1:
+        raise ValueError(f"the small grids cannot tell apart forms that give "
+                         f"{sorted(at)} at {list(target_dims)} (square grids do not tell "
+                         f"the axes apart, nor an axis with two extents): add a trace whose "
+                         f"grid is not square, with another extent")
+    return at.pop()
 
 
 def bytes_at(calls_by_n: list[pd.DataFrame], dims_by_n: list[tuple], target_dims: tuple,
@@ -179,45 +194,33 @@ def bytes_at(calls_by_n: list[pd.DataFrame], dims_by_n: list[tuple], target_dims
     tables, equally long, in the order of ``dims_by_n``; ``uneven``: see
     :func:`predict_bytes`)."""
     dims = np.array(dims_by_n, np.int64)
+    pickled = (calls_by_n[-1]["flags"].to_numpy() & FLAG_OBJECT) != 0
     out = {}
     for col in ("sbytes", "rbytes"):
         v = np.stack([c[col].to_numpy(np.int64) for c in calls_by_n])   # N x calls
         res = v[-1].copy()
-        # a pickle's size depends on the object's value, not on the grid:
-        # the largest small trace's stands, unless an exact and checked
-        # form holds (an allgather of N pickles of one size receives N of them)
-        pickled = (calls_by_n[-1]["flags"].to_numpy() & FLAG_OBJECT) != 0
-        varies = np.flatnonzero((v != v[:1]).any(axis=0))
         cache: dict[tuple, int] = {}
-        for k in varies:
-            key = tuple(v[:, k])
-            if pickled[k] and key not in cache:
-                try:
-                    fits = fit_bytes(v[:, k], dims)
-                    el = element_size(v[:, k])
-                    at = {predict_bytes(f, dims, v[:, k], target_dims, el) for f in fits}
-                    cache[key] = at.pop() if len(at) == 1 else int(v[-1, k])
-                except ValueError:
+        for k in np.flatnonzero((v != v[:1]).any(axis=0)):
+            key = (bool(pickled[k]),) + tuple(v[:, k])
+            if key in cache:
+                res[k] = cache[key]
+                continue
+            try:
+                cache[key] = size_at(v[:, k], dims, target_dims,
+                                     "refuse" if pickled[k] else uneven)
+            except ValueError as e:
+                if pickled[k]:
+                    # a pickle's size depends on the object's value, not on
+                    # the grid: the largest small trace's stands, unless an
+                    # exact and checked form holds (an allgather of N
+                    # pickles of one size receives N of them)
                     cache[key] = int(v[-1, k])
-            if key not in cache:
-                try:
-                    fits = fit_bytes(v[:, k], dims)
-                    el = element_size(v[:, k])
-                    at = {predict_bytes(f, dims, v[:, k], target_dims, el, uneven)
-                          for f in fits}
-                    if len(at) > 1:
-                        raise ValueError(f"the small grids cannot tell apart forms that give "
-                                         f"{sorted(at)} at {list(target_dims)} (square grids "
-                                         f"do not tell the axes apart, nor an axis with two "
-                                         f"extents): add a trace whose grid is not square, "
-                                         f"with another extent")
-                except ValueError as e:
+                else:
                     seq = int(calls_by_n[-1]["seq"].iat[k])
                     raise ExtrapolationError(
                         f"{where}, event {seq} ({calls_by_n[-1]['op'].iat[k]}): {col} "
                         f"{list(map(int, v[:, k]))} at grids {[list(d) for d in dims_by_n]}: "
                         f"{e}") from None
-                cache[key] = at.pop()
             res[k] = cache[key]
         out[col] = res
     return out

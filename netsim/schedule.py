@@ -547,7 +547,8 @@ def _noticed(ev, probe_late_polls: int = 0) -> np.ndarray:
     return out
 
 
-def _held_by_polls(cols: dict, i: int, req: int, nbytes: int, per_poll: int) -> float:
+def _held_by_polls(cols: dict, reqs: np.ndarray, i: int, req: int, nbytes: int,
+                   per_poll: int) -> float:
     """Seconds a rendezvous message of ``nbytes`` sent by event i over an
     intercommunicator is held by its sender: where MPI moves such a
     message ``per_poll`` bytes per call the sender makes (MPICH over an
@@ -557,9 +558,9 @@ def _held_by_polls(cols: dict, i: int, req: int, nbytes: int, per_poll: int) -> 
     (``poll_gap``): a worker of mpi4py.futures that sleeps 1 ms between
     Tests holds its 16 KB result 2 ms.  0 where it waits in a blocking
     call (MPI progresses it throughout) or no completion is found.
-    ``cols``: the trace's rank, op, reqs, polls and poll_gap columns."""
-    rank, op, reqs = cols["rank"], cols["op"], cols["reqs"]
-    polls, gap = cols["polls"], cols["poll_gap"]
+    ``cols``: the trace's rank, op, polls and poll_gap columns; ``reqs``
+    its reqs column."""
+    rank, op, polls, gap = cols["rank"], cols["op"], cols["polls"], cols["poll_gap"]
     for j in range(i + 1, min(len(rank), i + 1000)):
         if rank[j] != rank[i]:
             break
@@ -611,9 +612,8 @@ class _Lowering(_OneSided):
         self.warm: dict = {}                # (rank, comm) -> bytes per peer so far
         self.cols = {k: ev[k].to_numpy() for k in ("rank", "seq", "op", "comm", "peer", "tag",
                                                    "sbytes", "rbytes", "req", "rpeer", "rtag",
-                                                   "flags")}
+                                                   "flags", "polls", "poll_gap")}
         self.reqs = ev["reqs"].to_numpy()
-        self.ev_polls, self.ev_gap = ev["polls"].to_numpy(), ev["poll_gap"].to_numpy()
         self.started = ev["started"].to_numpy() if "started" in ev else None
         self.scounts = ev["scounts"].to_numpy() if "scounts" in ev else None
         self.comp = self._charged(comp) + _noticed(ev, platform.probe_late_polls)
@@ -665,9 +665,7 @@ class _Lowering(_OneSided):
         per_poll = self.platform.intercomm_poll_bytes
         if (kind == SEND and per_poll and comm in self.intercomms and op.startswith("i")
                 and nbytes > self.platform.eager_limit):
-            if "polls" not in self.cols:
-                self.cols.update(reqs=self.reqs, polls=self.ev_polls, poll_gap=self.ev_gap)
-            held = _held_by_polls(self.cols, i, req, nbytes, per_poll)
+            held = _held_by_polls(self.cols, self.reqs, i, req, nbytes, per_poll)
             if held:
                 self.held[x] = held
         self.issued([x], [x], op.startswith("i"), req)
