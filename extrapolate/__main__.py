@@ -29,12 +29,18 @@ def main(argv=None) -> int:
                    help="a message size that does not split evenly at the target's grid (a "
                         "remainder, whose place is the application's convention): refuse "
                         "(default), floor or round the fitted size")
+    p.add_argument("--compute", nargs="+", metavar="COMPUTE",
+                   help="one computation table per trace, in the traces' order (each small "
+                        "run's representatives replayed and expanded: python -m "
+                        "replay.expand): extrapolate these times instead of the traces' CPU "
+                        "seconds (a host whose cores the small runs shared, or the target's "
+                        "own computation)")
     a = p.parse_args(argv)
     if a.ranks < 1 or not 0 < a.level < 1:
         p.error("--ranks must be >= 1 and --level within (0, 1)")
     try:
         meta = extrapolate(a.traces, a.ranks, a.output, force=a.force, level=a.level,
-                           uneven=a.uneven)
+                           uneven=a.uneven, compute=a.compute)
     except ExtrapolationError as e:
         print(f"extrapolate: error: {e}", file=sys.stderr)
         return 2
@@ -42,6 +48,8 @@ def main(argv=None) -> int:
     print(f"{a.output}: {a.ranks} ranks on a {'x'.join(map(str, x['grid']))} grid, "
           f"{meta['events']} events, from N = {', '.join(str(f['size']) for f in x['from'])} "
           f"({x['scaling']} scaling)")
+    if a.compute:
+        print("computation: the tables given (--compute), not the traces' CPU seconds")
     print(f"{'class':<14} {'calls':>6} {'cpu s':>10} {int(100 * a.level)} % interval"
           f"{'':>12} members' spread  span noise")
     for c in x["classes"]:

@@ -26,11 +26,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from contracts.compute import ComputeError, read_compute
 from contracts.merge import (
     COMMS_COLUMNS,
     EVENT_SCHEMA,
     TOPOLOGY_COLUMNS,
     event_writer,
+    trace_warnings,
     write_tables,
 )
 from contracts.trace import TraceError, load_trace
@@ -361,22 +363,57 @@ def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.
     return pa.Table.from_pydict({f.name: cols[f.name] for f in EVENT_SCHEMA}, schema=EVENT_SCHEMA)
 
 
+def _replace_computation(trace, path: str) -> None:
+    """Put the computation table at ``path`` (one time per event of
+    ``trace``: replay.expand's compute.csv) in place of the trace's own
+    CPU and wall seconds."""
+    try:
+        comp = read_compute(path, trace.events[["rank", "seq"]])
+    except ComputeError as e:
+        raise ExtrapolationError(f"{e} (the computation given for {trace.path})") from None
+    trace.events["cpu"] = comp
+    trace.events["comp"] = comp
+
+
+def _load(paths: list[str], compute: list[str] | None) -> tuple[list, list[int]]:
+    """The traces, smallest N first, each with its computation table's times
+    where ``compute`` gives them, and the order (indices into ``paths``)."""
+    if compute is not None and len(compute) != len(paths):
+        raise ExtrapolationError(f"{len(compute)} computation tables for {len(paths)} "
+                                 f"traces: give one per trace, in the traces' order")
+    try:
+        loaded = [load_trace(p) for p in paths]
+    except TraceError as e:
+        raise ExtrapolationError(str(e)) from None
+    for t, c in zip(loaded, compute or []):
+        _replace_computation(t, c)
+    order = sorted(range(len(paths)), key=lambda i: loaded[i].size)
+    traces = [loaded[i] for i in order]
+    _check_same_application(traces)
+    for t in traces if not compute else []:
+        threads = trace_warnings(t.meta).get("threads")
+        if threads:
+            _say(f"warning: {t.path}: {threads}")
+    return traces, order
+
+
 def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
-                level: float = 0.9, uneven: str = "refuse") -> dict:
+                level: float = 0.9, uneven: str = "refuse",
+                compute: list[str] | None = None) -> dict:
     """Write the trace of ``target`` ranks extrapolated from the traces at
     ``paths`` into ``out``; returns its meta.json.  ``uneven``: a message
     size that splits with a remainder at the target is refused, floored
-    or rounded (extrapolate/fit.py, :func:`predict_bytes`)."""
+    or rounded (extrapolate/fit.py, :func:`predict_bytes`).  ``compute``:
+    one computation table per trace, in the order of ``paths`` (each
+    small run's representatives replayed on the target and expanded,
+    replay.expand), extrapolated in place of the traces' CPU seconds."""
     if uneven not in UNEVEN:
         raise ExtrapolationError(f"uneven: {uneven!r}, not one of {', '.join(UNEVEN)}")
     if len(paths) < 2:
         raise ExtrapolationError("give traces at two N at least (three or more to judge the "
                                  "fits)")
-    try:
-        traces = sorted((load_trace(p) for p in paths), key=lambda t: t.size)
-    except TraceError as e:
-        raise ExtrapolationError(str(e)) from None
-    _check_same_application(traces)
+    traces, order = _load(paths, compute)
+    paths = [paths[i] for i in order]
     if target <= traces[-1].size:
         _say(f"warning: the target N={target} is not beyond the largest trace "
              f"(N={traces[-1].size})")
@@ -419,6 +456,8 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
     writer.close()
     meta = _meta(traces, target, target_layout, length[cls_of], report, paths, level)
     meta["extrapolated"]["uneven"] = uneven
+    meta["extrapolated"]["computation"] = (
+        [compute[i] for i in order] if compute else "the traces' CPU seconds")
     sites = traces[-1].sites
     write_tables(tmp, meta, tgt.comms, sites, tgt.topology)
     if os.path.exists(out):

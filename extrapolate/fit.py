@@ -227,10 +227,17 @@ def bytes_at(calls_by_n: list[pd.DataFrame], dims_by_n: list[tuple], target_dims
 
 
 def total_model(sizes: list[int], totals: list[np.ndarray]) -> Auto:
-    """The automatic scaling model of a class's members' totals over N."""
-    df = pd.DataFrame({"procs": np.concatenate([np.full(len(t), n) for n, t in
-                                                zip(sizes, totals)]).astype(float),
-                       "time": np.concatenate(totals)})
+    """The automatic scaling model of a class's mean total over N.
+
+    One row per N, the mean over the class's members: the members of one
+    trace share that run's deviation from the curve (the host's load
+    while it ran), so they say no more about the curve's slope and bend
+    than their mean does; fitted as separate rows they would outweigh the
+    curvature's prior and bend the curve through one run's noise.  How
+    the members differ from one another is kept apart (the class's
+    variability)."""
+    means = [float(np.mean(t[t > 0])) if (np.asarray(t) > 0).any() else 0.0 for t in totals]
+    df = pd.DataFrame({"procs": np.asarray(sizes, float), "time": means})
     df = df[df["time"] > 0]
     if df["procs"].nunique() < 2:
         raise ValueError("computation measured at fewer than two N")
