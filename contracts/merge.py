@@ -126,6 +126,13 @@ RANK_INFO_TYPES = {"rank": int, "host": str, "pid": int, "complete": bool, "stat
                    "events": int, "unmodelled": dict}
 # written when the rank closes its trace: absent while it runs
 AT_CLOSE = ("events", "unmodelled")
+# optional at close: the process's CPU seconds and those of its threads
+# besides the main one (instrument/writer.py: threads_cpu)
+THREAD_KEYS = ("cpu", "other_threads_cpu")
+# threads besides the main one above this share of a rank's CPU seconds,
+# and above OTHER_THREADS_SECONDS, are said (trace_warnings): the tracer's
+# own watcher and the clock's ticks (10 ms) stay below both
+OTHER_THREADS_SHARE, OTHER_THREADS_SECONDS = 0.10, 0.25
 
 
 def _valid_info(info, rank: int) -> bool:
@@ -463,6 +470,9 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
             ranks.append({"rank": rank, "host": info.get("host"), "pid": info.get("pid"),
                           "complete": complete, "status": info.get("status"),
                           "events": len(df)})
+            for key in THREAD_KEYS:      # written at close since tracer 2026-11-28
+                if isinstance(info.get(key), (int, float)) and info[key] >= 0:
+                    ranks[-1][key] = float(info[key])
             total += len(df)
             if table is not None:
                 writer.write_table(table)
@@ -505,7 +515,8 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
 
 def trace_warnings(meta: dict) -> dict:
     """What a merged trace's meta says later stages cannot account for, in
-    words: ``{"invisible": ..., "below_python": ..., "unmodelled": ...}``
+    words: ``{"invisible": ..., "below_python": ..., "threads": ...,
+    "unmodelled": ...}``
     (keys present only when there is something to say).  The tracer, ``show``, netsim and the report
     all say it this way."""
     def most(calls: dict) -> str:           # the most frequent functions, with counts
@@ -528,6 +539,24 @@ def trace_warnings(meta: dict) -> dict:
             f"({most(below)}): the simulation includes them, and a replay answers them "
             f"from the C log that `instrument record` keeps beside the message log (where "
             f"it loads the PMPI shim)")
+    def seconds(r, key) -> float:           # a damaged or older meta: nothing to say
+        v = r.get(key) if isinstance(r, dict) else None
+        return float(v) if isinstance(v, (int, float)) and v >= 0 else 0.0
+    ranks = meta.get("ranks") if isinstance(meta.get("ranks"), list) else []
+    threaded = [r for r in ranks
+                if seconds(r, "other_threads_cpu") > max(OTHER_THREADS_SHARE * seconds(r, "cpu"),
+                                                         OTHER_THREADS_SECONDS)]
+    if threaded:
+        share = (sum(seconds(r, "other_threads_cpu") for r in threaded)
+                 / max(sum(seconds(r, "cpu") for r in threaded), 1e-9))
+        out["threads"] = (
+            f"{len(threaded)} of {len(ranks)} ranks ran "
+            f"{100 * share:.0f} % of their CPU seconds on threads besides the main one (a "
+            f"threaded BLAS, OpenMP): the trace's CPU seconds count those threads' work and, "
+            f"where the threads outnumber the cores, their spinning for a turn, so they "
+            f"overstate the computation wherever they stand for it (python -m extrapolate): "
+            f"trace with one thread per rank (OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1) or "
+            f"extrapolate replayed computation (--compute)")
     unmodelled = meta.get("unmodelled") or {}
     if unmodelled:
         out["unmodelled"] = (

@@ -30,6 +30,24 @@ CHUNK = 8192
 FLUSH_SECONDS = 0.25      # a busy rank writes at least this often
 
 
+def threads_cpu() -> dict:
+    """The process's CPU seconds so far (``cpu``, ended threads included) and how
+    many of them ran on threads other than the main one
+    (``other_threads_cpu``: a threaded BLAS, OpenMP, the tracer's own
+    watcher); empty where /proc does not say.  The trace's CPU seconds are
+    the process's: where those threads outnumber the cores they spin for a
+    turn, and that counts too."""
+    import resource
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        main = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return {}
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    total = use.ru_utime + use.ru_stime
+    return {"cpu": round(total, 3), "other_threads_cpu": round(max(total - main, 0.0), 3)}
+
 class Recorder:
     """One rank's trace: the C hot path buffers events, this class writes them
     and everything of variable size (``side`` records) to the raw files."""
@@ -51,6 +69,9 @@ class Recorder:
         self.below = None        # the tracer of calls below Python (pmpishim.control.BelowPython)
         self.info = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid(),
                      "complete": False, "status": "running"}
+        # from here on: the tool's own set-up (imports in a thread of its
+        # own) is not the application's
+        self._threads0 = threads_cpu()
         self._write_info()
         _hotpath.start(self._ev.fileno(), origin, CHUNK, FLUSH_SECONDS,
                        self._flush_side, self._new_site, self.side)
@@ -136,6 +157,9 @@ class Recorder:
     def _finish_info(self, status: str):
         self.info.update(status=status, complete=(status == "complete"),
                          events=self.n, unmodelled=self.unmodelled)
+        now = threads_cpu()
+        if now and self._threads0:
+            self.info.update({k: round(max(now[k] - self._threads0[k], 0.0), 3) for k in now})
         self._write_info()
 
     def path(self, ext: str = "ev") -> str:

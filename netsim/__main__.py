@@ -12,6 +12,7 @@ import numpy as np
 from contracts.prediction import prediction_json, write_prediction
 
 from .platform import PlatformError, from_dict, load_platform
+from .pools import Pool
 from .schedule import Schedule, ScheduleError
 from .variability import SAMPLES, SEED
 
@@ -117,6 +118,25 @@ class _Lowered:
     factors: tuple | None = None    # an extrapolated computation's interval, as factors
 
 
+def _warnings(t, compute) -> tuple[list[str], Pool | None]:
+    """What the trace says later stages cannot account for, and a task pool
+    found in it: printed, and returned for the prediction's warnings with
+    the pool (or None)."""
+    from contracts.merge import trace_warnings
+
+    from .pools import find_pool
+    said = trace_warnings(t.meta)
+    if compute:         # the computation is the replays', not the trace's CPU seconds
+        said.pop("threads", None)
+    warnings = list(said.values())
+    pool, why = find_pool(t.events)
+    if why:
+        warnings.append(_task_pool_warning(t.events, why))
+    for w in warnings:
+        print(f"netsim: WARNING: {w}", file=sys.stderr)
+    return warnings, pool
+
+
 def _from_trace(a, plat, var) -> _Lowered:
     """The schedule of a trace directory, the trace's warnings (also
     printed), the schedules of the computation band's two ends (empty
@@ -124,10 +144,9 @@ def _from_trace(a, plat, var) -> _Lowered:
     representative (its own rank without --compute); writes the SimGrid
     export when asked.  ``var`` (a Variability, or None): sampled where it
     says anything varies, around the spans' means."""
-    from contracts.merge import trace_warnings
     from contracts.trace import TraceError, load_trace
 
-    from .pools import DealtLowering, find_pool
+    from .pools import DealtLowering
     from .schedule import from_trace
     try:
         t = load_trace(a.trace)
@@ -137,12 +156,7 @@ def _from_trace(a, plat, var) -> _Lowered:
         raise ScheduleError(f"{a.trace}: rank(s) {t.incomplete_ranks[:20]} did not "
                             f"finish; their traces are truncated, so the run cannot "
                             f"be simulated")
-    warnings = list(trace_warnings(t.meta).values())
-    pool, why = find_pool(t.events)
-    if why:
-        warnings.append(_task_pool_warning(t.events, why))
-    for w in warnings:
-        print(f"netsim: WARNING: {w}", file=sys.stderr)
+    warnings, pool = _warnings(t, a.compute)
     sampled = var is not None and not var.nil
     inside = None
     factors: tuple[float, float] | None = None   # the band: the computation times these

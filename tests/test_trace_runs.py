@@ -728,3 +728,21 @@ def test_traced_classes_say_they_are_mpi4pys(tmp_path):
     as untraced (tests/apps/mpi4py_module.py fails otherwise)."""
     p = mpirun(2, ["-m", "instrument", "trace", "-o", tmp_path / "t", APPS / "mpi4py_module.py"])
     assert p.stdout.count("all from mpi4py.MPI") == 2
+
+
+def test_cpu_seconds_of_threads_besides_the_main_one_are_said(tmp_path, coverage_trace):
+    """A rank whose helper thread burns most of its CPU seconds (a threaded
+    BLAS, OpenMP): meta.json keeps each rank's CPU seconds and its other
+    threads' share, and the tracer warns, as these CPU seconds overstate
+    the computation wherever they stand for it.  A rank without such
+    threads has no warning."""
+    from contracts.merge import trace_warnings
+    p = trace(2, tmp_path / "t", [APPS / "threaded.py"])
+    assert "helpers done: 2" in p.stdout
+    assert "threads besides the main one" in p.stderr, p.stderr
+    ranks = json.loads((tmp_path / "t" / "meta.json").read_text())["ranks"]
+    for r in ranks:
+        assert r["other_threads_cpu"] >= 0.3 and r["cpu"] >= r["other_threads_cpu"], r
+    trace_of_cov, _ = coverage_trace
+    assert all("other_threads_cpu" in r for r in trace_of_cov.meta["ranks"])
+    assert "threads" not in trace_warnings(trace_of_cov.meta)
