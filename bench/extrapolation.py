@@ -1,6 +1,7 @@
 """Trace extrapolation against real traces at the larger N, and at scale.
 
     python bench/extrapolation.py [--apps jacobi,cg,...] [--test 64,128] [--scale 100000]
+    python bench/extrapolation.py --markdown bench/out/extrapolation.json
 
 For each SPMD application: real traces at the small N (``train``) and at
 the test N, all on this machine (more ranks than cores is fine: the
@@ -13,10 +14,18 @@ each test N; then, extrapolated against real (extrapolate/compare.py):
   real trace's own spread between ranks of one position class;
 * prediction: netsim's predicted time from the extrapolated trace
   against the one from the real trace, on each shipped platform that
-  holds N ranks (the trace's CPU times as the computation); and against
-  the real trace with every rank at its position class's mean CPU time,
-  span by span (the host's noise between ranks, which the slowest rank
-  of every synchronisation turns into time, taken out).
+  holds N ranks (the trace's CPU times as the computation), plain and
+  with the classes' variability sampled (``--class-variability``);
+* replayed: the same against the method's own computation at N (the real
+  trace's representatives recorded and replayed alone, 3 rounds, then
+  expanded), from an extrapolation of the small runs' replayed
+  computation (``python -m extrapolate --compute``): both sides measured
+  on a dedicated core, where the traces' CPU seconds were measured with
+  up to N ranks sharing the host's 2 cores; and against the method at N
+  with every rank at its position class's mean replayed time, span by
+  span (the rank-to-rank noise of single replays, which the slowest rank
+  of every synchronisation turns into time, taken out, as the class
+  means of an extrapolation have none).
 
 ``--scale N``: jacobi (10 iterations) extrapolated from 16, 32 and 64
 ranks to N and simulated, with the wall time and peak memory of each step.
@@ -34,6 +43,12 @@ import sys
 import time
 from pathlib import Path
 
+# one thread per rank, as MPI jobs that fill a node's cores run: a BLAS
+# that starts a thread per core spins for its turn when ranks share the
+# cores, and the process's CPU seconds count the spinning (cg traced at 8
+# ranks on 2 cores: 0.9 s a rank, replayed alone 0.17 s)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
@@ -91,22 +106,58 @@ def predicted(trace: Path, platform: Path, out: Path, compute: Path | None = Non
     return json.loads(out.read_text())["predicted_time"]
 
 
-def class_means(real, path: Path) -> Path:
-    """A computation table for the real trace in which every rank has its
-    position class's mean CPU seconds, span by span: the real trace with
-    the host's noise between ranks taken out, the like of what the
-    extrapolation gives every member."""
+def class_means(real, compute: Path, path: Path) -> Path:
+    """``compute`` (a computation table of the real trace) with every rank
+    at its position class's mean, span by span: the noise between ranks,
+    which the slowest rank of every synchronisation turns into time, taken
+    out, as the extrapolation gives every member its class's times."""
     import numpy as np
     import pandas as pd
 
-    from contracts.compute import write_compute
+    from contracts.compute import read_compute, write_compute
     from extrapolate.layout import layout_of
-    ev = real.events[["rank", "seq", "cpu"]].copy()
+    ev = real.events[["rank", "seq"]].copy()
+    ev["comp"] = read_compute(str(compute), ev)
     names = np.array(layout_of(real).position_classes(np.arange(real.size)))
     ev["cls"] = names[ev["rank"].to_numpy()]
-    ev["comp"] = ev.groupby(["cls", "seq"])["cpu"].transform("mean")
+    ev["comp"] = ev.groupby(["cls", "seq"])["comp"].transform("mean")
     write_compute(pd.DataFrame(ev[["rank", "seq", "comp"]]), str(path))
     return path
+
+
+def replayed(real: Path, n: int, app: list, out: Path, extra_env: dict | None = None) -> Path:
+    """The method's own computation at N: the real trace clustered, its
+    representatives recorded and each replayed alone on a core of this
+    host (3 rounds), expanded to every rank.  Unlike the real trace's CPU
+    times, measured with N ranks sharing 2 cores, these are a dedicated
+    core's: what a prediction from a full-scale trace would use."""
+    compute = out / f"replayed{n}.csv"
+    if compute.exists():
+        return compute
+    reps, log, rep_dir = out / f"reps{n}.csv", out / f"msglog{n}", out / f"replay{n}"
+    env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1", **(extra_env or {}))
+    for cmd in ([sys.executable, "-m", "cluster", real, "-o", reps],
+                [MPIEXEC, "-n", n, sys.executable, "-m", "instrument", "record", "--reps", reps,
+                 "-o", log, "--force"] + app,
+                [sys.executable, "-m", "replay", "--reps", reps, "--size", n, "--log", log,
+                 "-o", rep_dir, "--repeats", 3, "--force"] + app,
+                [sys.executable, "-m", "replay.expand", real, reps, rep_dir, "-o", compute]):
+        p = sh(cmd, env=env)
+        if p.returncode:
+            raise RuntimeError(f"{cmd[2] if cmd[0] == MPIEXEC else cmd[2]} at {n}: "
+                               f"{p.stderr[-800:]}")
+    return compute
+
+
+def against_replayed(x, compute: Path) -> float:
+    """Median over ranks of |extrapolated CPU - replayed| / replayed, of
+    each rank's total computation."""
+    import numpy as np
+
+    from contracts.compute import read_compute
+    rep = read_compute(str(compute)).groupby("rank")["comp"].sum()
+    ext = x.events.groupby("rank")["cpu"].sum().reindex(rep.index)
+    return float(np.median(np.abs(ext.to_numpy() - rep.to_numpy()) / rep.to_numpy()))
 
 
 def scale_platform(n: int, path: Path) -> Path:
@@ -120,6 +171,10 @@ def scale_platform(n: int, path: Path) -> Path:
 
 
 def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
+    """Each test N: the real trace's calls, its CPU seconds and the
+    prediction from it against the extrapolation from the small traces'
+    CPU seconds; and the method's computation at N (replayed alone)
+    against the extrapolation of the small runs' replayed computation."""
     from contracts.trace import load_trace
     from extrapolate.compare import compare
     app, small, _, *extra = APPS[name]
@@ -129,7 +184,7 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
     rows = []
     for n in tests:
         real = traced(out, n, app, env)
-        x = out / f"x{n}"
+        x, xr = out / f"x{n}", out / f"xr{n}"
         p = sh([sys.executable, "-m", "extrapolate", *small_dirs, "--ranks", n, "-o", x,
                 "--force"])
         row = {"app": name, "from": "/".join(map(str, small)), "N": n}
@@ -138,36 +193,48 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
             rows.append(row)
             print(f"{name} N={n}: refused: {row['refused']}", flush=True)
             continue
+        small_rep = [replayed(d, k, app, out, env) for d, k in zip(small_dirs, small)]
+        p = sh([sys.executable, "-m", "extrapolate", *small_dirs, "--ranks", n, "-o", xr,
+                "--force", "--compute", *small_rep])
+        if p.returncode:
+            raise RuntimeError(f"extrapolating the replayed computation: {p.stderr[-800:]}")
         rt = load_trace(str(real))
-        c = compare(load_trace(str(x)), rt)
-        row.update(c)
-        means = class_means(rt, out / f"class_means{n}.csv")
-        errs, errs_means, errs_sampled = {}, {}, {}
+        row.update(compare(load_trace(str(x)), rt))
+        rep = replayed(real, n, app, out, env)
+        row["cpu_error_replayed"] = against_replayed(load_trace(str(xr)), rep)
+        means = class_means(rt, rep, out / f"replayed_class_means{n}.csv")
+        errs, errs_sampled, errs_rep, errs_means = {}, {}, {}, {}
         for plat in PLATFORMS:
             a = predicted(x, plat, out / f"px{n}_{plat.stem}.json")
             v = predicted(x, plat, out / f"pv{n}_{plat.stem}.json",
                           extra=("--class-variability",))
             b = predicted(real, plat, out / f"pr{n}_{plat.stem}.json")
-            m = predicted(real, plat, out / f"pm{n}_{plat.stem}.json", means)
+            ar = predicted(xr, plat, out / f"pxr{n}_{plat.stem}.json")
+            br = predicted(real, plat, out / f"prep{n}_{plat.stem}.json", rep)
             if a is not None and b is not None:
                 errs[plat.stem] = (a - b) / b
-            if a is not None and m is not None:
-                errs_means[plat.stem] = (a - m) / m
             if v is not None and b is not None:
                 errs_sampled[plat.stem] = (v - b) / b
+            bm = predicted(real, plat, out / f"pmean{n}_{plat.stem}.json", means)
+            if ar is not None and br is not None:
+                errs_rep[plat.stem] = (ar - br) / br
+            if ar is not None and bm is not None:
+                errs_means[plat.stem] = (ar - bm) / bm
         row["prediction_error"] = errs
-        row["prediction_error_class_means"] = errs_means
         row["prediction_error_sampled"] = errs_sampled
+        row["prediction_error_replayed"] = errs_rep
+        row["prediction_error_replayed_class_means"] = errs_means
         rows.append(row)
-        print(f"{name} N={n}: calls {'same' if c['same_calls'] else c['first_difference']}; "
-              f"cpu error median {100 * c['cpu_error_median']:.1f} %, max "
-              f"{100 * c['cpu_error_max']:.1f} % (real spread {100 * c['real_noise']:.1f} %); "
-              f"prediction " + ", ".join(f"{k} {100 * v:+.1f} %" for k, v in errs.items())
-              + "; against class means " + ", ".join(f"{k} {100 * v:+.1f} %"
-                                                     for k, v in errs_means.items())
-              + "; the classes' variability sampled " + ", ".join(
-                  f"{k} {100 * v:+.1f} %" for k, v in errs_sampled.items()),
-              flush=True)
+
+        def pct(d):
+            return ", ".join(f"{k} {100 * v:+.1f} %" for k, v in d.items())
+        print(f"{name} N={n}: calls {'same' if row['same_calls'] else row['first_difference']}; "
+              f"trace CPU: cpu error median {100 * row['cpu_error_median']:.1f} %, max "
+              f"{100 * row['cpu_error_max']:.1f} % (real spread {100 * row['real_noise']:.1f} "
+              f"%), prediction {pct(errs)}, the classes' variability sampled "
+              f"{pct(errs_sampled)}; replayed: cpu error median "
+              f"{100 * row['cpu_error_replayed']:.1f} %, prediction {pct(errs_rep)}, against "
+              f"its class means {pct(errs_means)}", flush=True)
     return rows
 
 
@@ -206,6 +273,31 @@ def scale(work: Path, n: int) -> dict:
     return r
 
 
+def markdown(paths: list[str]) -> None:
+    """The validation rows of result files as the table of bench/RESULTS.md
+    (predictions on ib-cluster; the other platforms are printed as they run)."""
+    def pct(d, key="ib-cluster"):
+        return f"{100 * d[key]:+.1f} %" if key in d else "-"
+    print("| app (from) | N | calls | cpu error, trace CPU (real spread) | prediction from "
+          "trace CPU: plain / variability sampled | cpu error, replayed | prediction, "
+          "replayed |")
+    print("|---|---|---|---|---|---|---|")
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["validation"]:
+            head = f"| {r['app']} ({r.get('from', '')}) | {r.get('N', '-')} "
+            if "refused" in r or "failed" in r:
+                why = r.get("refused") or r.get("failed")
+                print(head + f"| {'refused' if 'refused' in r else 'failed'}: {why} "
+                      "| - | - | - | - |")
+                continue
+            calls = "same" if r["same_calls"] else f"differ: {r['first_difference']}"
+            print(head + f"| {calls} | {100 * r['cpu_error_median']:.1f} % "
+                  f"({100 * r['real_noise']:.1f}) | {pct(r['prediction_error'])} / "
+                  f"{pct(r['prediction_error_sampled'])} | "
+                  f"{100 * r['cpu_error_replayed']:.1f} % | "
+                  f"{pct(r['prediction_error_replayed'])} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--apps", default=",".join(APPS))
@@ -214,7 +306,12 @@ def main() -> int:
                     help="also extrapolate jacobi (10 iterations) to N and simulate it")
     ap.add_argument("--work", default=str(ROOT / "bench" / "out" / "extrapolation"))
     ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "out" / "extrapolation.json"))
+    ap.add_argument("--markdown", nargs="+", metavar="JSON",
+                    help="print the validation table of these result files and stop")
     a = ap.parse_args()
+    if a.markdown:
+        markdown(a.markdown)
+        return 0
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     names = a.apps.split(",")
@@ -226,6 +323,8 @@ def main() -> int:
         except RuntimeError as e:
             print(f"{name}: {e}", flush=True)
             rows.append({"app": name, "failed": str(e)[-300:]})
+        # after every application: a long run stopped midway keeps what it measured
+        Path(a.output).write_text(json.dumps({"validation": rows}, indent=1, default=str))
     result = {"validation": rows}
     if a.scale:
         result["scale"] = scale(work, a.scale)
