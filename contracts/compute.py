@@ -1,5 +1,6 @@
 """The target computation times of every rank: written by ``python -m
-replay.expand``, read here only (by ``python -m netsim --compute``).
+replay.expand``, read here only (by ``python -m netsim --compute``, and
+by ``python -m extrapolate --compute``, one table per small trace).
 
 ``compute.csv`` (or ``.parquet``; docs/FILES.md), one row per traced event:
 
