@@ -539,10 +539,12 @@ def trace_warnings(meta: dict) -> dict:
             f"({most(below)}): the simulation includes them, and a replay answers them "
             f"from the C log that `instrument record` keeps beside the message log (where "
             f"it loads the PMPI shim)")
+
     def seconds(r, key) -> float:           # a damaged or older meta: nothing to say
         v = r.get(key) if isinstance(r, dict) else None
         return float(v) if isinstance(v, (int, float)) and v >= 0 else 0.0
-    ranks = meta.get("ranks") if isinstance(meta.get("ranks"), list) else []
+    listed = meta.get("ranks")
+    ranks: list = listed if isinstance(listed, list) else []
     threaded = [r for r in ranks
                 if seconds(r, "other_threads_cpu") > max(OTHER_THREADS_SHARE * seconds(r, "cpu"),
                                                          OTHER_THREADS_SECONDS)]
