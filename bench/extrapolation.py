@@ -136,16 +136,17 @@ def replayed(real: Path, n: int, app: list, out: Path, extra_env: dict | None = 
         return compute
     reps, log, rep_dir = out / f"reps{n}.csv", out / f"msglog{n}", out / f"replay{n}"
     env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1", **(extra_env or {}))
-    for cmd in ([sys.executable, "-m", "cluster", real, "-o", reps],
-                [MPIEXEC, "-n", n, sys.executable, "-m", "instrument", "record", "--reps", reps,
-                 "-o", log, "--force"] + app,
-                [sys.executable, "-m", "replay", "--reps", reps, "--size", n, "--log", log,
-                 "-o", rep_dir, "--repeats", 3, "--force"] + app,
-                [sys.executable, "-m", "replay.expand", real, reps, rep_dir, "-o", compute]):
+    steps = {"cluster": [sys.executable, "-m", "cluster", real, "-o", reps],
+             "record": [MPIEXEC, "-n", n, sys.executable, "-m", "instrument", "record",
+                        "--reps", reps, "-o", log, "--force"] + app,
+             "replay": [sys.executable, "-m", "replay", "--reps", reps, "--size", n, "--log",
+                        log, "-o", rep_dir, "--repeats", 3, "--force"] + app,
+             "expand": [sys.executable, "-m", "replay.expand", real, reps, rep_dir, "-o",
+                        compute]}
+    for step, cmd in steps.items():
         p = sh(cmd, env=env)
         if p.returncode:
-            raise RuntimeError(f"{cmd[2] if cmd[0] == MPIEXEC else cmd[2]} at {n}: "
-                               f"{p.stderr[-800:]}")
+            raise RuntimeError(f"{step} at {n}: {p.stderr[-800:]}")
     return compute
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import socket
 import threading
 
@@ -37,7 +38,6 @@ def threads_cpu() -> dict:
     watcher); empty where /proc does not say.  The trace's CPU seconds are
     the process's: where those threads outnumber the cores they spin for a
     turn, and that counts too."""
-    import resource
     try:
         with open(f"/proc/self/task/{os.getpid()}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -47,6 +47,7 @@ def threads_cpu() -> dict:
     use = resource.getrusage(resource.RUSAGE_SELF)
     total = use.ru_utime + use.ru_stime
     return {"cpu": round(total, 3), "other_threads_cpu": round(max(total - main, 0.0), 3)}
+
 
 class Recorder:
     """One rank's trace: the C hot path buffers events, this class writes them

@@ -6,15 +6,18 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from contracts.prediction import prediction_json, write_prediction
 
 from .platform import PlatformError, from_dict, load_platform
-from .pools import Pool
 from .schedule import Schedule, ScheduleError
 from .variability import SAMPLES, SEED
+
+if TYPE_CHECKING:       # the pools module (pandas) is imported where a trace is read
+    from .pools import Pool
 
 
 def _loggops(spec: str):
