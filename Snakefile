@@ -2,8 +2,10 @@
 #
 #   trace -> cluster -> record -> replay (one job per representative)
 #         -> expand -> simulate (one per target platform) -> report
-#   beyond the host's scale (trace.extrapolate_from): trace_small (each small N)
-#         -> extrapolate -> cluster, simulate with the fitted computation -> report
+#   beyond the host's scale (trace.extrapolate_from): at each small N, trace ->
+#         cluster -> record -> replay -> expand; then extrapolate (the trace at N,
+#         its computation fitted to the small runs' replayed times) -> cluster,
+#         simulate -> report (files of every N in results/nN/)
 #   optional: calibrate (measure the target's network), validate (run for real)
 #   a list of ranks: the above once per N (results/nN/), then scaling
 #         (extrapolate the predicted times, the scalability metric) -> report
@@ -27,13 +29,23 @@ RES = config["results"]
 STUDY = isinstance(config["ranks"], list)
 RANKS = sorted(set(config["ranks"])) if STUDY else [config["ranks"]]
 N = RANKS[-1]
-RUN = f"{RES}/n{{n}}" if STUDY else RES      # one N's files
-LAST = RUN.format(n=N) if STUDY else RES     # the largest N's: the report's details
+# the trace at N extrapolated from traces at small N (docs/METHODS.md §8):
+# each small N's pipeline in RES/nN too, up to its replayed computation
+SMALL = sorted(config["trace"]["extrapolate_from"])
+REPLAYED_SMALL = bool(SMALL) and config["trace"]["extrapolate_computation"] == "replayed"
+PER_N = STUDY or bool(SMALL)
+RUN = f"{RES}/n{{n}}" if PER_N else RES      # one N's files
+LAST = RUN.format(n=N) if PER_N else RES     # N's own: the report's details
 
 
 def ranks_of(wildcards):
     """N of the pipeline a job belongs to."""
-    return int(wildcards.n) if STUDY else N
+    return int(wildcards.n) if PER_N else N
+
+
+def extrapolated(wildcards):
+    """Whether the job belongs to the pipeline at N built by extrapolation."""
+    return bool(SMALL) and ranks_of(wildcards) == N
 
 
 wildcard_constraints:
@@ -78,11 +90,9 @@ for _name, _path in PLATFORMS.items():
 for _f in APP_FILES:
     if not os.path.exists(_f):
         raise WorkflowError(f"config: app.script: {_f} does not exist")
-# the trace at N extrapolated from traces at small N (docs/METHODS.md §8)
-SMALL = sorted(config["trace"]["extrapolate_from"])
-if SMALL and (STUDY or len(SMALL) < 2):
+if SMALL and (STUDY or len(SMALL) < 2 or N in SMALL):
     raise WorkflowError("config: trace.extrapolate_from needs two small N or more, and one "
-                        "N in ranks (not a list)")
+                        "N in ranks (not a list) that is not among them")
 VALIDATE = config["validate"]["enabled"]
 CALIBRATE = config["calibrate"]["enabled"] or "calibrated" in PLATFORMS
 TEMPLATE = config["calibrate"].get("template")
@@ -103,74 +113,59 @@ rule all:
         f"{RES}/report.html",
 
 
-if not SMALL:
+rule trace:
+    """Step 1: run the application at full scale N on the host, every MPI call
+    traced (beyond the host's scale: at each small N instead)."""
+    input:
+        APP_FILES,
+    output:
+        directory(f"{RUN}/trace"),
+    log:
+        f"{RUN}/logs/trace.log",
+    benchmark:
+        f"{RUN}/benchmarks/trace.tsv"
+    wildcard_constraints:
+        # N itself is the extrapolate rule's
+        n="|".join(map(str, SMALL)) if SMALL else r"\d+",
+    params:
+        mpirun=MPIRUN,
+        c_calls=COUNT,
+        app=APP,
+    resources:
+        tasks=ranks_of,
+    conda:
+        ENV
+    shell:
+        "{params.mpirun} -m instrument trace {params.c_calls} -o {output} --force "
+        "{params.app} > {log} 2>&1"
 
-    rule trace:
-        """Step 1: run the application at full scale N on the host, every MPI call traced."""
-        input:
-            APP_FILES,
-        output:
-            directory(f"{RUN}/trace"),
-        log:
-            f"{RUN}/logs/trace.log",
-        benchmark:
-            f"{RUN}/benchmarks/trace.tsv"
-        params:
-            mpirun=MPIRUN,
-            c_calls=COUNT,
-            app=APP,
-        resources:
-            tasks=ranks_of,
-        conda:
-            ENV
-        shell:
-            "{params.mpirun} -m instrument trace {params.c_calls} -o {output} --force "
-            "{params.app} > {log} 2>&1"
 
-else:
-
-    rule trace_small:
-        """Step 1 beyond the host's scale: the application at one small N, traced."""
-        input:
-            APP_FILES,
-        output:
-            directory(f"{RES}/small/n{{k}}/trace"),
-        log:
-            f"{RES}/logs/trace_small_{{k}}.log",
-        benchmark:
-            f"{RES}/benchmarks/trace_small_{{k}}.tsv"
-        params:
-            mpirun=lambda w: f"{MPIEXEC} -n {w.k} {PY}",
-            c_calls=COUNT,
-            app=APP,
-        resources:
-            tasks=lambda w: int(w.k),
-        conda:
-            ENV
-        shell:
-            "{params.mpirun} -m instrument trace {params.c_calls} -o {output} --force "
-            "{params.app} > {log} 2>&1"
+if SMALL:
 
     rule extrapolate:
         """The trace at N from the small traces: position classes, peers as
-        grid offsets, sizes fitted exactly, computation with its interval."""
+        grid offsets, sizes fitted exactly, computation (the small runs'
+        replayed times, or the traces' CPU seconds) with its interval."""
         input:
-            expand(f"{RES}/small/n{{k}}/trace", k=SMALL),
+            traces=expand(f"{RES}/n{{k}}/trace", k=SMALL),
+            compute=expand(f"{RES}/n{{k}}/compute.csv", k=SMALL) if REPLAYED_SMALL else [],
         output:
-            directory(f"{RUN}/trace"),
+            directory(f"{LAST}/trace"),
         log:
-            f"{RUN}/logs/extrapolate.log",
+            f"{LAST}/logs/extrapolate.log",
         benchmark:
-            f"{RUN}/benchmarks/extrapolate.tsv"
+            f"{LAST}/benchmarks/extrapolate.tsv"
         params:
             py=PY,
             n=N,
             uneven=config["trace"]["extrapolate_uneven"],
+            compute=lambda w, input: f"--compute {' '.join(input.compute)}" if input.compute
+            else "",
         conda:
             ENV
         shell:
-            "{params.py} -m extrapolate {input} --ranks {params.n} -o {output} --force "
-            "--uneven {params.uneven} > {log} 2>&1"
+            "{params.py} -m extrapolate {input.traces} --ranks {params.n} -o {output} --force "
+            "--uneven {params.uneven} {params.compute} > {log} 2>&1"
 
 
 rule trace_summary:
@@ -320,8 +315,8 @@ rule simulate:
     input:
         trace=f"{RUN}/trace",
         # an extrapolated trace carries its own (fitted) computation
-        compute=[] if SMALL else f"{RUN}/compute.csv",
-        variability=[] if SMALL else f"{RUN}/variability.csv",
+        compute=lambda w: [] if extrapolated(w) else RUN.format(**w) + "/compute.csv",
+        variability=lambda w: [] if extrapolated(w) else RUN.format(**w) + "/variability.csv",
         platform=lambda w: PLATFORMS[w.platform],
     output:
         prediction=f"{RUN}/prediction/{{platform}}.json",
@@ -336,7 +331,8 @@ rule simulate:
         # an extrapolated trace samples how each position class's members
         # differed in the largest small trace
         measured=lambda w, input: (
-            f"--class-variability --samples {VAR['samples']} --seed {VAR['seed']}" if SMALL
+            f"--class-variability --samples {VAR['samples']} --seed {VAR['seed']}"
+            if extrapolated(w)
             else f"--compute {input.compute} --variability {input.variability} "
                  f"--samples {VAR['samples']} --seed {VAR['seed']}"),
     conda:

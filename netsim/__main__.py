@@ -223,10 +223,14 @@ def _extrapolated_band(x: dict, vector: str) -> tuple[float, float, str]:
     except (KeyError, TypeError, ZeroDivisionError, ValueError):
         lo = hi = 1.0
     sizes = ", ".join(str(f.get("size")) for f in x.get("from", []))
+    # a list: the small runs' compute tables (extrapolate --compute)
+    source = ("the small runs' replayed times" if isinstance(x.get("computation"), list)
+              else "the small traces' CPU seconds")
     return lo, hi, (f"the trace was extrapolated from traces at N = {sizes} "
-                    f"({x.get('scaling', '?')} scaling): its computation is fitted, not "
-                    f"measured at this N, and the band is its {int(100 * x.get('level', 0.9))} % "
-                    f"interval ({lo:.2g}x to {hi:.2g}x the fitted computation)")
+                    f"({x.get('scaling', '?')} scaling): its computation is fitted to "
+                    f"{source}, not measured at this N, and the band is its "
+                    f"{int(100 * x.get('level', 0.9))} % interval ({lo:.2g}x to {hi:.2g}x the "
+                    f"fitted computation)")
 
 
 def _retimed(s: Schedule, factor: float) -> Schedule:

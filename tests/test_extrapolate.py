@@ -91,7 +91,8 @@ def test_a_large_target_is_simulated(traces, tmp_path):
     pred = json.loads((tmp_path / "p.json").read_text())
     # the prediction says where its trace came from, and its band is the
     # computation's interval
-    assert any("extrapolated from traces at N = 9, 12, 16" in w for w in pred["warnings"])
+    assert any("extrapolated from traces at N = 9, 12, 16" in w
+               and "fitted to the small traces' CPU seconds" in w for w in pred["warnings"])
     assert pred["band"][0] < pred["predicted_time"] < pred["band"][1]
 
 

@@ -227,25 +227,43 @@ def test_a_list_of_ranks_is_a_scalability_study(tmp_path):
 
 
 def test_a_trace_extrapolated_from_small_runs_is_predicted(tmp_path):
-    """trace: {extrapolate_from: [4, 6, 8]} with ranks: 16 traces the small
-    N, extrapolates, and predicts without any run at 16 ranks: no record,
-    replay or expand; the report says where the trace came from."""
+    """trace: {extrapolate_from: [4, 6, 8]} with ranks: 16 runs the method
+    up to the replayed computation at each small N, extrapolates the trace
+    and that computation to 16, and predicts without any run at 16 ranks;
+    the report says where the trace and its computation came from."""
     res = tmp_path / "results"
-    (tmp_path / "x.yaml").write_text(
-        f"ranks: 16\nresults: {res}\ntrace: {{extrapolate_from: [4, 6, 8]}}\n"
-        "platforms: [config/platforms/ib-cluster.yaml]\ncalibrate: {enabled: false}\n")
+    x = (f"ranks: 16\nresults: {res}\n"
+         "platforms: [config/platforms/ib-cluster.yaml]\ncalibrate: {enabled: false}\n"
+         "replay: {repeats: 1}\n")
+    (tmp_path / "x.yaml").write_text(x + "trace: {extrapolate_from: [4, 6, 8]}\n")
     run(SNAKEMAKE + ["-c2", "--configfile", "config/config.yaml", str(tmp_path / "x.yaml")],
         timeout=900)
-    assert sorted(p.name for p in (res / "small").iterdir()) == ["n4", "n6", "n8"]
-    assert json.loads((res / "trace" / "meta.json").read_text())["size"] == 16
-    assert not (res / "msglog").exists() and not (res / "compute.csv").exists()
-    pred = json.loads((res / "prediction" / "ib-cluster.json").read_text())
+    assert sorted(p.name for p in res.glob("n*")) == ["n16", "n4", "n6", "n8"]
+    meta = json.loads((res / "n16" / "trace" / "meta.json").read_text())
+    assert meta["size"] == 16
+    # the small runs were replayed; nothing ran at 16
+    assert meta["extrapolated"]["computation"] == [str(res / f"n{k}" / "compute.csv")
+                                                   for k in (4, 6, 8)]
+    assert all((res / f"n{k}" / "msglog").is_dir() for k in (4, 6, 8))
+    assert not (res / "n16" / "msglog").exists() and not (res / "n16" / "compute.csv").exists()
+    pred = json.loads((res / "n16" / "prediction" / "ib-cluster.json").read_text())
     assert pred["band"][0] < pred["predicted_time"] < pred["band"][1]
-    assert "extrapolated from traces at N = 4, 6, 8" in (res / "report.html").read_text()
-    (tmp_path / "one.yaml").write_text("ranks: 16\ntrace: {extrapolate_from: [4]}\n")
-    p = run(SNAKEMAKE + ["-n", "-c1", "--configfile", "config/config.yaml",
-                         str(tmp_path / "one.yaml")], check=False)
-    assert p.returncode != 0 and "needs two small N or more" in p.stdout + p.stderr
+    html = (res / "report.html").read_text()
+    assert "extrapolated from traces at N = 4, 6, 8" in html
+    assert "fitted to the small runs&#x27; replayed times" in html
+    # the traces' CPU seconds instead: no record, replay or expand is planned
+    (tmp_path / "t.yaml").write_text(
+        x.replace(str(res), str(tmp_path / "traced"))
+        + "trace: {extrapolate_from: [4, 6, 8], extrapolate_computation: traced}\n")
+    plan = run(SNAKEMAKE + ["-n", "-c2", "--configfile", "config/config.yaml",
+                            str(tmp_path / "t.yaml")]).stdout
+    assert "extrapolate " in plan and "trace " in plan and "expand " not in plan
+    for bad, says in (("extrapolate_from: [4]", "needs two small N or more"),
+                      ("extrapolate_from: [4, 16]", "not among them")):
+        (tmp_path / "bad.yaml").write_text(f"ranks: 16\ntrace: {{{bad}}}\n")
+        p = run(SNAKEMAKE + ["-n", "-c1", "--configfile", "config/config.yaml",
+                             str(tmp_path / "bad.yaml")], check=False)
+        assert p.returncode != 0 and says in p.stdout + p.stderr
 
 
 def test_the_grid_search_can_evaluate_grids_by_the_whole_method(tmp_path):
