@@ -81,9 +81,12 @@ _CAUSE = ("Likely cause: the run is not deterministic in a way the log does not 
 # 100 calls cost ~0.2 ms: 1 % of the replay's wall time, none of its spans.
 PROBE_EVERY = float(os.environ.get("REPREPLAY_PROBE_SECONDS", "0.02"))
 PROBE_CALLS = 100
-# The probe repeats the application's last call where that is a blocking
-# buffer call of at most REPEAT_BYTES (see overhead()), REPEAT_CALLS times
-REPEATABLE, REPEAT_BYTES, REPEAT_CALLS = ("send", "recv", "sendrecv", "coll"), 65536, 30
+# The probe repeats the application's last call where that is a buffer
+# call of at most REPEAT_BYTES (see overhead()), REPEAT_CALLS times: a
+# blocking one, or a nonblocking one's start (its replay hands back a
+# stand-in request and writes nothing, so a repeat is invisible)
+REPEATABLE = ("send", "recv", "sendrecv", "coll", "isend", "irecv", "isendrecv", "icoll")
+REPEAT_BYTES, REPEAT_CALLS = 65536, 30
 HAND_OVER = 1e-6        # the sleep asked for in Replayer.hand_over()
 
 
@@ -887,8 +890,10 @@ def overhead(calls: int = PROBE_CALLS, repeat: tuple | None = None) -> tuple[flo
     Python) the next few hundred instructions run on cold caches, and a
     loop doing nothing between 20,000 replayed Allgathers kept ~1.1 us a
     span beyond a probe of empty calls (bench/probes/small_call_probe.py).
-    So where the application's last call was a blocking buffer call of at
-    most REPEAT_BYTES (``repeat``: method, self, args, kwargs), the probe
+    So where the application's last call was a buffer call of at most
+    REPEAT_BYTES, blocking or a nonblocking start (``repeat``: method,
+    self, args, kwargs; a loop of 64 Isends kept 0.3 us a span beyond the
+    empty calls' probe, the same as its traced Python between them), the probe
     is that call, made REPEAT_CALLS times with the same arguments and
     answered each time with its own record read again: the same work, and
     the same data written into the same buffers, so the application sees

@@ -477,18 +477,21 @@ def test_a_record_read_again_is_the_same_and_leaves_the_log_where_it_was(tmp_pat
     assert r.next()[0] == "end"
 
 
-def test_replay_overhead_is_not_counted_as_computation(tmp_path):
-    # a loop of tiny collectives: between two calls the application computes
-    # next to nothing, but each replayed call costs ~1 us of Python around
-    # its timers; that must not be charged to the application
-    app = [APPS / "tight_loop.py"]
-    record(2, tmp_path / "log", [0], app)
-    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=0)
+@pytest.mark.parametrize("mode,rank,op", [("allreduce", 0, "allreduce"),
+                                          ("window", 0, "isend"), ("window", 1, "irecv")])
+def test_replay_overhead_is_not_counted_as_computation(tmp_path, mode, rank, op):
+    # a loop of tiny calls (collectives; windows of nonblocking starts):
+    # between two calls the application computes next to nothing, but each
+    # replayed call costs ~1 us of Python around its timers; that must not
+    # be charged to the application
+    app = [APPS / "tight_loop.py", mode]
+    record(2, tmp_path / "log", [rank], app)
+    p = replay(tmp_path / "log", tmp_path / "rep", app, rank=rank)
     assert "us of replay overhead per call taken out" in p.stderr
     overhead = float(p.stderr.split("us of replay overhead")[0].split()[-1])
     idle = float(p.stdout.split()[-4])
-    vec = pd.read_csv(tmp_path / "rep" / "rank0.csv")
-    loop = vec[vec["op"] == "allreduce"]["comp"].iloc[100:] * 1e6
+    vec = pd.read_csv(tmp_path / "rep" / f"rank{rank}.csv")
+    loop = vec[vec["op"] == op]["comp"].iloc[100:] * 1e6
     assert overhead > 0.2 and idle > 0
     # taken out of every span, never below zero.  The overhead is measured
     # by repeating the application's own call (fake.overhead): a probe of
