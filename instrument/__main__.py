@@ -135,6 +135,8 @@ def _plan(argv: list[str]):
     if argv and argv[0] == "trace":
         opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["trace"] + opts)
+        # the application may change directory before the trace is written
+        args.output = os.path.abspath(args.output)
         if mode is None:
             parser.error("trace: give the application: app.py, -m module or -c command")
         _set_watchdog(parser, args.watchdog)
@@ -156,6 +158,9 @@ def _plan(argv: list[str]):
     if argv and argv[0] == "record":
         opts, mode, target = split_command(argv[1:], VALUED, "instrument")
         args = parser.parse_args(["record"] + opts)
+        # the application may change directory before the log is written
+        args.output = os.path.abspath(args.output)
+        args.reps = args.reps and os.path.abspath(args.reps)
         if mode is None:
             parser.error("record: give the application: app.py, -m module or -c command")
         _set_watchdog(parser, args.watchdog)

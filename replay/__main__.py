@@ -97,6 +97,9 @@ def _parse(argv: list[str]):
                          "runs (default 1)")
     opts, mode, target = split_command(argv, VALUED, "replay")
     a = ap.parse_args(opts)
+    # the application may change directory while its replay is measured
+    a.output, a.log = os.path.abspath(a.output), os.path.abspath(a.log)
+    a.reps = a.reps and os.path.abspath(a.reps)
     if mode is None:
         ap.error("give the application: app.py, -m module or -c command")
     if a.repeats < 1:

@@ -647,3 +647,17 @@ def test_a_replay_blocked_below_python_is_stopped_saying_where(tmp_path):
         assert "rank 1: no MPI call replayed for 2 s after event 1" in p.stderr
         assert "ctypes_mpi.py:" in p.stderr and "in <module>" in p.stderr
         assert "Traceback" not in p.stderr
+
+
+def test_an_application_that_changes_directory_keeps_relative_outputs(tmp_path):
+    """Trace, record and replay given paths relative to where they were
+    started, of an application that changes its working directory (as
+    pySDC's studies do): every output lands there, no traceback."""
+    app = [APPS / "changes_directory.py"]
+    trace(2, "t", app, cwd=tmp_path)
+    record(2, "log", [1], app, cwd=tmp_path)
+    run([sys.executable, "-m", "replay", "--ranks", "1", "--log", "log", "-o", "rep"]
+        + [str(a) for a in app], cwd=tmp_path)
+    from contracts.trace import load_trace
+    assert load_trace(str(tmp_path / "t")).size == 2
+    assert (tmp_path / "rep" / "rank1.out").read_text().strip() == "rank 1 total 3"

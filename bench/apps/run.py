@@ -143,6 +143,9 @@ def env() -> dict:
     e.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1",
              OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    # the MPI's own tools (Devito compiles its kernels with the wheel's
+    # mpicc), whether or not the caller activated the environment
+    e["PATH"] = str(Path(PY).parent) + os.pathsep + e.get("PATH", "")
     return e
 
 

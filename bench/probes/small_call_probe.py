@@ -2,12 +2,13 @@
 the application's own latency against the simulator's time per call, and
 the replay's computation span of a loop that does nothing between calls.
 
-    python bench/probes/small_call_probe.py [--out DIR] [--untraced 5]
+    python bench/probes/small_call_probe.py [--out DIR] [--untraced 5] [--op alltoall]
 
 The application is mpi4py's OSU Allgather demo (bench/apps/recipes.yaml,
 ``osu-allgather``; ``bash bench/apps/install.sh`` fetches it): 11,000
 in-place Allgathers per size up to 8 KiB, 110 above, each size timed by
-the application itself.  In the same minutes: the network measured and
+the application itself (``--op alltoall``: its OSU Alltoall demo, 1,200
+Alltoalls per size up to 8 KiB, 110 above).  In the same minutes: the network measured and
 fitted as bench/apps/run.py does (``calibrate measure``, fit into the
 this-machine template), the untraced application run ``--untraced``
 times (the median latency per size), and the whole method at N=2 (trace,
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "apps"))
 import run as runner  # noqa: E402  (bench/apps/run.py: the corpus runner's stages)
 
-APP = [str(ROOT / "bench" / "apps" / "src" / "mpi4py" / "demo" / "osu_allgather.py")]
+DEMO = ROOT / "bench" / "apps" / "src" / "mpi4py" / "demo"
 NULL_LOOP = '''
 import sys
 import numpy as np
@@ -57,9 +58,9 @@ def untraced_latencies(app: list[str], log: Path) -> dict[int, float]:
     return {int(a): float(b) for a, b in re.findall(r"^\s*(\d+)\s+([\d.]+)\s*$", out, re.M)}
 
 
-def simulated_per_call(d: Path, compute: Path, platform: Path) -> pd.DataFrame:
+def simulated_per_call(d: Path, compute: Path, platform: Path, op: str) -> pd.DataFrame:
     """Per bytes per member: rank 0's simulated time from the end of the call
-    before each Allgather to the end of the Allgather (median), and the
+    before each collective ``op`` to the end of it (median), and the
     replayed span before it (mean: spans that could not give the replay's
     whole cost are owed by the next ones), in us."""
     from contracts.trace import load_trace
@@ -78,7 +79,7 @@ def simulated_per_call(d: Path, compute: Path, platform: Path) -> pd.DataFrame:
     r0["took"] = r0["seq"].map(end).diff()
     comp = pd.read_csv(compute)
     comp = comp[comp["rank"] == 0].set_index("seq")["comp"]
-    ag = r0[r0["op"] == "allgather"].assign(comp=lambda x: x["seq"].map(comp))
+    ag = r0[r0["op"] == op].assign(comp=lambda x: x["seq"].map(comp))
     out = ag.groupby(ag["rbytes"] // 2).agg(sim_us=("took", "median"), comp_us=("comp", "mean"))
     return out * 1e6
 
@@ -103,17 +104,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="/tmp/small_call_probe", help="work directory")
     ap.add_argument("--untraced", type=int, default=5, help="untraced runs (default 5)")
+    ap.add_argument("--op", choices=("allgather", "alltoall"), default="allgather",
+                    help="the OSU demo of this collective (default allgather)")
     a = ap.parse_args(argv)
+    app = [str(DEMO / f"osu_{a.op}.py")]
     d = Path(a.out)
     d.mkdir(parents=True, exist_ok=True)
     for old in ("trace", "msglog", "replay", "null_msglog", "null_replay"):
         shutil.rmtree(d / old, ignore_errors=True)        # a rerun's stages start afresh
     pp = runner.measure_network(d / "pingpong.csv")
     plat = runner.fit_platform([pp], d / "platform.yaml")
-    runs = [untraced_latencies(APP, d / f"untraced{k}.log") for k in range(a.untraced)]
-    runner.host_stages(APP, d, 2)
-    runner.replay_round(APP, d, 2, 1)
-    sim = simulated_per_call(d, runner.expand_round(d, 1), plat)
+    runs = [untraced_latencies(app, d / f"untraced{k}.log") for k in range(a.untraced)]
+    runner.host_stages(app, d, 2)
+    runner.replay_round(app, d, 2, 1)
+    sim = simulated_per_call(d, runner.expand_round(d, 1), plat, a.op)
     print("\nper size: the application's latency (untraced, median) and the simulated call")
     print(f"{'bytes':>8s} {'app us':>8s} {'sim us':>8s} {'replay comp us':>15s} {'error':>8s}")
     for size in sorted(runs[0]):
@@ -125,7 +129,8 @@ def main(argv=None) -> int:
     rows = pd.read_csv(pp)
     pair = rows[rows["peer"] == -1].set_index("what")["one_way"] * 1e6
     eight = statistics.median(r[8] for r in runs if 8 in r)
-    print(f"\ncalibration, 8 bytes: allgather in place {pair['allgather_inplace']:.2f} us per "
+    what = "allgather_inplace" if a.op == "allgather" else a.op
+    print(f"\ncalibration, 8 bytes: {what} {pair[what]:.2f} us per "
           f"call in its loop ({pair['loop']:.3f} us of it the loop's); the application's "
           f"8-byte latency {eight:.2f} us")
     span, said = null_loop_span(d)
