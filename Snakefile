@@ -315,8 +315,10 @@ rule simulate:
     input:
         trace=f"{RUN}/trace",
         # an extrapolated trace carries its own (fitted) computation
-        compute=lambda w: [] if extrapolated(w) else RUN.format(**w) + "/compute.csv",
-        variability=lambda w: [] if extrapolated(w) else RUN.format(**w) + "/variability.csv",
+        compute=lambda w: ([] if extrapolated(w)
+                           else os.path.join(RUN.format(**w), "compute.csv")),
+        variability=lambda w: ([] if extrapolated(w)
+                               else os.path.join(RUN.format(**w), "variability.csv")),
         platform=lambda w: PLATFORMS[w.platform],
     output:
         prediction=f"{RUN}/prediction/{{platform}}.json",
