@@ -25,7 +25,11 @@ each test N; then, extrapolated against real (extrapolate/compare.py):
   with every rank at its position class's mean replayed time, span by
   span (the rank-to-rank noise of single replays, which the slowest rank
   of every synchronisation turns into time, taken out, as the class
-  means of an extrapolation have none).
+  means of an extrapolation have none);
+* the replayed truth's floor: the same measures between the real trace's
+  computation expanded from each representative's least disturbed replay
+  round (the truth) and from its runner-up: how far the truth itself
+  moves when its representatives are replayed again.
 
 ``--scale N``: jacobi (10 iterations) extrapolated from 16, 32 and 64
 ranks to N and simulated, with the wall time and peak memory of each step.
@@ -150,6 +154,47 @@ def replayed(real: Path, n: int, app: list, out: Path, extra_env: dict | None = 
     return compute
 
 
+def round_floor(real: Path, n: int, out: Path, rep: Path, platforms) -> dict:
+    """The replayed truth's own noise at N.  The truth keeps, per
+    representative, the least disturbed of its replay rounds (the least
+    total computation); here the same trace expanded from the next least
+    disturbed round instead, against it: the median over ranks of
+    |a - b| / b of a rank's total, and the predictions' relative
+    difference per platform.  An extrapolation cannot be told apart from
+    the truth closer than the truth moves to its runner-up round."""
+    import numpy as np
+    import pandas as pd
+
+    from contracts.compute import read_compute
+    replays = out / f"replay{n}"
+    second = out / f"replay{n}_second"
+    second.mkdir(exist_ok=True)
+    for listing in sorted(replays.glob("repeats_rank*.csv")):
+        rounds = pd.read_csv(listing).sort_values("comp")
+        if len(rounds) < 2:
+            return {}
+        r, k = int(rounds["rank"].iloc[1]), int(rounds["repeat"].iloc[1])
+        for suffix in (".csv", ".out"):
+            src = replays / f"repeat{k}" / f"rank{r}{suffix}"
+            if src.exists():
+                (second / src.name).write_bytes(src.read_bytes())
+    compute = out / f"replayed{n}_second.csv"
+    p = sh([sys.executable, "-m", "replay.expand", real, out / f"reps{n}.csv", second,
+            "-o", compute])
+    if p.returncode:
+        raise RuntimeError(f"expanding the runner-up replays at {n}: {p.stderr[-800:]}")
+    a = read_compute(str(rep)).groupby("rank")["comp"].sum()
+    b = read_compute(str(compute)).groupby("rank")["comp"].sum().reindex(a.index)
+    pred = {}
+    for plat in platforms:
+        ta = predicted(real, plat, out / f"prep{n}_{plat.stem}.json", rep)
+        tb = predicted(real, plat, out / f"psecond{n}_{plat.stem}.json", compute)
+        if ta is not None and tb is not None:
+            pred[plat.stem] = (tb - ta) / ta
+    return {"cpu_floor_replayed": float(np.median(np.abs(b - a) / a)),
+            "prediction_floor_replayed": pred}
+
+
 def against_replayed(x, compute: Path) -> float:
     """Median over ranks of |extrapolated CPU - replayed| / replayed, of
     each rank's total computation."""
@@ -225,6 +270,7 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
         row["prediction_error_sampled"] = errs_sampled
         row["prediction_error_replayed"] = errs_rep
         row["prediction_error_replayed_class_means"] = errs_means
+        row.update(round_floor(real, n, out, rep, PLATFORMS))
         rows.append(row)
 
         def pct(d):
@@ -235,7 +281,9 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
               f"%), prediction {pct(errs)}, the classes' variability sampled "
               f"{pct(errs_sampled)}; replayed: cpu error median "
               f"{100 * row['cpu_error_replayed']:.1f} %, prediction {pct(errs_rep)}, against "
-              f"its class means {pct(errs_means)}", flush=True)
+              f"its class means {pct(errs_means)}; the replayed truth's runner-up "
+              f"rounds against it: cpu {100 * row.get('cpu_floor_replayed', float('nan')):.1f} %, "
+              f"prediction {pct(row.get('prediction_floor_replayed', {}))}", flush=True)
     return rows
 
 
@@ -279,9 +327,13 @@ def markdown(paths: list[str]) -> None:
     (predictions on ib-cluster; the other platforms are printed as they run)."""
     def pct(d, key="ib-cluster"):
         return f"{100 * d[key]:+.1f} %" if key in d else "-"
+    def floor(r, key):
+        v = r.get(key)
+        v = v.get("ib-cluster") if isinstance(v, dict) else v
+        return "" if v is None else f" (floor {100 * v:.1f})"
     print("| app (from) | N | calls | cpu error, trace CPU (real spread) | prediction from "
-          "trace CPU: plain / variability sampled | cpu error, replayed | prediction, "
-          "replayed |")
+          "trace CPU: plain / variability sampled | cpu error, replayed (floor) | prediction, "
+          "replayed (floor) |")
     print("|---|---|---|---|---|---|---|")
     for path in paths:
         for r in json.loads(Path(path).read_text())["validation"]:
@@ -295,8 +347,9 @@ def markdown(paths: list[str]) -> None:
             print(head + f"| {calls} | {100 * r['cpu_error_median']:.1f} % "
                   f"({100 * r['real_noise']:.1f}) | {pct(r['prediction_error'])} / "
                   f"{pct(r['prediction_error_sampled'])} | "
-                  f"{100 * r['cpu_error_replayed']:.1f} % | "
-                  f"{pct(r['prediction_error_replayed'])} |")
+                  f"{100 * r['cpu_error_replayed']:.1f} %{floor(r, 'cpu_floor_replayed')} | "
+                  f"{pct(r['prediction_error_replayed'])}"
+                  f"{floor(r, 'prediction_floor_replayed')} |")
 
 
 def main() -> int:
