@@ -17,8 +17,12 @@ def uneven_trace(tmp_path_factory):
     # work class.  On this shared 2-core machine a rank now and then runs a
     # whole trace 1.4-2.5x slower in CPU time too (a co-runner on the same
     # physical core or memory bus), which is a genuinely different vector, so
-    # such a trace is retaken (at most twice) rather than tested against.
-    # Undisturbed traces keep each class's totals within 11 % of each other.
+    # such a trace is retaken (at most three times) rather than tested
+    # against.  Undisturbed traces keep each class's totals within 11 % of
+    # each other.  What the clustering cuts on is the distance between span
+    # vectors (Manhattan), which a time slice lost in one span raises while
+    # the totals stay close: so the premise checked is that no two members
+    # of a work class are further apart than 80 % of the cut.
     # The allocator is pinned (every temporary from the heap, never
     # trimmed): left to glibc's dynamic thresholds, this example's 2.4 MB
     # temporaries are faulted in again at every step or not depending on
@@ -26,13 +30,15 @@ def uneven_trace(tmp_path_factory):
     # change (2x on whole ranks: bench/probes/heap_trim_probe.py); pinned, traced
     # and untraced computation agree (0.055 / 0.10 s per class, both).
     env = dict(mpi_env(), **PINNED_MALLOC)
-    for _attempt in range(3):
+    for _attempt in range(4):
         out = tmp_path_factory.mktemp("uneven") / "trace"
         trace(8, out, [EXAMPLES / "uneven.py", "--iters", "8", "--work", "300000",
                        "--classes", "2"], timeout=300, env=env)
-        totals = read_rank_vectors(str(out)).table.set_index("rank")["total"]
-        spread = totals.groupby(totals.index % 2).agg(lambda t: t.max() / t.min())
-        if spread.max() < 1.25:
+        rv = read_rank_vectors(str(out))
+        cut = float(HOST_THRESHOLD) * rv.table["total"].mean()
+        apart = max(np.abs(rv.vectors[a] - rv.vectors[b]).sum()
+                    for a in range(8) for b in range(a % 2, 8, 2))
+        if apart < 0.8 * cut:
             break
     return out
 
