@@ -154,14 +154,15 @@ def replayed(real: Path, n: int, app: list, out: Path, extra_env: dict | None = 
     return compute
 
 
-def round_floor(real: Path, n: int, out: Path, rep: Path, platforms) -> dict:
+def round_floor(real: Path, n: int, out: Path, truth: dict) -> dict:
     """The replayed truth's own noise at N.  The truth keeps, per
     representative, the least disturbed of its replay rounds (the least
     total computation); here the same trace expanded from the next least
     disturbed round instead, against it: the median over ranks of
     |a - b| / b of a rank's total, and the predictions' relative
     difference per platform.  An extrapolation cannot be told apart from
-    the truth closer than the truth moves to its runner-up round."""
+    the truth closer than the truth moves to its runner-up round.
+    ``truth``: platform -> (its platform file, the truth's prediction)."""
     import numpy as np
     import pandas as pd
 
@@ -183,14 +184,13 @@ def round_floor(real: Path, n: int, out: Path, rep: Path, platforms) -> dict:
             "-o", compute])
     if p.returncode:
         raise RuntimeError(f"expanding the runner-up replays at {n}: {p.stderr[-800:]}")
-    a = read_compute(str(rep)).groupby("rank")["comp"].sum()
+    a = read_compute(str(out / f"replayed{n}.csv")).groupby("rank")["comp"].sum()
     b = read_compute(str(compute)).groupby("rank")["comp"].sum().reindex(a.index)
     pred = {}
-    for plat in platforms:
-        ta = predicted(real, plat, out / f"prep{n}_{plat.stem}.json", rep)
-        tb = predicted(real, plat, out / f"psecond{n}_{plat.stem}.json", compute)
-        if ta is not None and tb is not None:
-            pred[plat.stem] = (tb - ta) / ta
+    for name, (plat, ta) in truth.items():
+        tb = predicted(real, plat, out / f"psecond{n}_{name}.json", compute)
+        if tb is not None:
+            pred[name] = (tb - ta) / ta
     return {"cpu_floor_replayed": float(np.median(np.abs(b - a) / a)),
             "prediction_floor_replayed": pred}
 
@@ -249,7 +249,7 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
         rep = replayed(real, n, app, out, env)
         row["cpu_error_replayed"] = against_replayed(load_trace(str(xr)), rep)
         means = class_means(rt, rep, out / f"replayed_class_means{n}.csv")
-        errs, errs_sampled, errs_rep, errs_means = {}, {}, {}, {}
+        errs, errs_sampled, errs_rep, errs_means, truth = {}, {}, {}, {}, {}
         for plat in PLATFORMS:
             a = predicted(x, plat, out / f"px{n}_{plat.stem}.json")
             v = predicted(x, plat, out / f"pv{n}_{plat.stem}.json",
@@ -262,6 +262,8 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
             if v is not None and b is not None:
                 errs_sampled[plat.stem] = (v - b) / b
             bm = predicted(real, plat, out / f"pmean{n}_{plat.stem}.json", means)
+            if br is not None:
+                truth[plat.stem] = (plat, br)
             if ar is not None and br is not None:
                 errs_rep[plat.stem] = (ar - br) / br
             if ar is not None and bm is not None:
@@ -270,7 +272,7 @@ def validate(name: str, work: Path, tests: list[int]) -> list[dict]:
         row["prediction_error_sampled"] = errs_sampled
         row["prediction_error_replayed"] = errs_rep
         row["prediction_error_replayed_class_means"] = errs_means
-        row.update(round_floor(real, n, out, rep, PLATFORMS))
+        row.update(round_floor(real, n, out, truth))
         rows.append(row)
 
         def pct(d):
