@@ -64,6 +64,12 @@ MPIRUN = lambda w: f"{MPIEXEC} -n {ranks_of(w)} {PY}"  # noqa: E731
 TARGET_MPIEXEC = config["target"].get("mpiexec", MPIEXEC)
 if not (os.path.isfile(TARGET_MPIEXEC) and os.access(TARGET_MPIEXEC, os.X_OK)):
     raise WorkflowError(f"config: target.mpiexec: {TARGET_MPIEXEC} is not an executable file")
+# the replay's copies on the target node's cores: started through target.bind
+# (an emulated cluster's virtual cores) where given
+TARGET_BIND = config["target"].get("bind")
+if TARGET_BIND and not (os.path.isfile(TARGET_BIND) and os.access(TARGET_BIND, os.X_OK)):
+    raise WorkflowError(f"config: target.bind: {TARGET_BIND} is not an executable file")
+BIND = f"--bind-command {TARGET_BIND}" if TARGET_BIND else ""
 CL = config["cluster"]
 VAR = config["variability"]
 # YAML reads an unquoted `off` as false
@@ -259,6 +265,7 @@ rule replay:
         out=lambda w, output: os.path.dirname(output.replay),
         repeats=config["replay"]["repeats"],
         load=config["replay"]["load"],
+        bind=BIND,
         app=APP,
     resources:
         tasks=max(1, config["replay"]["load"]),
@@ -266,8 +273,8 @@ rule replay:
         ENV
     shell:
         "{params.py} -m replay --ranks {wildcards.rank} --size {params.n} --log {input.log} "
-        "-o {params.out} --repeats {params.repeats} --load {params.load} {params.app} "
-        "> {log} 2>&1"
+        "-o {params.out} --repeats {params.repeats} --load {params.load} {params.bind} "
+        "{params.app} > {log} 2>&1"
 
 
 def replayed(wildcards):

@@ -14,6 +14,10 @@
 #     whose sources are installed (bench/apps/install.sh);
 #   - where emulated clusters can be made here (root, unshare, ip, tc),
 #     the porting study (bench/porting_study.py) at N emulated nodes.
+# An N larger than the cores is validated on virtual cores instead where
+# the machine has the cgroup v1 cpu controller and root
+# (bench/virtual_cores.py table, an emulated cluster of N slow cores:
+# DIR/virtual/), so a 2-core machine gives the table at N=8, 16 too.
 # The largest N runs first.  Writes each table's results under DIR/N<N>/
 # and all the markdown tables in DIR/TABLES.md (default DIR:
 # bench/larger_n/results).  An N larger than
@@ -64,7 +68,7 @@ while [ $# -gt 0 ]; do
         --app-seconds) APP_SECONDS="$2"; shift 2 ;;
         --probe) PROBE=1; shift ;;
         --no-probe) PROBE=; shift ;;
-        -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "larger_n.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -91,6 +95,8 @@ else
     PY=.venv/bin/python
 fi
 CORES=$(nproc)
+VIRTUAL=$($PY -c "from emulate.cores import unavailable; print(unavailable() or 'yes')")
+VIRTUAL_N=
 EMULATE=$($PY -c "from emulate.isolate import available; print(available() or 'yes')")
 # the examples, and the third-party recipes whose sources are here
 EXAMPLES=${APPS:-$($PY -c "import yaml; print(','.join(yaml.safe_load(open('bench/apps/examples.yaml'))))")}
@@ -157,7 +163,12 @@ fi
 # early must not leave it out
 for N in $(tr ' ' '\n' <<<"$RANKS" | grep . | sort -rn); do
     if [ "$N" -gt "$CORES" ]; then
-        echo "N=$N: more ranks than the $CORES cores here; skipped" | tee -a "$OUT/TABLES.md"
+        if [ "$VIRTUAL" = yes ]; then
+            VIRTUAL_N="$VIRTUAL_N $N"
+        else
+            echo "N=$N: more ranks than the $CORES cores here, and no virtual cores" \
+                "($VIRTUAL); skipped" | tee -a "$OUT/TABLES.md"
+        fi
         continue
     fi
     LIST=$EXAMPLES table "$N" "examples (bench/apps/run.py --recipes bench/apps/examples.yaml)" \
@@ -180,4 +191,17 @@ for N in $(tr ' ' '\n' <<<"$RANKS" | grep . | sort -rn); do
         echo "N=$N: no emulated cluster here ($EMULATE)" | tee -a "$OUT/TABLES.md"
     fi
 done
+if [ -n "$VIRTUAL_N" ] && in_budget "virtual cores, N =$VIRTUAL_N"; then
+    echo "== N =$VIRTUAL_N: on virtual cores (bench/virtual_cores.py table)"
+    LEFT=$(( BUDGET > 0 ? BUDGET - ($(date +%s) - START) : 0 ))
+    # the --apps that bench/apps/virtual.yaml sizes for virtual cores
+    VAPPS=$([ -z "$APPS" ] || $PY -c "import sys, yaml; known = yaml.safe_load(open(
+        'bench/apps/virtual.yaml')); print(','.join(a for a in sys.argv[1].split(',') if a in known))" "$APPS")
+    $PY bench/virtual_cores.py table --recipes bench/apps/virtual.yaml ${VAPPS:+--apps "$VAPPS"} \
+        --ranks "$VIRTUAL_N" --rounds "$ROUNDS" ${BUDGET:+--budget "$LEFT"} \
+        --out "$OUT/virtual" > "$OUT/virtual.log" 2>&1 \
+        || echo "(failed: $OUT/virtual.log)" >> "$OUT/TABLES.md"
+    { echo; echo "## On virtual cores (bench/virtual_cores.py table)"; echo;
+      sed 1,2d "$OUT/virtual/TABLES.md" 2>/dev/null; } >> "$OUT/TABLES.md"
+fi
 echo "tables: $OUT/TABLES.md"

@@ -1,10 +1,10 @@
 """python -m emulate: an emulated cluster on this machine, as a target.
 
     python -m emulate up [--name NAME] (--platform P.yaml | --nodes K --rate R)
-                         [--cores-per-node C] [--queue S]
+                         [--cores-per-node C] [--queue S] [--core-share F [--core-period US]]
     python -m emulate down [--name NAME]
     python -m emulate status [--name NAME]
-    python -m emulate mpiexec [--name NAME] -n N COMMAND [ARGS...]
+    python -m emulate mpiexec [--name NAME] -n N [-ppn P] COMMAND [ARGS...]
     python -m emulate run (--platform P.yaml | --nodes K --rate R) [...] -- COMMAND [ARGS...]
 
 ``up`` creates K nodes (network namespaces) joined through a switch by
@@ -17,6 +17,17 @@ byte_time) from a platform file.  ``run`` brings a cluster up inside a
 private network and mount namespace, runs COMMAND with ``$EMULATE_MPIEXEC``
 set to the launcher, and brings it down: whatever happens, nothing of it
 outlives the command.  All but ``mpiexec`` need root.
+
+``--core-share F`` gives the cluster virtual cores: every core of every
+node a CPU-quota group of its own (cgroup v1 ``cpu``, quota F of each
+period), pinned to one of this machine's CPUs, so that each rank computes
+1/F times slower than on a free core whatever its neighbours do: N slow
+cores on a few real ones, on which a real run at N can be timed.  The
+launcher starts every rank on its own core; ``STATE/NAME/core C COMMAND``
+(``$EMULATE_CORE`` in ``run``) runs a command on core C (node k's cores
+are k x C ... k x C + C - 1): give it to replay as ``--bind-command`` to
+replay on one node of the cluster.  Only one cluster at a time may have
+virtual cores; ``down`` removes them, also those of a run that was killed.
 """
 from __future__ import annotations
 
@@ -26,7 +37,7 @@ import re
 import subprocess
 import sys
 
-from .cluster import Cluster, EmulateError, down, load, up
+from .cluster import Cluster, EmulateError, describe_cores, down, load, up
 from .isolate import enter, isolated
 from .launch import command, split_mpiexec_args
 
@@ -58,13 +69,15 @@ def from_platform(path: str) -> dict:
 
 
 def _cluster(a) -> Cluster:
-    spec = {"nodes": a.nodes, "cores_per_node": a.cores_per_node, "rate": a.rate}
+    spec = {"nodes": a.nodes, "cores_per_node": a.cores_per_node, "rate": a.rate,
+            "core_share": a.core_share}
     if a.platform:
         found = from_platform(a.platform)
         spec.update({k: v for k, v in found.items() if spec[k] is None})
     if spec["nodes"] is None or spec["rate"] is None:
         raise EmulateError("give --nodes and --rate, or a --platform that has them")
-    return Cluster(a.name, spec["nodes"], spec["cores_per_node"] or 1, spec["rate"], a.queue)
+    return Cluster(a.name, spec["nodes"], spec["cores_per_node"] or 1, spec["rate"], a.queue,
+                   spec["core_share"], a.core_period)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="each node's link, bits per second each way: 1gbit, 100mbit, 1e9")
     shape.add_argument("--queue", type=float, default=0.05,
                        help="seconds of data a link's queue holds (default 0.05)")
+    shape.add_argument("--core-share", type=float, metavar="F",
+                       help="virtual cores: every core of the cluster runs at F of one of "
+                            "this machine's CPUs (a CPU-quota group each, pinned), 1/F times "
+                            "slower than a free core; nodes x cores x F must stay within 90 %% "
+                            "of the CPUs (default: the ranks share this machine's cores)")
+    shape.add_argument("--core-period", type=int, metavar="US",
+                       help="the virtual cores' quota period in microseconds (default 10000, "
+                            "or 1000/F where that is longer: a quota is at least 1 ms)")
     named = argparse.ArgumentParser(add_help=False)
     named.add_argument("--name", default="emu",
                        help="the cluster's name, 1-8 letters or digits (default emu)")
@@ -105,9 +126,12 @@ def run(a, argv: list[str]) -> int:
     if not a.inside:
         return isolated([sys.executable, "-m", "emulate"] + argv[:1] + ["--inside"] + argv[1:])
     enter()
-    c = up(_cluster(a))
+    c = up(_cluster(a), owner=str(os.getpid()))
+    extra = {"EMULATE_MPIEXEC": c.mpiexec}
+    if c.core_share is not None:
+        extra["EMULATE_CORE"] = c.core
     try:
-        return subprocess.run(rest, env=dict(os.environ, EMULATE_MPIEXEC=c.mpiexec)).returncode
+        return subprocess.run(rest, env=dict(os.environ, **extra)).returncode
     finally:
         down(c.name)
 
@@ -121,10 +145,13 @@ def launch(argv: list[str]) -> int:
     elif argv[:1] and argv[0].startswith("--name="):
         name, argv = argv[0].split("=", 1)[1], argv[1:]
     if argv[:1] in (["-h"], ["--help"]):
-        print("usage: python -m emulate mpiexec [--name NAME] -n N COMMAND [ARGS...]")
+        print("usage: python -m emulate mpiexec [--name NAME] -n N [-ppn P] COMMAND [ARGS...]\n\n"
+              "Run COMMAND as N ranks on the cluster's nodes, block-wise, P per node\n"
+              "(default: all of a node's cores), each on its own virtual core where\n"
+              "the cluster has them.")
         return 0
-    ranks, rest = split_mpiexec_args(argv)
-    cmd = command(load(name), ranks, rest)
+    ranks, per_node, rest = split_mpiexec_args(argv)
+    cmd = command(load(name), ranks, rest, per_node=per_node)
     os.execvp(cmd[0], cmd)
     return 1
 
@@ -141,8 +168,9 @@ def main(argv=None) -> int:
             down(a.name)
         elif a.cmd == "status":
             c = load(a.name)
-            print(f"cluster {c.name}: {c.nodes} nodes x {c.cores_per_node} cores, "
-                  f"{c.rate / 1e9:g} Gbit/s links, queue {c.queue:g} s; launcher {c.mpiexec}")
+            print(f"cluster {c.name}: {c.nodes} nodes x {c.cores_per_node} cores"
+                  f"{describe_cores(c)}, {c.rate / 1e9:g} Gbit/s links, queue {c.queue:g} s; "
+                  f"launcher {c.mpiexec}")
         elif a.cmd == "run":
             return run(a, argv)
     except EmulateError as e:

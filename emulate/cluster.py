@@ -25,6 +25,8 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
+from . import cores
+
 STATE = "/run/repreplay-emulate"
 SUBNET = "10.200.0"                  # private to the namespaces: never routed from the host
 MAX_NODES = 250                      # addresses .1 .. .250 of SUBNET
@@ -45,6 +47,9 @@ class Cluster:
     cores_per_node: int
     rate: float                      # bits per second of each node's link, each way
     queue: float = 0.05              # seconds of data a link's queue holds
+    core_share: float | None = None  # virtual cores: each a share of a real CPU (emulate.cores)
+    core_period: int | None = None   # their quota period, microseconds
+    cpus: list[int] | None = None    # the real CPUs the virtual cores are pinned to, in turn
 
     def namespace(self, k: int) -> str:
         """The network namespace of node ``k``."""
@@ -63,6 +68,11 @@ class Cluster:
         return os.path.join(STATE, self.name)
 
     @property
+    def core(self) -> str:
+        """The script that runs a command on one virtual core: ``core C cmd ...``."""
+        return os.path.join(self.state_dir, "core")
+
+    @property
     def mpiexec(self) -> str:
         """The launcher script: ``mpiexec -n N cmd ...`` on this cluster."""
         return os.path.join(self.state_dir, "mpiexec")
@@ -77,6 +87,13 @@ class Cluster:
             raise EmulateError(f"cores per node {self.cores_per_node}: at least 1")
         if not self.rate > 0 or not self.queue > 0:
             raise EmulateError(f"rate {self.rate} bit/s and queue {self.queue} s must be > 0")
+        if self.core_share is not None:
+            try:
+                cores.check_fits(self.nodes * self.cores_per_node, self.core_share,
+                                 len(self.cpus or os.sched_getaffinity(0)))
+                cores.period_us(self.core_share, self.core_period)
+            except cores.CoreError as e:
+                raise EmulateError(str(e)) from None
 
 
 def _ip(*args: str) -> None:
@@ -113,10 +130,16 @@ def existing(name: str) -> list[str]:
             if line.split() and line.split()[0].startswith(f"rr-{name}-")]
 
 
-def up(c: Cluster, log=print) -> Cluster:
-    """Create cluster ``c`` (its namespaces, links, shaping, launcher and
-    state file).  On any failure everything created so far is removed and
-    the error says which command failed."""
+def up(c: Cluster, log=print, owner: str = "up") -> Cluster:
+    """Create cluster ``c`` (its namespaces, links, shaping, virtual cores
+    where it has a core share, launcher and state file).  On any failure
+    everything created so far is removed and the error says which command
+    failed.  ``owner``: the process id of an isolated run whose end makes
+    the virtual cores stale (emulate.cores), or ``up``."""
+    if c.core_share is not None:
+        c.cpus = c.cpus or sorted(os.sched_getaffinity(0))
+        c.core_period = cores.period_us(c.core_share, c.core_period) \
+            if 0 < c.core_share <= 1 else c.core_period
     c.check()
     if os.geteuid() != 0:
         raise EmulateError("an emulated cluster needs root (network namespaces, tc)")
@@ -144,6 +167,16 @@ def up(c: Cluster, log=print) -> Cluster:
             _shape(c, ns, "eth0")
             _shape(c, c.hub, port)
         os.makedirs(c.state_dir)
+        if c.core_share is not None:
+            try:
+                top = cores.make(c.name, c.nodes * c.cores_per_node, c.core_share,
+                                 c.core_period or 0, owner)
+            except (cores.CoreError, OSError) as e:
+                raise EmulateError(str(e)) from None
+            with open(c.core, "w") as f:
+                f.write(cores.core_script(c.name, top, c.nodes * c.cores_per_node,
+                                          c.core_share, c.cpus or [0]))
+            os.chmod(c.core, 0o755)
         with open(os.path.join(c.state_dir, "cluster.json"), "w") as f:
             json.dump(asdict(c), f, indent=1)
         with open(c.mpiexec, "w") as f:
@@ -153,9 +186,18 @@ def up(c: Cluster, log=print) -> Cluster:
     except BaseException:
         down(c.name, log=lambda s: None)
         raise
-    log(f"cluster {c.name}: {c.nodes} nodes x {c.cores_per_node} cores, links of "
-        f"{c.rate / 1e9:g} Gbit/s each way; launcher {c.mpiexec}")
+    log(f"cluster {c.name}: {c.nodes} nodes x {c.cores_per_node} cores{describe_cores(c)}, "
+        f"links of {c.rate / 1e9:g} Gbit/s each way; launcher {c.mpiexec}")
     return c
+
+
+def describe_cores(c: Cluster) -> str:
+    """`` (virtual: 0.1 of a CPU each, ...)`` for a cluster with virtual cores, else ''."""
+    if c.core_share is None:
+        return ""
+    return (f" (virtual: {c.core_share:g} of a CPU each, quota period "
+            f"{(c.core_period or 0) / 1000:g} ms, on CPUs {','.join(map(str, c.cpus or []))}; "
+            f"one core: {c.core} C COMMAND)")
 
 
 def load(name: str) -> Cluster:
@@ -186,8 +228,15 @@ def down(name: str, log=print) -> int:
     for ns in gone:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     shutil.rmtree(os.path.join(STATE, name), ignore_errors=True)
+    groups = []
+    if cores.unavailable() is None:
+        try:
+            groups = cores.remove(name)
+        except OSError as e:
+            raise EmulateError(f"could not remove the virtual cores of {name}: {e}") from None
     left = existing(name)
     if left:
         raise EmulateError(f"could not remove {', '.join(left)}")
-    log(f"cluster {name}: removed {len(gone)} namespaces")
+    log(f"cluster {name}: removed {len(gone)} namespaces"
+        + (f" and the virtual cores {', '.join(groups)}" if groups else ""))
     return len(gone)

@@ -8,7 +8,7 @@ import sys
 from launch import in_own_arena, split_command
 
 VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
-          "--concurrent", "--repeats", "--load", "--watchdog")
+          "--concurrent", "--repeats", "--load", "--watchdog", "--bind-command")
 # (--force takes no value)
 
 
@@ -76,6 +76,11 @@ def _parse(argv: list[str]):
                          "(OUT_DIR/copies/) and summarised in OUT_DIR/variability_rank<R>.csv: "
                          "the cores' speeds and the run-to-run and span-to-span noise that "
                          "the simulator samples (default 0: alone, nothing measured to vary)")
+    ap.add_argument("--bind-command", metavar="CMD",
+                    help="start copy C (or each replay, on core 0) as `CMD C COMMAND...` "
+                         "instead of binding it with sched_setaffinity: an emulated node's "
+                         "virtual cores (`python -m emulate up --core-share F` prints its "
+                         "core script), or a site's own binding tool taking a core number")
     ap.add_argument("--force", action="store_true",
                     help="replace OUT_DIR/rank<R>.csv and rank<R>.out of the ranks replayed "
                          "(by default an existing replay is never overwritten)")
@@ -106,6 +111,12 @@ def _parse(argv: list[str]):
         ap.error("--repeats must be >= 1")
     if a.load < 0:
         ap.error("--load must be >= 0")
+    if a.bind_command:
+        import shutil
+        found = shutil.which(a.bind_command)
+        if found is None:
+            ap.error(f"--bind-command {a.bind_command}: not an executable command")
+        a.bind_command = os.path.abspath(found)
     if a.watchdog is not None:
         if a.watchdog < 0:
             ap.error("--watchdog must be >= 0")
@@ -148,9 +159,10 @@ def main(argv=None) -> int:
     try:
         if a.rank is not None and not a.force:
             _refuse_to_overwrite([a.rank], a.output)
-        if a.rank is not None and (a.repeats > 1 or a.load > 1):
+        if a.rank is not None and (a.repeats > 1 or a.load > 1 or a.bind_command):
             replay_many([a.rank], a.size, a.log, a.output, target, mode, 1,
-                        repeats=a.repeats, load=a.load, any_command=a.any_command)
+                        repeats=a.repeats, load=a.load, any_command=a.any_command,
+                        bind=a.bind_command)
         elif a.rank is not None:
             from pmpishim.build import ShimError
             from pmpishim.native import is_native
@@ -188,7 +200,8 @@ def main(argv=None) -> int:
             if not a.force:
                 _refuse_to_overwrite(ranks, a.output)
             replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
-                        repeats=a.repeats, load=a.load, any_command=a.any_command)
+                        repeats=a.repeats, load=a.load, any_command=a.any_command,
+                        bind=a.bind_command)
     except (LogError, Divergence, ReplayError, OSError) as e:
         print(f"replay: error: {e}", file=sys.stderr)
         return 2

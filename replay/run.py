@@ -130,7 +130,7 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     if not hook.module.Is_finalized() or not rp.probes:
         rp.probes.append((rp.seq, *(fake.overhead() if not hook.module.Is_finalized()
                                     else (0.0, 0.0))))
-    rows = less_overhead(rp.rows, rp.probes)
+    rows = on_core_share(less_overhead(rp.rows, rp.probes))
     if fake.BELOW is not None:
         rows, rp.inside = _with_below_python(rank, rows, rp, fake.BELOW)
     busy = _busy_warning(rank, rows)
@@ -150,6 +150,22 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
               f"pickling and reducing in collectives of Python objects, redone and charged "
               f"to the spans around those calls", file=sys.stderr)
     return _write_rows(out_dir, rank, rows, rp.inside)
+
+
+CORE_SHARE = "REPREPLAY_CORE_SHARE"
+
+
+def on_core_share(rows: list) -> list:
+    """CPU seconds in the core's own clock: on a virtual core that runs at
+    a share F of a real CPU (``REPREPLAY_CORE_SHARE``, set by an emulated
+    cluster's ``core`` script), a second of its work takes 1/F real CPU
+    seconds' worth of wall time, so the CPU seconds are divided by F; the
+    busy check then compares like with like."""
+    share = float(os.environ.get(CORE_SHARE) or 1.0)
+    if share == 1.0:
+        return rows
+    return [(seq, op, comp, cpu / share, polls, poll_cpu / share)
+            for seq, op, comp, cpu, polls, poll_cpu in rows]
 
 
 def _write_rows(out_dir: str, rank: int, rows: list, inside: dict) -> str:
@@ -284,7 +300,8 @@ def _less(span: float, take: float, most: float) -> tuple[float, float]:
 
 def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
                 target: list[str], mode: str, concurrent: int = 1, env=None,
-                repeats: int = 1, load: int = 0, any_command: bool = False) -> list[str]:
+                repeats: int = 1, load: int = 0, any_command: bool = False,
+                bind: str | None = None) -> list[str]:
     """Replay each rank in its own process, ``concurrent`` at a time.
 
     ``load`` K > 1: replay each rank as K concurrent *copies*, one
@@ -297,6 +314,10 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     (replay/variability.py; written for every rank, also without copies:
     with one copy and one round it says that nothing was measured to
     vary, with repeats it holds their span-to-span noise).
+
+    ``bind``: a command that runs a command on core C (``BIND C COMMAND``,
+    an emulated node's virtual cores: emulate.cores) starts copy C, or
+    each replay on core 0, instead of binding with sched_setaffinity.
 
     With ``repeats`` > 1 every rank is replayed that many times (round after
     round, so that a slow drift of the machine touches all ranks alike) into
@@ -314,14 +335,17 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     if load > 1 and concurrent > 1:
         raise ReplayError("--load K replays K copies of one representative at a time, "
                           "on K cores: give it without --concurrent")
-    cores = copy_cores(load)
+    if bind and concurrent > 1:
+        raise ReplayError("--bind-command runs the replays on given cores: give --load K "
+                          "(K copies on cores 0..K-1) instead of --concurrent")
+    cores = list(range(load)) if bind and load > 1 else copy_cores(load)
 
     def one_round(dest: str) -> list[str]:
         if load > 1:
             return _copies_round(ranks, size, log_dir, dest, target, mode, env, load, cores,
-                                 any_command)
+                                 any_command, bind)
         return _replay_round(ranks, size, log_dir, dest, target, mode, concurrent, env,
-                             any_command)
+                             any_command, bind)
     rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
                                              for k in range(1, repeats + 1)]
     for k, d in enumerate(rounds, 1):
@@ -453,9 +477,9 @@ def _command(r: int, out: str, size, log_dir: str, target, mode: str,
 
 
 def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
-                  any_command=False) -> list[str]:
+                  any_command=False, bind=None) -> list[str]:
     """Every rank of ``ranks`` replayed once, each in its own process,
-    ``concurrent`` at a time."""
+    ``concurrent`` at a time (``bind``: one at a time, on core 0)."""
     todo = list(ranks)
     running: dict = {}
     done: list = []
@@ -468,7 +492,8 @@ def _replay_round(ranks, size, log_dir, out_dir, target, mode, concurrent, env,
             # the replayed rank's own output, for comparison with the host run's
             with open(os.path.join(out_dir, f"rank{r}.out"), "w") as out:
                 running[r] = subprocess.Popen(
-                    _command(r, out_dir, size, log_dir, target, mode, any_command), env=env,
+                    ([bind, "0"] if bind else [])
+                    + _command(r, out_dir, size, log_dir, target, mode, any_command), env=env,
                     stdout=out, stderr=subprocess.PIPE, text=True)
             print(f"replay: rank {r} started ({len(done) + len(running)}/{len(ranks)})",
                   file=sys.stderr, flush=True)
@@ -506,9 +531,10 @@ def _raise_failed(failed: list) -> None:
 
 
 def _copies_round(ranks, size, log_dir, out_dir, target, mode, env, load, cores,
-                  any_command=False) -> list[str]:
+                  any_command=False, bind=None) -> list[str]:
     """Every rank of ``ranks`` replayed as ``load`` concurrent copies, one
-    rank after the other, copy c bound to ``cores[c]`` (-1: not bound);
+    rank after the other, copy c bound to ``cores[c]`` (-1: not bound;
+    with ``bind``, started as ``bind cores[c] command``);
     copy 0 writes OUT/rank<R>.csv and .out, copy c OUT/copies/copy<c>/."""
     from .variability import copy_path  # the driver only: it imports numpy
     done, failed = [], []
@@ -520,11 +546,12 @@ def _copies_round(ranks, size, log_dir, out_dir, target, mode, env, load, cores,
             os.makedirs(dest, exist_ok=True)
             core = cores[c]
             with open(os.path.join(dest, f"rank{r}.out"), "w") as out:
+                cmd = _command(r, dest, size, log_dir, target, mode, any_command)
                 procs.append(subprocess.Popen(
-                    _command(r, dest, size, log_dir, target, mode, any_command), env=env,
+                    [bind, str(core)] + cmd if bind else cmd, env=env,
                     stdout=out, stderr=subprocess.PIPE, text=True,
-                    preexec_fn=None if core < 0 else (lambda core=core:
-                                                      os.sched_setaffinity(0, {core}))))
+                    preexec_fn=None if core < 0 or bind else (
+                        lambda core=core: os.sched_setaffinity(0, {core}))))
         print(f"replay: rank {r} started as {load} copies ({n + 1}/{len(ranks)})",
               file=sys.stderr, flush=True)
         errs = [p.communicate()[1] for p in procs]

@@ -15,7 +15,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import ROOT, run
+from conftest import ROOT, host_lines, mpirun, run
 
 from emulate import Cluster, EmulateError, command, placement
 from emulate.__main__ import parse_rate
@@ -187,3 +187,161 @@ def test_workflow_calibrates_and_validates_on_the_emulated_cluster(tmp_path):
     assert size == 65536 and seconds > 0.9 * 65536 * 8 / 1e9
     v = json.loads((res / "validate.json").read_text())
     assert v["ranks"] == 2 and v["measured"] > 0 and v["platform"] == "calibrated"
+
+
+# --- virtual cores (emulate.cores) -------------------------------------------
+
+def test_virtual_cores_are_placed_and_refused_when_they_do_not_fit():
+    from emulate.cores import CoreError, check_fits, period_us
+    from emulate.launch import split_mpiexec_args
+    c = Cluster("v", nodes=2, cores_per_node=2, rate=1e9, core_share=0.2, core_period=10000)
+    cmd = " ".join(command(c, 3, ["python", "app.py"], mpiexec="mpiexec"))
+    # every rank enters its core (node's first rank and core given) before its node
+    node0, node1 = cmd.split(" : ")
+    assert node0.endswith("-n 2 -env EMULATE_RANK0 0 -env EMULATE_CORE0 0 "
+                          f"{c.core} - ip netns exec rr-v-n0 python app.py")
+    assert node1 == (f"-n 1 -env EMULATE_RANK0 2 -env EMULATE_CORE0 2 {c.core} - "
+                     "ip netns exec rr-v-n1 python app.py")
+    # -ppn: fewer ranks per node than cores, as mpiexec takes it
+    assert split_mpiexec_args(["-n", "2", "-ppn", "1", "a.out", "-x"]) == (2, 1, ["a.out", "-x"])
+    assert placement(c, 2, per_node=1) == [1, 1]
+    with pytest.raises(EmulateError, match="-ppn 3: between 1 and the 2 cores"):
+        placement(c, 2, per_node=3)
+    # the quota period: 10 ms, longer where the quota would be under 1 ms
+    assert period_us(0.2) == 10000 and period_us(0.05) == 20000
+    with pytest.raises(CoreError, match="a share of 0.05 needs at least 20000 us"):
+        period_us(0.05, 10000)
+    with pytest.raises(CoreError, match="16 virtual cores at 0.5 of a core need 8 CPUs"):
+        check_fits(16, 0.5, 2)
+    with pytest.raises(CoreError, match="between 0 and 1"):
+        check_fits(2, 1.5, 2)
+    # the command line refuses before it makes anything
+    p = run(EMULATE + ["up", "--nodes", "32", "--core-share", "0.5", "--rate", "1g"],
+            check=False)
+    assert p.returncode == 2 and "virtual cores at 0.5 of a core need 16 CPUs" in p.stderr
+
+
+def test_replay_reports_a_virtual_cores_cpu_seconds_in_its_own_clock(monkeypatch):
+    from replay.run import CORE_SHARE, on_core_share
+    rows = [(1, "Send", 0.5, 0.05, 0, 0.0), (2, "Recv", 1.0, 0.1, 3, 0.02)]
+    monkeypatch.delenv(CORE_SHARE, raising=False)
+    assert on_core_share(rows) == rows
+    monkeypatch.setenv(CORE_SHARE, "0.1")
+    out = on_core_share(rows)
+    assert [r[3] for r in out] == pytest.approx([0.5, 1.0])
+    assert out[1][5] == pytest.approx(0.2) and out[1][:3] == rows[1][:3]
+
+
+@needs_isolation
+def test_a_missing_cpu_controller_is_refused_and_nothing_is_left(tmp_path):
+    script = tmp_path / "nocontroller.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import emulate.cores
+        from emulate import Cluster, EmulateError, up
+        from emulate.cluster import existing
+        from emulate.isolate import enter
+        enter()
+        emulate.cores.CPU_CONTROLLER = {str(tmp_path / "no-cgroup")!r}
+        try:
+            up(Cluster("nocpu", 2, 1, 1e9, core_share=0.2))
+        except EmulateError as e:
+            print("refused:", e)
+        print("left:", existing("nocpu"), os.path.exists("/run/repreplay-emulate/nocpu"))
+    """))
+    p = run(EMULATE[:1] + ["-c", "import sys; from emulate.isolate import isolated; "
+                                 f"sys.exit(isolated([sys.executable, {str(script)!r}]))"],
+            timeout=60)
+    assert "refused: no cgroup v1 cpu controller" in p.stdout
+    assert "left: [] False" in p.stdout
+
+
+# Making CPU-quota groups changes the machine's cgroup tree while a test
+# runs (they are removed after): only where asked, as CI asks.
+needs_cgroups = pytest.mark.skipif(
+    WHY is not None or os.environ.get("REPREPLAY_TEST_CGROUPS") != "1",
+    reason="virtual cores make CPU-quota groups: only when asked, REPREPLAY_TEST_CGROUPS=1 "
+           "(.ci/run sets it under CI)")
+
+WHERE = """
+import os, sys
+from mpi4py import MPI
+group = [l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup") if ":cpu:" in l][0]
+base = "/sys/fs/cgroup/cpu" + group
+quota = int(open(base + "/cpu.cfs_quota_us").read())
+period = int(open(base + "/cpu.cfs_period_us").read())
+print("rank", MPI.COMM_WORLD.rank, "group", group, "quota", quota, "period", period,
+      "cpus", ",".join(map(str, sorted(os.sched_getaffinity(0)))),
+      "share", os.environ.get("REPREPLAY_CORE_SHARE"), flush=True)
+"""
+
+
+def groups_left() -> list[str]:
+    from emulate.cores import ROOT as GROUPS
+    return sorted(os.listdir(GROUPS)) if os.path.isdir(GROUPS) else []
+
+
+@needs_cgroups
+def test_every_rank_runs_on_a_virtual_core_of_its_own(tmp_path):
+    app = tmp_path / "where.py"
+    app.write_text(WHERE)
+    before = groups_left()
+    script = (f'"$EMULATE_MPIEXEC" -n 4 {PY} {app}; '
+              f'{PY} -m emulate up --name two --nodes 1 --core-share 0.1 --rate 1g; '
+              f'"$EMULATE_CORE" 3 {PY} -c "print(open(\'/proc/self/cgroup\').read())"; '
+              f'"$EMULATE_CORE" 4 true')
+    p = run(EMULATE + ["run", "--nodes", "2", "--cores-per-node", "2", "--core-share", "0.2",
+                       "--rate", "1gbit", "--", "sh", "-c", script], timeout=180, check=False)
+    lines = host_lines(p.stdout, "rank ")
+    assert sorted(lines) == [0, 1, 2, 3], p.stdout + p.stderr
+    for r, line in lines.items():
+        f = line.split()
+        assert f[3].endswith(f"/core{r}")                 # its own group
+        assert int(f[5]) == 2000 and int(f[7]) == 10000   # 0.2 of every 10 ms
+        assert len(f[9].split(",")) == 1                  # pinned to one CPU
+        assert f[11] == "0.2"
+    # one CPU after the other, as -bind-to core would place them
+    cpus = [lines[r].split()[9] for r in range(4)]
+    assert cpus[0] != cpus[1] and cpus[0] == cpus[2]
+    # a second cluster with virtual cores is refused while this one lives
+    assert "another emulated cluster has virtual cores" in p.stderr
+    # the core script runs a command on a given core, and refuses one it lacks
+    assert "/core3" in p.stdout
+    assert "no core 4: cluster emu has 4 (0-3)" in p.stderr
+    # down removed every group
+    assert groups_left() == before
+
+
+@needs_cgroups
+def test_a_killed_run_leaves_no_virtual_cores_after_the_next_down():
+    before = groups_left()
+    proc = subprocess.Popen(EMULATE + ["run", "--nodes", "1", "--cores-per-node", "2",
+                                       "--core-share", "0.1", "--rate", "1gbit", "--",
+                                       "sleep", "60"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True, cwd=ROOT)
+    assert "launcher" in proc.stdout.readline()        # the cluster is up
+    stale = [g for g in groups_left() if g not in before]
+    assert len(stale) == 1 and stale[0].startswith("emu-")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    time.sleep(0.5)
+    # its owner is gone: the next down (of any cluster) removes its groups
+    run(EMULATE + ["down", "--name", "other"])
+    assert groups_left() == before
+
+
+@needs_cgroups
+def test_a_replay_runs_its_copies_on_one_nodes_virtual_cores(tmp_path):
+    app = tmp_path / "where.py"
+    app.write_text(WHERE)
+    mpirun(2, ["-m", "instrument", "record", "--ranks", "0", "-o", str(tmp_path / "log"), app])
+    script = (f'{PY} -m replay --rank 0 --log {tmp_path / "log"} -o {tmp_path / "out"} '
+              f'--load 2 --bind-command "$EMULATE_CORE" {app}')
+    run(EMULATE + ["run", "--nodes", "2", "--cores-per-node", "2", "--core-share", "0.2",
+                   "--rate", "1gbit", "--", "sh", "-c", script], timeout=180)
+    first = (tmp_path / "out" / "rank0.out").read_text()
+    second = (tmp_path / "out" / "copies" / "copy1" / "rank0.out").read_text()
+    assert "/core0 quota 2000" in first and "share 0.2" in first
+    assert "/core1 quota 2000" in second
+    assert (tmp_path / "out" / "rank0.csv").exists()

@@ -222,12 +222,12 @@ def same_output(pattern: str, traced: str, untraced: str, replay: Path, reps: li
 
 
 def measure_network(one: Path, mpiexec: str = MPIEXEC, options: tuple = (),
-                    timeout: float = STAGE_TIMEOUT) -> Path:
-    """One ``calibrate measure`` (with ``options``) of the machine ``mpiexec``
-    starts on (busy-polling waits, as the real runs have) into ``one``, its
-    output beside it (.log)."""
+                    timeout: float = STAGE_TIMEOUT, ranks: int = 2) -> Path:
+    """One ``calibrate measure`` (with ``options``) at ``ranks`` ranks of the
+    machine ``mpiexec`` starts on (busy-polling waits, as the real runs
+    have) into ``one``, its output beside it (.log)."""
     one.parent.mkdir(parents=True, exist_ok=True)
-    sh([mpiexec, "-n", "2", PY, "-m", "calibrate", "measure", *options, "-o", str(one)],
+    sh([mpiexec, "-n", str(ranks), PY, "-m", "calibrate", "measure", *options, "-o", str(one)],
        one.with_suffix(".log"), timeout=timeout, MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
     return one
 
@@ -245,13 +245,17 @@ def host_stages(app: list[str], d: Path, n: int, count_c_calls: bool = False,
 
 
 def replay_round(app: list[str], d: Path, n: int, k: int,
-                 timeout: float = STAGE_TIMEOUT) -> None:
+                 timeout: float = STAGE_TIMEOUT, load: int | None = None,
+                 bind: str | None = None) -> None:
     """Round ``k``'s replay of the representatives (d/replay/repeat<k>): each
-    as min(N, cores) concurrent copies bound to cores, the contention of the
-    real run, whose times measure how the node's cores and runs vary."""
-    load = str(min(n, os.cpu_count() or 1))
+    as ``load`` (default min(N, cores)) concurrent copies bound to cores,
+    the contention of the real run, whose times measure how the node's
+    cores and runs vary; ``bind``: replay's --bind-command (an emulated
+    node's virtual cores)."""
+    load = load or min(n, os.cpu_count() or 1)
     sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
-        "--load", load, "-o", str(d / "replay" / f"repeat{k}")] + app,
+        "--load", str(load), "-o", str(d / "replay" / f"repeat{k}")]
+       + (["--bind-command", bind] if bind else []) + app,
        d / f"replay{k}.log", timeout=timeout)
 
 

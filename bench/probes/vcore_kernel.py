@@ -1,0 +1,65 @@
+"""A CPU-bound kernel and a synchronisation loop, timed in every rank.
+
+    mpiexec -n M python bench/probes/vcore_kernel.py kernel --loops L
+    mpiexec -n M python bench/probes/vcore_kernel.py sync --loops L --iters I [--op barrier]
+
+``kernel``: every rank runs a pure-Python loop of L additions and prints
+its wall seconds (no MPI call in between): on a free core the loop's
+speed, on a virtual core of share F 1/F times that.  ``sync``: I
+iterations of {the loop of L additions; a Barrier (or, ``--op
+pingpong``, an 8-byte exchange between ranks 2i and 2i+1)}; every rank
+prints its wall seconds per iteration.  Rank 0 prints one JSON line, a
+list of ``{"rank", "seconds", "cpu"}`` (CPU seconds beside wall).  Used by bench/virtual_cores.py.
+"""
+import argparse
+import json
+import time
+
+from mpi4py import MPI
+
+
+def work(loops: int) -> int:
+    x = 0
+    for i in range(loops):
+        x += i
+    return x
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mode", choices=("kernel", "sync"))
+    ap.add_argument("--loops", type=int, default=1_000_000)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--op", choices=("barrier", "pingpong"), default="barrier")
+    a = ap.parse_args()
+    comm = MPI.COMM_WORLD
+    work(a.loops // 10)                      # warm the interpreter's caches
+    comm.Barrier()
+    if a.mode == "kernel":
+        t, c = time.perf_counter(), time.process_time()
+        work(a.loops)
+        seconds, cpu = time.perf_counter() - t, time.process_time() - c
+    else:
+        buf = bytearray(8)
+        peer = comm.rank ^ 1
+        t, c = time.perf_counter(), time.process_time()
+        for _ in range(a.iters):
+            work(a.loops)
+            if a.op == "barrier":
+                comm.Barrier()
+            elif peer < comm.size:
+                if comm.rank % 2 == 0:
+                    comm.Send(buf, peer)
+                    comm.Recv(buf, peer)
+                else:
+                    comm.Recv(buf, peer)
+                    comm.Send(buf, peer)
+        seconds = (time.perf_counter() - t) / a.iters
+        cpu = (time.process_time() - c) / a.iters
+    rows = comm.gather({"rank": comm.rank, "seconds": seconds, "cpu": cpu})
+    if comm.rank == 0:
+        print(json.dumps(rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()

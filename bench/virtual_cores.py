@@ -1,0 +1,324 @@
+"""Validation above N=2 on this machine: an emulated cluster of virtual cores.
+
+    python bench/virtual_cores.py check [--out DIR] [--markdown]
+    python bench/virtual_cores.py table [--ranks "8 16"] [--apps jacobi,cg]
+                                        [--recipes FILE] [--rounds 5]
+                                        [--cores-per-node 2] [--rate 1gbit]
+                                        [--budget S] [--out DIR] [--markdown]
+
+Both run isolated (a private network and mount namespace, python -m
+emulate's own) and need root and the cgroup v1 cpu controller.
+
+``check``, the emulator as an instrument before it is used as truth:
+
+- dilation: a CPU-bound kernel (bench/probes/vcore_kernel.py) on 1, 2,
+  4, 8, 16 and 32 concurrent virtual cores of one share, and alone on
+  cores of other shares, against the same kernel alone on a free core,
+  interleaved: seconds x F / free seconds, which is 1 for a perfect
+  emulation (goal: within 2 %);
+- quantisation: two ranks looping over {work, Barrier} and {work, 8-byte
+  ping-pong} on virtual cores against the same on real cores over the
+  same emulated links: the time per iteration beyond 1/F times the real
+  one, i.e. what the quota's periods add per synchronisation, for shares
+  and periods side by side.
+
+``table``, the whole method against a real run at N on virtual cores: for
+each N, a cluster of N / C nodes of C cores (``--cores-per-node``) at a
+share F = 0.8 x CPUs / N of a CPU each (N = 16 on 2 CPUs: 0.1), links of
+``--rate``.  Per application (bench/apps/examples.yaml's, or
+``--recipes``): trace, cluster and record on the host (plain mpiexec,
+oversubscribed: only the communication is taken from there); then
+``--rounds`` rounds of a replay of the representatives on ONE emulated
+node (C copies, each on a virtual core of node 0, replay
+--bind-command), and a real run on the cluster (python -m validate's
+clock: MPI initialisation to the end); one network measurement
+(``calibrate measure`` at C + 1 ranks: a peer on the node and one across)
+fitted to C cores x N / C nodes.  Each round's replays are expanded and
+simulated with the variability model and without it, exactly as
+bench/apps/run.py does for this machine, and the same table is printed
+(error, 95 % interval, the untraced runs' own noise floor, the band).
+``--budget S`` starts no application after S seconds.  Writes
+OUT/N<N>/<app>/... and OUT/N<N>/results.csv; OUT/TABLES.md collects the
+markdown.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE / "apps")]
+from run import (  # noqa: E402
+    MPIEXEC,
+    PY,
+    app_args,
+    app_environment,
+    env,
+    host_stages,
+    load_recipes,
+    markdown,
+    measure_network,
+    predict_app,
+    refusal,
+    replay_round,
+    sh,
+)
+
+from emulate import Cluster, down, up  # noqa: E402
+from emulate.__main__ import parse_rate  # noqa: E402
+from emulate.cores import MAX_LOAD, unavailable  # noqa: E402
+from emulate.isolate import MARK, enter, isolated  # noqa: E402
+from validate import measure  # noqa: E402
+
+KERNEL = HERE / "probes" / "vcore_kernel.py"
+CPUS = len(os.sched_getaffinity(0))
+TIMEOUT = 1800
+
+
+def share_for(n: int) -> float:
+    """The share of a CPU each of ``n`` virtual cores gets: 80 % of the
+    machine's CPUs spread over them (room for hydra and the kernel)."""
+    return round(0.8 * CPUS / n, 4)
+
+
+def kernel(mpiexec: str, ranks: int, *args: str, cpu: bool = False) -> list:
+    """Every rank's seconds of one vcore_kernel.py run (``cpu``: pairs of
+    wall and CPU seconds)."""
+    p = subprocess.run([mpiexec, "-n", str(ranks), PY, str(KERNEL), *args], capture_output=True,
+                       text=True, timeout=TIMEOUT, env={**env(), "MPIR_CVAR_ENABLE_HEAVY_YIELD":
+                                                       "0"})
+    if p.returncode:
+        raise RuntimeError(f"vcore_kernel.py {' '.join(args)} at {ranks}: {p.stderr[-1500:]}")
+    rows = json.loads([line for line in p.stdout.splitlines() if line.startswith("[")][-1])
+    rows = sorted(rows, key=lambda r: r["rank"])
+    return [(r["seconds"], r["cpu"]) for r in rows] if cpu else [r["seconds"] for r in rows]
+
+
+def free(*args: str) -> float:
+    """The kernel's seconds alone on a free core of this machine."""
+    return kernel(MPIEXEC, 1, *args, cpu=True)[0][1]
+
+
+def dilation(rounds: int, loops: int) -> list[dict]:
+    """Rows of the dilation check: share, concurrent cores, and three
+    ratios (median and range over ranks and rounds): ``quota``, wall
+    seconds x F / CPU seconds on the virtual core (the quota's own
+    exactness); ``speed``, those CPU seconds / the free core's (what
+    running in bursts costs the work: caches, the CPU's clock); and
+    ``total``, seconds x F / the free core's seconds, their product."""
+    rows = []
+    plan = [(0.05, [1, 2, 4, 8, 16, 32])] + [(f, [1]) for f in (0.1, 0.2, 0.4)]
+    for share, counts in plan:
+        c = up(Cluster("vck", max(counts), 1, 1e10, core_share=share), log=lambda s: None,
+               owner=str(os.getpid()))
+        try:
+            for m in counts:
+                quota, speed, total = [], [], []
+                for _ in range(rounds):
+                    ref = free("kernel", "--loops", str(loops))
+                    for t, u in kernel(c.mpiexec, m, "kernel", "--loops", str(loops),
+                                       cpu=True):
+                        quota.append(t * share / u)
+                        speed.append(u / ref)
+                        total.append(t * share / ref)
+                row = {"share": share, "cores": m, "samples": len(total)}
+                for key, v in (("quota", quota), ("speed", speed), ("total", total)):
+                    row.update({key: statistics.median(v), f"{key}_lo": min(v),
+                                f"{key}_hi": max(v)})
+                rows.append(row)
+                print(f"dilation: F={share:g} x {m} cores: " + ", ".join(
+                    f"{key} {row[key]:.4f} ({row[key + '_lo']:.4f}-{row[key + '_hi']:.4f})"
+                    for key in ("quota", "speed", "total")), flush=True)
+        finally:
+            down(c.name, log=lambda s: None)
+    return rows
+
+
+def quantisation(loops: int, iters: int, rounds: int = 3) -> list[dict]:
+    """Rows of the quantisation check: share, period, op, and the time per
+    iteration that virtual cores add beyond dilation.  Two ranks on two
+    nodes loop over {work, synchronisation} (Barrier, or an 8-byte
+    ping-pong) on real cores (an emulated cluster without a share: the
+    same TCP links) and on virtual cores of share F, interleaved; a
+    perfect emulation takes 1/F times the real cores' time per
+    iteration, and what it takes beyond that, in the virtual cores' own
+    time, is what the quota's periods add per synchronisation."""
+    rows = []
+    real = up(Cluster("vcr", 2, 1, 1e10), log=lambda s: None, owner=str(os.getpid()))
+    try:
+        for share, period in ((0.1, None), (0.2, None), (0.2, 5000), (0.4, None),
+                              (0.4, 2500)):
+            c = up(Cluster("vcq", 2, 1, 1e10, core_share=share, core_period=period),
+                   log=lambda s: None, owner=str(os.getpid()))
+            try:
+                for op in ("barrier", "pingpong"):
+                    args = ("sync", "--loops", str(loops), "--iters", str(iters), "--op", op)
+                    ref, each = [], []
+                    for _ in range(rounds):
+                        ref.append(max(kernel(real.mpiexec, 2, *args)))
+                        each.append(max(kernel(c.mpiexec, 2, *args)))
+                    t_real, t_virtual = statistics.median(ref), statistics.median(each)
+                    added = t_virtual - t_real / share
+                    rows.append({"share": share, "period_ms": (c.core_period or 0) / 1000,
+                                 "op": op, "real_ms": 1e3 * t_real,
+                                 "virtual_ms": 1e3 * t_virtual, "added_ms": 1e3 * added,
+                                 "added_share": added / (t_real / share)})
+                    r = rows[-1]
+                    print(f"quantisation: F={share:g}, period {r['period_ms']:g} ms, {op}: "
+                          f"{r['real_ms']:.3f} ms per iteration on real cores, "
+                          f"{r['virtual_ms']:.2f} ms on virtual ones, {r['added_ms']:+.3f} "
+                          f"ms beyond 1/F ({100 * r['added_share']:+.1f} %)", flush=True)
+            finally:
+                down(c.name, log=lambda s: None)
+    finally:
+        down(real.name, log=lambda s: None)
+    return rows
+
+
+def check_markdown(dil: list[dict], quant: list[dict]) -> str:
+    def cell(r, key):
+        return f"{r[key]:.3f} ({r[key + '_lo']:.3f}-{r[key + '_hi']:.3f})"
+    out = ["| share F | concurrent virtual cores | wall x F / CPU (the quota) | CPU / free CPU "
+           "(the work's speed) | wall x F / free (dilation) |", "|---|---|---|---|---|"]
+    out += [f"| {r['share']:g} | {r['cores']} | {cell(r, 'quota')} | {cell(r, 'speed')} | "
+            f"{cell(r, 'total')} |" for r in dil]
+    out += ["", "| share F | period ms | sync | ms per iteration, real cores | on virtual "
+            "cores | added beyond 1/F, ms | of the iteration |", "|---|---|---|---|---|---|---|"]
+    out += [f"| {r['share']:g} | {r['period_ms']:g} | {r['op']} | {r['real_ms']:.3f} | "
+            f"{r['virtual_ms']:.2f} | {r['added_ms']:+.3f} | {100 * r['added_share']:+.1f} % |"
+            for r in quant]
+    return "\n".join(out)
+
+
+def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: int) -> dict:
+    """The whole method for one application against cluster ``c``; its row."""
+    n = int(recipe["ranks"])
+    app = app_args(recipe)
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    print(f"{name} (N={n}, {c.nodes} x {c.cores_per_node} virtual cores of "
+          f"{c.core_share:g}): {' '.join(recipe['app'])}", flush=True)
+    host_stages(app, d, n, count_c_calls=True, timeout=TIMEOUT)
+    runs = []
+    for k in range(1, rounds + 1):
+        replay_round(app, d, n, k, timeout=TIMEOUT, load=c.cores_per_node, bind=c.core)
+        if k == 1:
+            measure_network(d / "pingpong1.csv", c.mpiexec,
+                            ("--repeats", "5", "--max-bytes", str(1 << 20)), timeout=TIMEOUT,
+                            ranks=min(n, c.cores_per_node + 1))
+            sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node",
+                str(c.cores_per_node), "--nodes", str(c.nodes), "--name", "virtual-cores",
+                "-o", str(d / "platform.yaml")], d / "fit.log")
+        runs.append(measure(app, n, 1, c.mpiexec, env=env(), log=lambda s: None,
+                            timeout=TIMEOUT)["measured"])
+        (d / "runs.json").write_text(json.dumps(runs))
+        print(f"    run {k}/{rounds}: {runs[-1]:.4f} s", flush=True)
+    row = predict_app(name, recipe, d, d / "platform.yaml", rounds, runs)
+    row.update(share=c.core_share, nodes=c.nodes, cores_per_node=c.cores_per_node)
+    (d / "row.json").write_text(json.dumps(row))
+    return row
+
+
+def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
+    md = []
+    for n in sorted(a.ranks, reverse=True):     # the largest, scarcest, first
+        cpn = min(a.cores_per_node, n)
+        if n % cpn:
+            print(f"N={n}: not a multiple of {cpn} cores per node; skipped", flush=True)
+            continue
+        share = share_for(n)
+        c = up(Cluster(f"vc{n}", n // cpn, cpn, a.rate, core_share=share),
+               owner=str(os.getpid()))
+        rows = []
+        try:
+            for name in names:
+                if a.budget and time.time() - start > a.budget:
+                    print(f"N={n} {name}: not started, the budget of {a.budget} s is spent",
+                          flush=True)
+                    continue
+                recipe = dict(recipes[name], ranks=n, compare=True)
+                recipe.pop("platform", None)
+                d = out / f"N{n}" / name
+                try:
+                    with app_environment(recipe):
+                        rows.append(validate_on_cluster(name, recipe, d, c, a.rounds))
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+                    rows.append({"app": name, "package": recipe["package"], "N": n,
+                                 "outcome": refusal(str(e))})
+        finally:
+            down(c.name, log=lambda s: None)
+        if rows:
+            df = pd.DataFrame(rows)
+            df.to_csv(out / f"N{n}" / "results.csv", index=False)
+            md.append(f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
+                      f"{a.rate / 1e9:g} Gbit/s links\n\n" + markdown(df, recipes))
+            print(md[-1], flush=True)
+    return "\n\n".join(md)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("what", choices=("check", "table"))
+    ap.add_argument("--out", default=str(HERE / "virtual_cores" / "results"))
+    ap.add_argument("--markdown", action="store_true", help="print the tables as markdown")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per application (default 5)")
+    ap.add_argument("--ranks", type=lambda s: [int(x) for x in s.replace(",", " ").split()],
+                    default=[8, 16], help='N values, e.g. "8 16 32" (default "8 16")')
+    ap.add_argument("--apps", help="comma-separated recipe names (default: all of --recipes)")
+    ap.add_argument("--recipes", default=str(HERE / "apps" / "examples.yaml"))
+    ap.add_argument("--cores-per-node", type=int, default=2,
+                    help="virtual cores per emulated node (default 2): the replay's copies")
+    ap.add_argument("--rate", type=parse_rate, default=parse_rate("1gbit"),
+                    help="each node's link (default 1gbit)")
+    ap.add_argument("--budget", type=float, help="start no application after this many seconds")
+    ap.add_argument("--loops", type=int, default=400_000,
+                    help="check: the kernel's additions (default 400000: about 20 ms free)")
+    a = ap.parse_args(argv)
+    why = unavailable()
+    if why:
+        print(f"virtual_cores: {why}", file=sys.stderr)
+        return 2
+    if os.environ.get(MARK) != "1":
+        return isolated([PY, str(Path(__file__).resolve())] + argv)
+    enter()
+    out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    if a.what == "check":
+        dil = dilation(3, a.loops * 5)
+        quant = quantisation(a.loops // 10, 100)
+        (out / "check.json").write_text(json.dumps({"dilation": dil, "quantisation": quant}))
+        text = check_markdown(dil, quant)
+    else:
+        recipes = load_recipes(a.recipes)
+        names = a.apps.split(",") if a.apps else list(recipes)
+        unknown = [x for x in names if x not in recipes]
+        if unknown:
+            ap.error(f"unknown app(s) {unknown}; recipes: {', '.join(recipes)}")
+        too_many = [n for n in a.ranks if share_for(n) * n > MAX_LOAD * CPUS]
+        if too_many:
+            ap.error(f"N={too_many}: more virtual cores than this machine lends")
+        text = table(a, recipes, names, out, start)
+        (out / "TABLES.md").write_text(f"# Virtual cores, {time.strftime('%Y-%m-%d')}\n\n"
+                                       + text + "\n")
+    if a.markdown:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
