@@ -95,13 +95,14 @@ def check_fits(cores: int, share: float, cpus: int) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped by
+    whoever inherited it, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError, ProcessLookupError):
         return False
-    except PermissionError:
-        return True
-    return True
+    return state not in ("Z", "X")
 
 
 def _folders() -> list[str]:
