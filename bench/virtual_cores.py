@@ -214,7 +214,7 @@ def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: in
         replay_round(app, d, n, k, timeout=TIMEOUT, load=c.cores_per_node, bind=c.core)
         if k == 1:
             measure_network(d / "pingpong1.csv", c.mpiexec,
-                            ("--repeats", "5", "--max-bytes", str(1 << 20)), timeout=TIMEOUT,
+                            ("--repeats", "3", "--max-bytes", str(1 << 18)), timeout=TIMEOUT,
                             ranks=min(n, c.cores_per_node + 1))
             sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node",
                 str(c.cores_per_node), "--nodes", str(c.nodes), "--name", "virtual-cores",
