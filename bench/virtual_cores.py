@@ -105,7 +105,8 @@ def kernel(mpiexec: str, ranks: int, *args: str, cpu: bool = False) -> list:
 
 
 def free(*args: str) -> float:
-    """The kernel's seconds alone on a free core of this machine."""
+    """The kernel's CPU seconds alone on a free core of this machine (its
+    wall seconds there, less what a neighbour took)."""
     return kernel(MPIEXEC, 1, *args, cpu=True)[0][1]
 
 

@@ -138,9 +138,9 @@ def up(c: Cluster, log=print, owner: str = "up") -> Cluster:
     the virtual cores stale (emulate.cores), or ``up``."""
     if c.core_share is not None:
         c.cpus = c.cpus or sorted(os.sched_getaffinity(0))
-        c.core_period = cores.period_us(c.core_share, c.core_period) \
-            if 0 < c.core_share <= 1 else c.core_period
     c.check()
+    if c.core_share is not None:
+        c.core_period = cores.period_us(c.core_share, c.core_period)
     if os.geteuid() != 0:
         raise EmulateError("an emulated cluster needs root (network namespaces, tc)")
     if shutil.which("ip") is None or shutil.which("tc") is None:

@@ -338,7 +338,7 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     if bind and concurrent > 1:
         raise ReplayError("--bind-command runs the replays on given cores: give --load K "
                           "(K copies on cores 0..K-1) instead of --concurrent")
-    cores = list(range(load)) if bind and load > 1 else copy_cores(load)
+    cores = copy_cores(load, bind)
 
     def one_round(dest: str) -> list[str]:
         if load > 1:
@@ -358,11 +358,14 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     return done
 
 
-def copy_cores(load: int) -> list[int]:
+def copy_cores(load: int, bind: str | None = None) -> list[int]:
     """The CPU each of ``load`` copies is bound to: one each where this
-    process may run on that many, else none (-1), said in a note."""
+    process may run on that many, else none (-1), said in a note; with a
+    ``bind`` command, the cores 0 ... load - 1 that it is given."""
     if load < 2:
         return []
+    if bind:
+        return list(range(load))
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) >= load:
         return cpus[:load]
