@@ -355,3 +355,12 @@ def test_a_replay_runs_its_copies_on_one_nodes_virtual_cores(tmp_path):
     assert "/core0 cpus" in first and "share 0.2" in first
     assert "/core1 cpus" in second
     assert (tmp_path / "out" / "rank0.csv").exists()
+
+
+def test_a_replay_bind_command_that_is_not_there_is_refused(tmp_path):
+    p = run([PY, "-m", "replay", "--rank", "0", "--log", str(tmp_path / "log"), "-o",
+             str(tmp_path / "out"), "--bind-command", str(tmp_path / "nosuch"), "app.py"],
+            check=False)
+    assert p.returncode == 2
+    assert f"--bind-command {tmp_path / 'nosuch'}: not an executable command" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "out").exists()
