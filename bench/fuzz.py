@@ -576,18 +576,26 @@ def _stages() -> dict:
             "prediction": stage_prediction, "fit": stage_fit, "log": stage_log}
 
 
-def one(base: dict, ref: dict, rng: random.Random, name: str, family: str) -> dict:
-    """Damage one file, run one stage that reads it; the outcome as a row."""
+def one(base: dict, ref: dict, rng: random.Random, name: str, family: str,
+        reader=None) -> dict:
+    """Damage one file, run one stage that reads it (``reader``, else one
+    drawn); the outcome as a row."""
     key, inner, readers = FILES[name]
     stages = _stages()
-    reader = rng.choice(readers)
+    reader = reader if reader is not None else rng.choice(readers)
     sname = reader if isinstance(reader, str) else \
         next(k for k, v in stages.items() if v is reader)
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         p = _copy(base, key, d)
         path = p[key] / inner if inner else p[key]
-        if family == "invalid":
+        if family == "directory":
+            # a directory of the file's name (an unpacked archive, a
+            # mistaken copy): every reader of every file meets it alike
+            path.unlink()
+            path.mkdir()
+            what = "replaced by a directory"
+        elif family == "invalid":
             what = invalid(rng, name, path)
             family = "edit" if what.startswith(EDIT) else family
         else:
@@ -643,12 +651,17 @@ def replayed(base: dict, rng: random.Random) -> dict:
 
 def campaign(base: dict, mutations: int, seed: int, replays: int = 0,
              progress=None) -> pd.DataFrame:
-    """``mutations`` in-process cases spread over every file and both
+    """Every file replaced by a directory for each of its readers, then
+    ``mutations`` in-process cases spread over every file and both
     families (seeded), plus ``replays`` crafted logs replayed for real."""
     ref = baseline(base)
     rng = random.Random(seed)
     names = list(FILES)
     rows = []
+    # every file replaced by a directory, once for each stage that reads it
+    for name, (_, _, readers) in FILES.items():
+        for reader in readers:
+            rows.append(one(base, ref, rng, name, "directory", reader))
     for k in range(mutations):
         name = names[k % len(names)]
         family = "invalid" if k // len(names) % 2 == 0 else "damage"

@@ -79,6 +79,11 @@ def _read_tables(path: str, columns) -> Trace:
     ev_path = os.path.join(path, "events.parquet")
     if not os.path.exists(ev_path):
         raise TraceError(f"{ev_path}: missing; the trace holds no events")
+    for name in ("events.parquet", "comms.parquet", "sites.parquet", "topology.parquet"):
+        table = os.path.join(path, name)
+        if os.path.exists(table) and not os.path.isfile(table):
+            raise TraceError(f"{table}: not a file (a directory or another kind of entry "
+                             f"where the merge writes a table); the trace is damaged")
     # every merge writes all four (topology empty without topologies): a
     # trace without one lost a file
     for name in ("comms.parquet", "sites.parquet", "topology.parquet"):

@@ -175,7 +175,7 @@ def up(c: Cluster, log=print, owner: str = "up") -> Cluster:
                 raise EmulateError(str(e)) from None
             with open(c.core, "w") as f:
                 f.write(cores.core_script(c.name, top, c.nodes * c.cores_per_node,
-                                          c.core_share, c.cpus or [0]))
+                                          c.core_share, c.core_period or 0, c.cpus or [0]))
             os.chmod(c.core, 0o755)
         with open(os.path.join(c.state_dir, "cluster.json"), "w") as f:
             json.dump(asdict(c), f, indent=1)

@@ -27,8 +27,9 @@ cores - 1, node k's cores being k x cores ... (k + 1) x cores - 1.
 A process enters its core through the cluster's ``core`` script
 (``STATE/NAME/core C COMMAND...``; ``-`` for C: the rank's own core, from
 hydra's ``PMI_RANK``), which joins the group, pins itself and execs
-COMMAND with ``REPREPLAY_CORE_SHARE=F`` set: replay reports CPU seconds
-of such a core divided by F, the core's own clock.
+COMMAND with ``REPREPLAY_CORE_SHARE=F`` and ``REPREPLAY_CORE_PERIOD``
+(seconds) set: replay reports a span of such a core as its CPU seconds
+divided by F, the core's own clock (replay.run.on_core_share).
 
 What it cannot emulate, measured in bench/virtual_cores.py: the quota is
 handed out in periods (at least 1 ms of quota), so a rank that runs out
@@ -199,7 +200,8 @@ def remove(name: str) -> list[str]:
     return gone
 
 
-def core_script(name: str, top: str, cores: int, share: float, cpus: list[int]) -> str:
+def core_script(name: str, top: str, cores: int, share: float, period: int,
+                cpus: list[int]) -> str:
     """The text of the cluster's ``core`` script (see the module's text)."""
     return f"""#!/bin/sh
 # core C COMMAND...: COMMAND on virtual core C of the emulated cluster {name}
@@ -213,6 +215,6 @@ fi
 if [ $# -eq 0 ]; then echo "usage: core C COMMAND [ARGS...]" >&2; exit 2; fi
 echo $$ > {top}/core$c/cgroup.procs || exit 1
 cpu=$(echo "{' '.join(map(str, cpus))}" | cut -d' ' -f$((c % {len(cpus)} + 1)))
-export REPREPLAY_CORE_SHARE={share!r}
+export REPREPLAY_CORE_SHARE={share!r} REPREPLAY_CORE_PERIOD={period / 1e6!r}
 exec taskset -c "$cpu" "$@"
 """

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from contracts.prediction import prediction_json, write_prediction
+from contracts.units import seconds
 
 from .platform import PlatformError, from_dict, load_platform
 from .schedule import Schedule, ScheduleError
@@ -321,7 +322,7 @@ def _sampled(low: _Lowered, plat, var, run):
     from .variability import run_samples
 
     def progress(m, t):
-        print(f"netsim: sample {m + 1}/{var.samples}: {t:.6g} s", file=sys.stderr, flush=True)
+        print(f"netsim: sample {m + 1}/{var.samples}: {seconds(t)}", file=sys.stderr, flush=True)
     res, times, mid, low.schedule = run_samples(low.schedule, plat, var, low.reps, run,
                                                 progress, lower=low.lower, events=low.events)
     return res, {**var.describe(), "times": times, "median_sample": mid}
@@ -413,10 +414,10 @@ def main(argv=None) -> int:
     what = (f"median of {len(sampled['times'])} samples, " + (
         "band: their 5-95 % and the fitted computation's interval, " if low.factors else
         "5-95 %: ") if sampled else "band ")
-    print(f"predicted time {res.predicted_time:.6g} s ({what}{band[0]:.6g} to {band[1]:.6g} s) "
-          f"on {plat.name} ({low.schedule.nranks} ranks); "
-          f"mean per rank: computation {pr['computation'].mean():.4g} s, communication "
-          f"{pr['communication'].mean():.4g} s, waiting {pr['waiting'].mean():.4g} s")
+    print(f"predicted time {seconds(res.predicted_time)} ({what}{seconds(band[0])} to "
+          f"{seconds(band[1])}) on {plat.name} ({low.schedule.nranks} ranks); "
+          f"mean per rank: computation {seconds(pr['computation'].mean())}, communication "
+          f"{seconds(pr['communication'].mean())}, waiting {seconds(pr['waiting'].mean())}")
     print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"
           + (f" and {a.timeline}" if a.timeline else ""))
     return 0

@@ -153,19 +153,33 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
 
 
 CORE_SHARE = "REPREPLAY_CORE_SHARE"
+CORE_PERIOD = "REPREPLAY_CORE_PERIOD"
 
 
 def on_core_share(rows: list) -> list:
-    """CPU seconds in the core's own clock: on a virtual core that runs at
-    a share F of a real CPU (``REPREPLAY_CORE_SHARE``, set by an emulated
-    cluster's ``core`` script), a second of its work takes 1/F real CPU
-    seconds' worth of wall time, so the CPU seconds are divided by F; the
-    busy check then compares like with like."""
+    """Spans in the core's own clock: on a virtual core that runs at a
+    share F of a real CPU in quota periods of P seconds
+    (``REPREPLAY_CORE_SHARE``, ``REPREPLAY_CORE_PERIOD``, set by an
+    emulated cluster's ``core`` script), a second of its work takes 1/F
+    real CPU seconds' worth of wall time, so CPU seconds are divided by F.
+
+    A span's computation is its CPU seconds / F, and its wall seconds
+    only beyond that by more than one period (a real wait: a file, a
+    sleep).  Its wall seconds alone depend on where the quota's pauses
+    fell: inside a span or inside the replayed call around it (a system
+    call there is where the kernel stops a process that ran past its
+    quota), off by up to a period per span, and jacobi's replayed spans
+    at F = 0.1 summed to 0.8 of their CPU seconds / F."""
     share = float(os.environ.get(CORE_SHARE) or 1.0)
     if share == 1.0:
         return rows
-    return [(seq, op, comp, cpu / share, polls, poll_cpu / share)
-            for seq, op, comp, cpu, polls, poll_cpu in rows]
+    period = float(os.environ.get(CORE_PERIOD) or 0.0)
+    out = []
+    for seq, op, comp, cpu, polls, poll_cpu in rows:
+        work = cpu / share
+        out.append((seq, op, work + max(comp - work - period, 0.0), work,
+                    polls, poll_cpu / share))
+    return out
 
 
 def _write_rows(out_dir: str, rank: int, rows: list, inside: dict) -> str:

@@ -11,6 +11,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from contracts.units import seconds
+
 # the activities a rank's time splits into, and their colours everywhere
 ACTIVITY = {"computation": "#4c72b0", "communication": "#dd8452", "waiting": "#c44e52"}
 # the timeline cannot split a call's time into communication and waiting:
@@ -67,7 +69,7 @@ def breakdown_png(path: str, pred: dict) -> None:
         ax.set_xlabel("rank")
     ax.set_ylabel("seconds")
     ax.set_title(f"where the time goes on {pred['platform']['name']}: predicted "
-                 f"{pred['predicted_time']:.4g} s", fontsize=10)
+                 f"{seconds(pred['predicted_time'])}", fontsize=10)
     fig.legend(loc="outside right upper", fontsize=8, frameon=False)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -85,7 +87,7 @@ def platforms_png(path: str, preds: list) -> None:
     ax.errorbar(times, np.arange(len(names)), xerr=err, fmt="none", ecolor="black",
                 capsize=4, linewidth=1)
     for i, (t, hi) in enumerate(zip(times, band[:, 1])):
-        ax.text(hi, i, f"  {t:.4g} s", va="center", fontsize=8)
+        ax.text(hi, i, f"  {seconds(t)}", va="center", fontsize=8)
     ax.set_xlim(0, band[:, 1].max() * 1.25)
     ax.set_xlabel("predicted run time (s); whiskers: the band from the measured computation")
     ax.set_title("what-if: the same trace and replay on each platform", fontsize=10)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from contracts.prediction import QUANTITIES, read_prediction
 from contracts.representatives import read_representatives
+from contracts.units import seconds
 
 from .figures import breakdown_png, platforms_png, timeline_png, variability_png
 
@@ -36,9 +37,15 @@ def _img(path: str) -> str:
     return f'<img alt="{html.escape(os.path.basename(path))}" src="data:image/png;base64,{data}">'
 
 
-def _table(df: pd.DataFrame, floatfmt="{:.4g}") -> str:
-    return df.to_html(index=False, float_format=lambda v: floatfmt.format(v), border=0,
-                      classes="t")
+def _table(df: pd.DataFrame, times=()) -> str:
+    """An HTML table: the columns named in ``times`` hold seconds and are
+    written in engineering units (contracts.units), other numbers with
+    three significant digits."""
+    df = df.copy()
+    for c in times:
+        if c in df.columns:
+            df[c] = df[c].map(seconds)
+    return df.to_html(index=False, float_format=lambda v: f"{v:.3g}", border=0, classes="t")
 
 
 def indistinguishable(preds: list) -> list[tuple[str, str]]:
@@ -103,8 +110,8 @@ def _headline(preds: list) -> list[str]:
     lo, hi = best["band"]
     parts = [f"<h1>Predicted performance at {len(best['ranks'])} ranks</h1>",
              f"<p class=big>Fastest platform: <b>{html.escape(best['platform']['name'])}</b>, "
-             f"predicted run time <b>{best['predicted_time']:.4g} s</b>"
-             + (f" (band {lo:.4g} to {hi:.4g} s)" if hi > lo else "")
+             f"predicted run time <b>{seconds(best['predicted_time'])}</b>"
+             + (f" (band {seconds(lo)} to {seconds(hi)})" if hi > lo else "")
              + f"; computation from {html.escape(str(best.get('compute', 'the trace')))}.</p>"]
     same = indistinguishable(preds)
     if same:
@@ -126,12 +133,12 @@ def _headline(preds: list) -> list[str]:
 def _ranking(preds: list) -> pd.DataFrame:
     best = preds[0]["predicted_time"]
     return pd.DataFrame([{
-        "platform": p["platform"]["name"], "predicted time (s)": p["predicted_time"],
-        "band (s)": f"{p['band'][0]:.4g} - {p['band'][1]:.4g}",
+        "platform": p["platform"]["name"], "predicted time": seconds(p["predicted_time"]),
+        "band": f"{seconds(p['band'][0])} - {seconds(p['band'][1])}",
         "relative to fastest": p["predicted_time"] / best,
-        "mean computation (s)": p["summary"]["computation"]["mean"],
-        "mean communication (s)": p["summary"]["communication"]["mean"],
-        "mean waiting (s)": p["summary"]["waiting"]["mean"]} for p in preds])
+        "mean computation": seconds(p["summary"]["computation"]["mean"]),
+        "mean communication": seconds(p["summary"]["communication"]["mean"]),
+        "mean waiting": seconds(p["summary"]["waiting"]["mean"])} for p in preds])
 
 
 def _study(folder: str) -> list[str]:
@@ -151,14 +158,14 @@ def _study(folder: str) -> list[str]:
     if len(asked):
         parts += ["<p>Extrapolated beyond the studied N:</p>",
                   _table(asked[["platform", "source", "procs", "time", "low", "high",
-                                "model"]])]
+                                "model"]], times=("time", "low", "high"))]
     if len(marks):
         parts += ["<p>The scalability metric per platform (efficiency along N; marks "
                   "negative where it falls; higher is better):</p>",
                   _table(marks[["platform", "source", "min_procs", "max_procs", "MarkProcs",
                                 "max_E", "min_E"]].sort_values("MarkProcs",
                                                                ascending=False))]
-    parts += ["<h3>Times per N</h3>", _table(times)]
+    parts += ["<h3>Times per N</h3>", _table(times, times=("time", "low", "high"))]
     return parts
 
 
@@ -193,8 +200,8 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
         from contracts.validation import read_validation
         v = read_validation(validate)
         parts.append("<h2>Predicted vs measured</h2>" + _table(pd.DataFrame([{
-            "platform": v["platform"], "predicted (s)": v["predicted"],
-            f"measured (s, min of {len(v['runs'])})": v["measured"],
+            "platform": v["platform"], "predicted": seconds(v["predicted"]),
+            f"measured (min of {len(v['runs'])})": seconds(v["measured"]),
             "error": f"{100 * v['error']:+.1f} %"}])))
     stats, slow = per_rank_summary(best)
     parts += ["<h2>Platforms (what-if sweep)</h2>", _table(_ranking(preds)),
@@ -212,9 +219,9 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
               _img(figs["breakdown"]),
               "<p>Computation: the replayed target computation; communication: overheads, "
               "transfers and collectives not hidden by computation; waiting: blocked on a "
-              "late partner.</p>", _table(stats),
+              "late partner.</p>", _table(stats, times=QUANTITIES),
               f"<p>The {min(SLOWEST, len(slow))} slowest of {len(best['ranks'])} ranks:</p>",
-              _table(slow)]
+              _table(slow, times=QUANTITIES)]
     if tls:
         parts += ["<h2>Timeline excerpt</h2>", _img(figs["timeline"]),
                   f"<p>The full timeline opens in <a href='https://ui.perfetto.dev'>Perfetto</a>: "

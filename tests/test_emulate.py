@@ -222,15 +222,23 @@ def test_virtual_cores_are_placed_and_refused_when_they_do_not_fit():
     assert p.returncode == 2 and "virtual cores at 0.5 of a core need 16 CPUs" in p.stderr
 
 
-def test_replay_reports_a_virtual_cores_cpu_seconds_in_its_own_clock(monkeypatch):
-    from replay.run import CORE_SHARE, on_core_share
-    rows = [(1, "Send", 0.5, 0.05, 0, 0.0), (2, "Recv", 1.0, 0.1, 3, 0.02)]
+def test_replay_reports_a_virtual_cores_spans_in_its_own_clock(monkeypatch):
+    from replay.run import CORE_PERIOD, CORE_SHARE, on_core_share
+    # (seq, op, wall span, CPU span, polls, CPU of the polls)
+    rows = [(1, "Send", 0.5, 0.05, 0, 0.0), (2, "Recv", 0.7, 0.1, 3, 0.02),
+            (3, "Wait", 2.5, 0.1, 0, 0.0)]
     monkeypatch.delenv(CORE_SHARE, raising=False)
     assert on_core_share(rows) == rows
     monkeypatch.setenv(CORE_SHARE, "0.1")
+    monkeypatch.setenv(CORE_PERIOD, "0.01")
     out = on_core_share(rows)
-    assert [r[3] for r in out] == pytest.approx([0.5, 1.0])
-    assert out[1][5] == pytest.approx(0.2) and out[1][:3] == rows[1][:3]
+    # CPU / F, whatever the wall span says within a period of it (the
+    # quota's pauses fell in the calls around the span, or in it) ...
+    assert [r[3] for r in out] == pytest.approx([0.5, 1.0, 1.0])
+    assert [r[2] for r in out[:2]] == pytest.approx([0.5, 1.0])
+    # ... and a wait beyond CPU / F by more than a period is kept
+    assert out[2][2] == pytest.approx(1.0 + (2.5 - 1.0 - 0.01))
+    assert out[1][5] == pytest.approx(0.2) and out[1][:2] == rows[1][:2]
 
 
 @needs_isolation

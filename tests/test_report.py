@@ -121,3 +121,24 @@ def test_each_warning_is_said_once_with_the_platforms_it_concerns(tmp_path):
     assert html.count(shared) == 1 and html.count(own) == 1
     assert f"<b>Warning</b> (every platform): {shared}" in html
     assert f"<b>Warning</b> (fat-node): {own}" in html
+
+
+def test_times_are_written_in_engineering_units_in_the_report(tmp_path):
+    html = _report(tmp_path, 8).read_text()
+    tables = "".join(re.findall(r"<table.*?</table>", html, re.S))
+    # no exponent notation and no long raw fractions in any table cell
+    cells = re.findall(r"<td>([^<]*)</td>", tables)
+    assert cells and not [c for c in cells if re.fullmatch(r"-?[\d.]+e[-+]\d+", c)]
+    assert not [c for c in cells if re.fullmatch(r"-?0\.\d{4,}", c)]
+    # the per-rank times carry their unit
+    slowest = html.split("slowest of")[1].split("</table>")[0]
+    assert re.search(r"<td>\d[\d.]* (ns|us|ms|s)</td>", slowest)
+
+
+@pytest.mark.parametrize("value, text", [
+    (6.904e-05, "69.0 us"), (0.01402, "14.0 ms"), (2.4519, "2.45 s"), (123.4, "123 s"),
+    (0.0009996, "1.00 ms"), (3e-10, "0.300 ns"), (-0.0021, "-2.10 ms"), (0.0, "0 s"),
+    (1234.5, "20.6 min"), (100000.0, "27.8 h"), (None, "-"), (float("nan"), "-")])
+def test_seconds_in_engineering_units(value, text):
+    from contracts.units import seconds
+    assert seconds(value) == text

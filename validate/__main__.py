@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from contracts.units import seconds
 from contracts.validation import write_validation
 
 from .run import measure
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
            "predicted": pred["predicted_time"], **m, "command": target,
            "error": (pred["predicted_time"] - m["measured"]) / m["measured"]}
     write_validation(a.output, out)
-    print(f"predicted {out['predicted']:.4g} s, measured {out['measured']:.4g} s, "
+    print(f"predicted {seconds(out['predicted'])}, measured {seconds(out['measured'])}, "
           f"error {100 * out['error']:+.1f} %")
     return 0
 

@@ -37,6 +37,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from launch import split_command
     opts, mode, target = split_command(argv, valued=("--out",), prog="validate.clock")
+    if {"-h", "--help"} & set(opts):
+        print(__doc__)
+        return 0
     if mode is None or len(opts) != 2 or opts[0] != "--out":
         print("usage: python -m validate.clock --out DIR (app.py | -m module | -c cmd) [args]",
               file=sys.stderr)
