@@ -32,9 +32,12 @@ def test_a_thousand_mutations_give_no_traceback_no_hang_no_silent_change(base):
     assert all({"damage"} <= fams for fams in kinds)
     assert (df["outcome"] == "error").mean() > 0.5
     # a directory in a file's place is refused by every reader of every file
+    # (a rank's raw status file, as when it is damaged, is warned about and
+    # the rank counted incomplete)
     moved = df[df["family"] == "directory"]
     assert len(moved) == sum(len(f[2]) for f in fuzz.FILES.values())
-    assert (moved["outcome"] == "error").all(), moved.to_string()
+    assert (moved["outcome"] == "error").sum() == len(moved) - 1, moved.to_string()
+    assert moved[moved["outcome"] != "error"]["file"].tolist() == ["raw .json"]
     # the crafted message-log records were replayed for real and refused
     crafted = df[df["family"] == "crafted"]
     assert len(crafted) == 6 and crafted["outcome"].isin(["error", "same"]).all()
