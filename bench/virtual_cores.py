@@ -250,6 +250,7 @@ def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
         share = share_for(n)
         c = up(Cluster(f"vc{n}", n // cpn, cpn, a.rate, core_share=share),
                owner=str(os.getpid()))
+        copies = cpn if a.replay_copies == "node" else n
         rows = []
         try:
             for name in names:
@@ -262,7 +263,6 @@ def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
                 d = out / f"N{n}" / name
                 try:
                     with app_environment(recipe):
-                        copies = c.cores_per_node if a.replay_copies == "node" else n
                         rows.append(validate_on_cluster(name, recipe, d, c, a.rounds, copies))
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)

@@ -23,7 +23,7 @@ from mpimodel import ops
 from .output import write_json
 from .raw_trace import FIELDS, FLAG_ANY_SOURCE, FLAG_ANY_TAG, N_INT_FIELDS, RECORD, rank_path
 from .tables import MAX_SECONDS
-from .trace import TraceError
+from .trace import TraceError, file_there
 from .trace_checks import check_events, read_meta
 
 RAW_DTYPE = np.dtype([(f, "<i8") for f in FIELDS[:N_INT_FIELDS]]
@@ -91,22 +91,11 @@ def table_digest(path: str) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _a_file(path: str) -> bool:
-    """Whether ``path`` is there, as a file; TraceError where something else
-    (a directory) stands in a raw file's place."""
-    if not os.path.exists(path):
-        return False
-    if not os.path.isfile(path):
-        raise TraceError(f"{path}: not a file (a directory or another kind of entry where "
-                         f"the tracer writes one); the raw trace is damaged")
-    return True
-
-
 def read_side(path: str):
     """All side records of one rank, and whether the file was cut short (a
     truncated last line is dropped; any other damage raises TraceError)."""
     records: list = []
-    if not _a_file(path):
+    if not file_there(path, "the tracer", "raw trace"):
         return records, False
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
@@ -125,7 +114,7 @@ def read_side(path: str):
 
 
 def read_events(path: str) -> np.ndarray:
-    if not _a_file(path):
+    if not file_there(path, "the tracer", "raw trace"):
         return np.zeros(0, RAW_DTYPE)
     size = os.path.getsize(path)
     n = size // RAW_DTYPE.itemsize      # a partially written last record is dropped

@@ -42,6 +42,18 @@ class Trace:
         return list(self.meta.get("incomplete_ranks", []))
 
 
+def file_there(path: str, writer: str, what: str) -> bool:
+    """Whether ``path`` is there as a file (False where it is missing);
+    TraceError where something else, a directory, stands in its place:
+    ``writer`` writes that file into ``what`` (the trace, the raw trace)."""
+    if not os.path.exists(path):
+        return False
+    if not os.path.isfile(path):
+        raise TraceError(f"{path}: not a file (a directory or another kind of entry where "
+                         f"{writer} writes one); the {what} is damaged")
+    return True
+
+
 def load_trace(path: str, columns: list[str] | None = None, salvage: bool = True) -> Trace:
     """Read a trace directory, writing nothing into it.  A run that crashed
     before merging is merged in a temporary directory (``salvage``), with
@@ -76,21 +88,16 @@ def _read_tables(path: str, columns) -> Trace:
 
     from .trace_checks import check_comms, check_events, read_meta
     meta = read_meta(os.path.join(path, "meta.json"))
+    from .merge import COMMS_COLUMNS, EVENT_SCHEMA, TABLES, table_digest
     ev_path = os.path.join(path, "events.parquet")
-    if not os.path.exists(ev_path):
-        raise TraceError(f"{ev_path}: missing; the trace holds no events")
-    for name in ("events.parquet", "comms.parquet", "sites.parquet", "topology.parquet"):
-        table = os.path.join(path, name)
-        if os.path.exists(table) and not os.path.isfile(table):
-            raise TraceError(f"{table}: not a file (a directory or another kind of entry "
-                             f"where the merge writes a table); the trace is damaged")
     # every merge writes all four (topology empty without topologies): a
     # trace without one lost a file
-    for name in ("comms.parquet", "sites.parquet", "topology.parquet"):
-        if not os.path.exists(os.path.join(path, name)):
-            raise TraceError(f"{os.path.join(path, name)}: missing (every merged trace has "
-                             f"it); the trace is damaged")
-    from .merge import COMMS_COLUMNS, EVENT_SCHEMA, TABLES, table_digest
+    for name in TABLES:
+        table = os.path.join(path, name)
+        if not file_there(table, "the merge", "trace"):
+            raise TraceError(f"{table}: missing; the trace holds no events" if table == ev_path
+                             else f"{table}: missing (every merged trace has it); the trace "
+                                  f"is damaged")
     digests = meta.get("digests")
     for name in TABLES:
         if not isinstance(digests, dict) or digests.get(name) != table_digest(
