@@ -19,6 +19,8 @@ if [ -z "$SRC" ]; then
     [ -d "$SRC" ] || git clone --depth 1 https://github.com/spcl/LogGOPSim "$SRC"
 fi
 SRC=$(realpath "$SRC")
+# bench/loggopsim_speed.py finds LogGOPSim's schedule generator there
+[ -e "$OUT/src" ] || ln -s "$SRC" "$OUT/src"
 missing=""
 command -v gengetopt >/dev/null || missing="$missing gengetopt"
 command -v re2c >/dev/null || missing="$missing re2c"

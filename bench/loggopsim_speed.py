@@ -2,13 +2,22 @@
 
     bench/build_loggopsim.sh                  # LogGOPSim and txt2bin, -O3
     python bench/loggopsim_speed.py --loggopsim bench/out/loggopsim [--ranks 1024,16384]
+                                    [--workloads ring_rd,schedgen2_allreduce]
                                     [--rounds 3] [--out bench/out/goal] [--baseline DIR]
 
-The schedule (written once per size as GOAL text under ``--out``): per
-iteration a computation, a 1-D ring halo exchange (receive from both
-neighbours, send to both) and an 8-byte allreduce by recursive doubling
-(log2 P rounds of send + receive with the rank's partner); iterations so
-that every size has a few million operations.  Each round runs, one
+Two workloads (each written once per size as GOAL text under ``--out``),
+iterations so that every size has a few million operations:
+
+- ``ring_rd``, this project's: per iteration a computation, a 1-D ring
+  halo exchange (receive from both neighbours, send to both) and an
+  8-byte allreduce by recursive doubling (log2 P rounds of send + receive
+  with the rank's partner);
+- ``schedgen2_allreduce``, not ours: LogGOPSim's own schedule generator
+  (Schedgen2, in its source tree, which bench/build_loggopsim.sh keeps)
+  writes one 64 KiB allreduce by recursive halving and doubling
+  (reduce-scatter then allgather, 4 log2 P operations per rank); this
+  script repeats it, each repetition behind a computation that waits for
+  the previous one.  Each round runs, one
 after the other: LogGOPSim's whole process (``txt2bin`` then
 ``LogGOPSim``, L=2500 o=1500 g=1000 G=6 O=0 S=65535 ns) and netsim's
 (``python -m netsim FILE --goal-in --loggops ...``: start-up, reading the
@@ -37,6 +46,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 L, o, g, G, O, S = 2500, 1500, 1000, 6, 0, 65535
 ITERS = {1024: 100, 16384: 10, 262144: 1}
+ALLREDUCE_ITERS = {1024: 60, 16384: 4, 262144: 1}
 
 
 def write_goal(path: Path, p: int, iters: int) -> int:
@@ -75,6 +85,68 @@ def write_goal(path: Path, p: int, iters: int) -> int:
             f.write("\n".join(lines))
     os.replace(tmp, path)
     return ops
+
+
+def write_schedgen2_allreduce(path: Path, p: int, iters: int, schedgen2: Path) -> int:
+    """Schedgen2's 64 KiB recursive-doubling allreduce at ``p`` ranks,
+    repeated ``iters`` times, as GOAL; its ops.  Each repetition's first
+    operations wait for a computation that waits for the previous
+    repetition's last ones (what Schedgen2's own ``Append`` does)."""
+    if not (schedgen2 / "schedgen.py").exists():
+        raise SystemExit(f"{schedgen2}: no schedgen.py (LogGOPSim's Schedgen2): give "
+                         "--schedgen2 LOGGOPSIM_SOURCE/src/Schedgen2")
+    one = path.with_suffix(".one")
+    subprocess.run([sys.executable, "schedgen.py", "allreduce", "--ptrn", "recdoub",
+                    "--comm_size", str(p), "--datasize", "65536", "--output", str(one)],
+                   cwd=schedgen2, check=True)
+    tmp = path.with_suffix(".part")
+    ops = 0
+    with open(one) as src, open(tmp, "w") as out:
+        rank, block = -1, list[str]()
+        for line in src:
+            line = line.strip()
+            if line.startswith("num_ranks"):
+                out.write(line + "\n")
+            elif line.startswith("rank "):
+                rank, block = int(line.split()[1]), []
+            elif line == "}":
+                ops += _repeat_block(out, rank, block, iters)
+            elif line:
+                block.append(line)
+    one.unlink()
+    os.replace(tmp, path)
+    return ops
+
+
+def _repeat_block(out, rank: int, block: list[str], iters: int) -> int:
+    """One rank's operations, ``iters`` times, chained by computations."""
+    ops: list[tuple[int, str]] = []
+    needs: list[tuple[int, int]] = []
+    for line in block:
+        head, _, rest = line.partition(" ")
+        if rest.startswith("requires "):
+            needs.append((int(head[1:]), int(rest.split()[1][1:])))
+        else:
+            ops.append((int(head[1:-1]), rest))
+    span = max(x for x, _ in ops) + 1                    # labels per repetition
+    waits = {a for a, _ in needs}
+    waited_on = {b for _, b in needs}
+    first = [x for x, _ in ops if x not in waits]
+    last = [x for x, _ in ops if x not in waited_on]
+    lines = [f"rank {rank} {{"]
+    for i in range(iters):
+        base = i * (span + 1)
+        calc = base + span                                # the computation's label
+        lines.append(f"l{calc}: calc {1000 + 50 * (rank % 7)}")
+        if i:
+            prev = base - (span + 1)
+            lines += [f"l{calc} requires l{prev + x}" for x in last]
+        lines += [f"l{base + x}: {text}" for x, text in ops]
+        lines += [f"l{base + a} requires l{base + b}" for a, b in needs]
+        lines += [f"l{base + x} requires l{calc}" for x in first]
+    lines.append("}\n")
+    out.write("\n".join(lines) + "\n")
+    return iters * (len(ops) + 1)
 
 
 class Run(NamedTuple):
@@ -131,6 +203,11 @@ def main():
     ap.add_argument("--loggopsim", required=True, type=Path,
                     help="directory with LogGOPSim and txt2bin (bench/build_loggopsim.sh)")
     ap.add_argument("--ranks", default="1024,16384,262144")
+    ap.add_argument("--workloads", default="ring_rd,schedgen2_allreduce",
+                    help="comma-separated: ring_rd (this project's), schedgen2_allreduce "
+                         "(LogGOPSim's generator)")
+    ap.add_argument("--schedgen2", type=Path,
+                    help="LogGOPSim's src/Schedgen2 (default: under --loggopsim's src/)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "goal")
     ap.add_argument("--baseline", type=Path,
@@ -138,13 +215,22 @@ def main():
                          "COMMIT`) whose netsim runs too, alternated: old against new")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
+    schedgen2 = a.schedgen2 or a.loggopsim / "src" / "src" / "Schedgen2"
     rows = []
-    for p in (int(x) for x in a.ranks.split(",")):
-        goal = a.out / f"ring_rd_{p}.goal"
-        iters = ITERS.get(p, max(1, 2_000_000 // (p * (5 + 2 * (p.bit_length() - 1)))))
+    for w, p in ((w, int(x)) for w in a.workloads.split(",") for x in a.ranks.split(",")):
+        goal = a.out / f"{w}_{p}.goal"
+        if w == "ring_rd":
+            iters = ITERS.get(p, max(1, 2_000_000 // (p * (5 + 2 * (p.bit_length() - 1)))))
+        elif w == "schedgen2_allreduce":
+            iters = ALLREDUCE_ITERS.get(p, max(1, 2_500_000 // (p * 4 * (p.bit_length() - 1))))
+        else:
+            ap.error(f"--workloads: unknown workload {w!r}")
         if not goal.exists():
             print(f"writing {goal} ({iters} iterations)", flush=True)
-            write_goal(goal, p, iters)
+            if w == "ring_rd":
+                write_goal(goal, p, iters)
+            else:
+                write_schedgen2_allreduce(goal, p, iters, schedgen2)
         ours, theirs, t2b, old = [], [], [], []
         for k in range(a.rounds):
             lg, t1 = loggopsim(a.loggopsim, goal)
@@ -153,7 +239,7 @@ def main():
             ours.append(netsim(goal))
             if a.baseline:
                 old.append(netsim(goal, a.baseline))
-            print(f"P={p} round {k + 1}: LogGOPSim {lg.wall:.2f} s (loop {lg.loop:.2f}), "
+            print(f"{w} P={p} round {k + 1}: LogGOPSim {lg.wall:.2f} s (loop {lg.loop:.2f}), "
                   f"{lg.mb:.0f} MB; netsim {ours[-1].wall:.2f} s (loop {ours[-1].loop:.2f}), "
                   f"{ours[-1].mb:.0f} MB"
                   + (f"; baseline {old[-1].wall:.2f} s, {old[-1].mb:.0f} MB" if old else ""),
@@ -164,14 +250,14 @@ def main():
         same = theirs[0].finish == round(ours[0].finish)
         base = (f"{min(r.wall for r in old):.2f} s (loop {min(r.loop for r in old):.2f}), "
                 f"{max(r.mb for r in old):.0f} MB" if old else "-")
-        rows.append(f"| {p:,} | {lg_best:.2f} ({min(t2b):.2f}) | {ns_best:.2f} | "
+        rows.append(f"| {w} | {p:,} | {lg_best:.2f} ({min(t2b):.2f}) | {ns_best:.2f} | "
                     f"{ns_best / lg_best:.2f} | {lg_loop:.2f} / {ns_loop:.2f} | "
                     f"{ns_loop / lg_loop:.2f} | {lg_mem:.0f} / {ns_mem:.0f} | "
                     f"{ns_mem / lg_mem:.2f} | {'yes' if same else 'NO'} | {base} |")
-    print("\n| P | LogGOPSim whole process s (txt2bin) | netsim whole process s | netsim / "
-          "LogGOPSim | loop s LogGOPSim / netsim | loop ratio | peak MB LogGOPSim / netsim | "
+    print("\n| workload | P | LogGOPSim whole process s (txt2bin) | netsim whole process s | "
+          "netsim / LogGOPSim | loop s LogGOPSim / netsim | loop ratio | peak MB LogGOPSim / netsim | "
           "RSS ratio | same finish time | baseline netsim |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
 

@@ -124,6 +124,12 @@ def table(t: pd.DataFrame) -> pd.DataFrame:
         "auto": med["auto"], "best other": single.min(axis=1),
         "which": single.idxmin(axis=1)})
     out["auto / best"] = out["auto"] / out["best other"]
+    # the same per series (a code region, a machine), then the median over
+    # series: a family of near-identical series weighs as one shape here
+    ser = t.groupby(["family", "distance", "series", "model"])["error"].median()
+    ser = ser.groupby(["family", "distance", "model"]).median().unstack("model")
+    ser_single = ser[[m for m in MODELS if m in ser and m != "shrunk"]]
+    out["auto / best, over series"] = ser["auto"] / ser_single.min(axis=1)
     if "extra-p" in med:
         out["extra-p"] = med["extra-p"]
         e = t[(t["model"] == "extra-p") & np.isfinite(t["error"])]

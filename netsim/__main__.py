@@ -27,6 +27,9 @@ def _loggops(spec: str):
         L, o, g, G, O, S = (float(x) for x in spec.split(","))
     except ValueError:
         raise PlatformError(f"--loggops wants L,o,g,G,O,S (6 numbers), not {spec!r}") from None
+    for name, v in zip("LogGOS", (L, o, g, G, O, S)):
+        if not 0 <= v < float("inf"):
+            raise PlatformError(f"--loggops: {name} must be a finite number >= 0, not {v}")
     return {"name": "loggops", "nodes": 1 << 30, "cores_per_node": 1,
             "network": {"levels": [{"name": "net", "latency": L, "byte_time": G}],
                         "overhead": {"send": o, "recv": o},
@@ -99,7 +102,7 @@ def _platform(a):
     if bool(a.platform) == bool(a.loggops):
         raise PlatformError("give exactly one of --platform and --loggops")
     plat = load_platform(a.platform) if a.platform else from_dict(_loggops(a.loggops),
-                                                                  "--loggops")
+                                                                  "--loggops", schema=False)
     if not a.compute_scale > 0:
         raise PlatformError(f"--compute-scale must be > 0, not {a.compute_scale}")
     plat.compute_scale *= a.compute_scale

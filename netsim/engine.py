@@ -71,10 +71,24 @@ READY, ARRIVE, CTS, DATA = 0, 1, 2, 3
 OUT_OF_ROOM = -1
 
 
-def heap_room(ndeps: np.ndarray, nranks: int, most: int) -> int:
-    """A first heap size: the ops ready at the start, plus a few entries
-    per rank; never more than ``most`` (the most it can ever hold)."""
-    return min(int(most), int(np.count_nonzero(ndeps == 0)) + 4 * nranks + 1024)
+def heap_room(graph, nranks: int, most: int) -> int:
+    """A first heap size: the ops ready at the start, plus for every rank a
+    few entries and as many as one op releases at once (a computation
+    followed by a collective's independent sends and receives: up to 64),
+    and never more than ``most`` (the most it can ever hold).  Too little
+    costs a second run; too much only memory."""
+    ndeps, succ_ptr = graph[0], graph[1]
+    fan = min(_widest_row(succ_ptr), 64)
+    return min(int(most), int(np.count_nonzero(ndeps == 0)) + (4 + fan) * nranks + 1024)
+
+
+@njit(cache=True)
+def _widest_row(ptr):
+    """The longest row of compressed rows given by their pointers."""
+    most = 0
+    for i in range(len(ptr) - 1):
+        most = max(most, ptr[i + 1] - ptr[i])
+    return int(most)
 
 
 @njit(cache=True, inline="always")

@@ -421,11 +421,11 @@ def _check_models(d: dict, source: str) -> None:
                                 f"one_way and stream curves and its warmup")
 
 
-def _check(d, source: str) -> None:
+def _check(d, source: str, schema: bool = True) -> None:
     """The schema (netsim/platform.schema.yaml) and the rules it cannot say."""
     if not isinstance(d, dict):
         raise PlatformError(f"{source}: a platform file must be a mapping of keys")
-    errors = list(_validator().iter_errors(d))
+    errors = list(_validator().iter_errors(d)) if schema else []
     if errors:
         import jsonschema
         raise PlatformError(f"{source}: {_message(jsonschema.exceptions.best_match(errors))}")
@@ -454,9 +454,12 @@ def _curve(points):
     return [(int(n), float(t)) for n, t in points] if points is not None else None
 
 
-def from_dict(d: dict, source: str = "<dict>") -> Platform:
-    """Check a platform description (the parsed YAML) and turn it into numbers."""
-    _check(d, source)
+def from_dict(d: dict, source: str = "<dict>", schema: bool = True) -> Platform:
+    """Check a platform description (the parsed YAML) and turn it into numbers.
+    ``schema=False`` skips the schema (and loading its validator, a tenth
+    of a second of start-up) for a description this code built itself
+    from numbers it checked, such as ``--loggops``."""
+    _check(d, source, schema)
     net = d["network"]
     last = len(net["levels"]) - 1
     levels = [Level(str(lv.get("name", f"level{i}")), None if i == last else int(lv["span"]),

@@ -31,9 +31,12 @@ unsampled run, and the prediction is the same to the digit.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:        # annotations only: pandas stays off the simulator's start-up
+    import pandas as pd
 
 from .schedule import Schedule, ScheduleError
 

@@ -199,6 +199,18 @@ def test_goal_round_trip_gives_the_same_prediction(tmp_path):
         read_goal(str(tmp_path / "bad.goal"))
 
 
+def test_receives_posted_together_wait_together(tmp_path):
+    # rank 0 posts two receives at once; both senders compute 100 us
+    # first: rank 0 waited about 100 us, not 200 (the sum of the two)
+    (tmp_path / "w.goal").write_text(
+        "num_ranks 3\nrank 0 {\nl1: recv 8b from 1 tag 0\nl2: recv 8b from 2 tag 0\n}\n"
+        "rank 1 {\nl1: calc 100000\nl2: send 8b to 0 tag 0\nl2 requires l1\n}\n"
+        "rank 2 {\nl1: calc 100000\nl2: send 8b to 0 tag 0\nl2 requires l1\n}\n")
+    res = simulate(read_goal(str(tmp_path / "w.goal")), platform())
+    waited, finish = res.ranks["waiting"][0], res.ranks["finish"][0]
+    assert 99e-6 < waited < 101e-6 and waited <= finish
+
+
 def test_platform_validation_names_the_key(tmp_path):
     with pytest.raises(PlatformError, match="network.levels must be a non-empty list"):
         from_dict({"nodes": 1, "cores_per_node": 1, "network": {"levels": []}}, "p.yaml")
@@ -580,7 +592,7 @@ def test_a_heap_that_outgrows_its_first_room_gives_the_same_times(semantics):
     from netsim.engine import heap_room
     k = 5000
     s = burst(k, chained=False)
-    assert heap_room(s.graph()[0], s.nranks, 10 ** 9) < k      # it does overflow
+    assert heap_room(s.graph(), s.nranks, 10 ** 9) < k      # it does overflow
     net = {"levels": [{"latency": 1 * US, "byte_time": 1e-9}], "gap": 0.3 * US}
     if semantics == "loggopsim":
         net["semantics"] = "loggopsim"
