@@ -255,8 +255,8 @@ def main():
                     f"{ns_loop / lg_loop:.2f} | {lg_mem:.0f} / {ns_mem:.0f} | "
                     f"{ns_mem / lg_mem:.2f} | {'yes' if same else 'NO'} | {base} |")
     print("\n| workload | P | LogGOPSim whole process s (txt2bin) | netsim whole process s | "
-          "netsim / LogGOPSim | loop s LogGOPSim / netsim | loop ratio | peak MB LogGOPSim / netsim | "
-          "RSS ratio | same finish time | baseline netsim |")
+          "netsim / LogGOPSim | loop s LogGOPSim / netsim | loop ratio | "
+          "peak MB LogGOPSim / netsim | RSS ratio | same finish time | baseline netsim |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
