@@ -186,11 +186,11 @@ def _tally(kind, rank, dur, start, end, matched, nranks):
     posted at once wait together, so its waiting is the union of those
     spans, not their sum (which could exceed the run)."""
     comp, last = _comp_last(kind, rank, dur, end, nranks)
-    rv = np.nonzero((kind == RECV) & (matched >= 0))[0]
-    a = start[rv]
-    b = a + np.minimum(np.maximum(start[matched[rv]] - a, 0.0), end[rv] - a)
-    order = np.lexsort((a, rank[rv]))
-    return comp, _union(rank[rv][order], a[order], b[order], nranks), last
+    rv = np.flatnonzero((kind == RECV) & (matched >= 0))
+    # the receives by rank, then start; the spans are made in _union, one
+    # at a time: per-receive temporaries raised the peak at 262,144 ranks
+    order = np.lexsort((start[rv], rank[rv]))
+    return comp, _union(rv, order, rank, start, end, matched, nranks), last
 
 
 @njit(cache=True)
@@ -210,18 +210,24 @@ def _comp_last(kind, rank, dur, end, nranks):
 
 
 @njit(cache=True)
-def _union(rank, a, b, nranks):
-    """Per rank, the length of the union of spans [a, b), sorted by rank
-    then start."""
+def _union(rv, order, rank, start, end, matched, nranks):
+    """Per rank, the length of the union of its receives' waits: receive
+    ``rv[order[i]]`` waits from its start to its sender's start, at most
+    its own duration; ``order`` sorts them by rank, then start."""
     out = np.zeros(nranks)
     reach = -np.inf
-    for i in range(len(rank)):
-        if i == 0 or rank[i] != rank[i - 1]:
-            reach = -np.inf
-        lo = max(a[i], reach)
-        if b[i] > lo:
-            out[rank[i]] += b[i] - lo
-            reach = b[i]
+    last = -1
+    for i in range(len(order)):
+        j = rv[order[i]]
+        r = rank[j]
+        if r != last:
+            reach, last = -np.inf, r
+        a = start[j]
+        b = a + min(max(start[matched[j]] - a, 0.0), end[j] - a)
+        lo = max(a, reach)
+        if b > lo:
+            out[r] += b - lo
+            reach = b
     return out
 
 
