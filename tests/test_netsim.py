@@ -308,6 +308,12 @@ def test_loggopsim_semantics_hand_computed(tmp_path):
     ranks = json.loads(out.read_text())["ranks"]
     assert ranks[0]["finish"] == pytest.approx(12188e-9, rel=1e-12)
     assert ranks[1]["finish"] == pytest.approx(7594e-9, rel=1e-12)
+    # --loggops's numbers are checked by the command (no schema on that path)
+    bad = run([sys.executable, "-m", "netsim", str(tmp_path / "pp.goal"), "--goal-in",
+               "--loggops", "2500e-9,-1,1000e-9,6e-9,0,65535", "-o", str(tmp_path / "b.json")],
+              check=False)
+    assert bad.returncode == 2 and not (tmp_path / "b.json").exists()
+    assert "--loggops: o must be a finite number >= 0, not -1.0" in bad.stderr
     # analytic collectives have no place in LogGOPSim's model
     with pytest.raises(ScheduleError, match="loggopsim semantics have no analytic"):
         B = Builder(2)
