@@ -218,12 +218,35 @@ checkpoint cluster:
         "--object-roles {params.roles} --plot {output.plot} > {log} 2>&1"
 
 
+rule find_loops:
+    """Step 3a: find each representative's main loop, where its replay may
+    stop after a warm-up and replay.partial iterations (or why it may not)."""
+    input:
+        trace=f"{RUN}/trace",
+        reps=f"{RUN}/representatives.csv",
+    output:
+        f"{RUN}/partial.csv",
+    log:
+        f"{RUN}/logs/find_loops.log",
+    benchmark:
+        f"{RUN}/benchmarks/find_loops.tsv"
+    params:
+        py=PY,
+        k=config["replay"]["partial"],
+    conda:
+        ENV
+    shell:
+        "{params.py} -m replay.loops {input.trace} {input.reps} -o {output} "
+        "--iterations {params.k} > {log} 2>&1"
+
+
 rule record:
     """Step 3: run the application again on the host, logging everything
-    that flows into the representatives."""
+    that flows into the representatives (up to where partial replay stops)."""
     input:
         APP_FILES,
         reps=f"{RUN}/representatives.csv",
+        partial=f"{RUN}/partial.csv",
     output:
         directory(f"{RUN}/msglog"),
     log:
@@ -239,8 +262,8 @@ rule record:
     conda:
         ENV
     shell:
-        "{params.mpirun} -m instrument record {params.c_calls} --reps {input.reps} -o {output} "
-        "--force "
+        "{params.mpirun} -m instrument record {params.c_calls} --reps {input.reps} "
+        "--partial {input.partial} -o {output} --force "
         "{params.app} > {log} 2>&1"
 
 
@@ -453,6 +476,8 @@ rule report:
         summary=f"{LAST}/representatives_summary.csv",
         dendrogram=f"{LAST}/dendrogram.png",
         trace_summary=f"{LAST}/trace_summary.txt",
+        # an extrapolated trace is not replayed at N: no plan there
+        partial=lambda w: [] if SMALL else [f"{LAST}/partial.csv"],
         validate=[f"{LAST}/validate.json"] if VALIDATE else [],
         calibrated=[CALIBRATED] if CALIBRATE else [],
         scaling=[f"{RES}/scaling/extrapolation.csv"] if STUDY else [],
@@ -467,7 +492,8 @@ rule report:
         optional=lambda w, input: " ".join(
             ([f"--validate {input.validate[0]}"] if input.validate else [])
             + ([f"--calibrated {input.calibrated[0]}"] if input.calibrated else [])
-            + ([f"--scaling {os.path.dirname(input.scaling[0])}"] if input.scaling else [])),
+            + ([f"--scaling {os.path.dirname(input.scaling[0])}"] if input.scaling else [])
+            + ([f"--partial {input.partial[0]}"] if input.partial else [])),
     conda:
         ENV
     shell:

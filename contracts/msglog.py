@@ -139,7 +139,12 @@ class LogWriter:
     ``FLUSH_SECONDS``, and by the rank's watcher when it is idle."""
 
     def __init__(self, path: str, header: dict, flush_bytes: int = 1 << 22):
+        """``header["partial"]``, where present, cuts the log: after its
+        ``cut`` records the log is closed as complete, and the calls after
+        go to MPI unlogged (replay/loops.py)."""
         self.path = path
+        partial = header.get("partial")
+        self.limit = partial["cut"] if partial else None
         self.rank = header.get("rank")
         self.f = open(path, "wb")
         h = json.dumps(header).encode()
@@ -155,7 +160,11 @@ class LogWriter:
     def write(self, op: str, peer: int, tag: int, result=None, payloads=(), nbytes: int = 0,
               comm: int = -1) -> None:
         if self.f.closed:
-            self.late += 1                 # the call went to MPI as usual, unlogged
+            if self.limit is None:
+                self.late += 1             # the call went to MPI as usual, unlogged
+            return
+        if self.limit is not None and self.index >= self.limit and op != "end":
+            self.close()                   # the replay stops here: the rest is not needed
             return
         meta = json.dumps([self.index, op, peer, tag, nbytes, comm, result],
                           separators=(",", ":"), default=json_default).encode()

@@ -26,6 +26,9 @@ inside s      seconds of the call's own work between its messages, which
 """
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -64,10 +67,42 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
     if unknown.any():
         i = int(np.argmax(unknown.to_numpy()))
         raise ReplayedError(f"{path}: rank {ranks[0]}, seq {i}: unknown op {df['op'].iat[i]!r}")
-    if df["op"].iat[-1] != "finalize":
+    if df["op"].iat[-1] != "finalize" and read_partial_replay(path).get("rows") != len(df):
         raise ReplayedError(f"{path}: rank {ranks[0]}: the last call is "
                             f"{df['op'].iat[-1]!r}, not finalize: the file was cut")
     return df
+
+
+def partial_path(path: str) -> str:
+    """``rank<R>.partial.json`` beside the replay ``rank<R>.csv``."""
+    return os.path.splitext(path)[0] + ".partial.json"
+
+
+def read_partial_replay(path: str) -> dict:
+    """What the replay at ``path`` says of its stop, where it stopped at its
+    cut on purpose (partial replay, replay/loops.py): ``rank``, ``rows``
+    (the rows it wrote), and its loop from the plan (``events``, ``start``,
+    ``period``, ``iterations``, ``warmup``, ``replayed``, ``cut``); {} for a whole
+    replay.  Checked: integers, the loop inside the events, at least one
+    iteration of it replayed."""
+    side = partial_path(path)
+    if not os.path.exists(side):
+        return {}
+    try:
+        with open(side) as f:
+            d = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise ReplayedError(f"{side}: cannot read ({e})") from None
+    keys = ("rank", "rows", "events", "start", "period", "iterations", "warmup", "replayed",
+            "cut")
+    if not isinstance(d, dict) or any(type(d.get(k)) is not int for k in keys):
+        raise ReplayedError(f"{side}: must hold the integers {', '.join(keys)}")
+    if not (0 <= d["start"] and d["period"] >= 1 and d["start"] + d["period"] <= d["rows"]
+            <= d["events"] and d["iterations"] >= 1):
+        raise ReplayedError(f"{side}: its loop (from event {d['start']}, {d['period']} calls "
+                            f"per iteration) does not fit its {d['rows']} rows of "
+                            f"{d['events']} events")
+    return d
 
 
 def target_seconds(rp: pd.DataFrame) -> np.ndarray:

@@ -15,7 +15,7 @@ import sys
 
 from launch import in_own_arena, parse_ranks, split_command
 
-VALUED = ("-o", "--output", "--ranks", "--reps", "--watchdog")
+VALUED = ("-o", "--output", "--ranks", "--reps", "--watchdog", "--partial")
 
 
 def main(argv=None) -> int:
@@ -110,13 +110,18 @@ def _plan(argv: list[str]):
                         "(c_calls.csv in the trace)", "trace", "--count-c-calls")
     p = sub.add_parser("record", help="log what flows into chosen ranks (inside mpiexec)",
                        usage="mpiexec -n N python -m instrument record (--ranks R1,R2 | "
-                             "--reps REPS.csv) -o LOG_DIR [--force] [--c-calls | --no-c-calls] "
+                             "--reps REPS.csv) -o LOG_DIR [--partial PARTIAL.csv] [--force] "
+                             "[--c-calls | --no-c-calls] "
                              "[--watchdog S] (app.py | ./compiled-program | "
                              "-m module | -c command) [args ...]")
     p.add_argument("-o", "--output", required=True, help="message log directory to create")
     p.add_argument("--ranks", help="comma-separated world ranks to record")
     p.add_argument("--reps", help="representatives CSV from `python -m cluster`: record its "
                                   "representative ranks")
+    p.add_argument("--partial", metavar="PARTIAL.csv",
+                   help="the partial-replay plan (python -m replay.loops): log each "
+                        "representative only up to the call where its replay will stop (a "
+                        "warm-up iteration of its main loop and K more); the others whole")
     p.add_argument("--force", action="store_true", help="replace an existing log directory")
     _watchdog_option(p)
     _c_calls_options(p, "log what the recorded ranks' MPI calls made below Python (compiled "
@@ -161,6 +166,7 @@ def _plan(argv: list[str]):
         # the application may change directory before the log is written
         args.output = os.path.abspath(args.output)
         args.reps = args.reps and os.path.abspath(args.reps)
+        args.partial = args.partial and os.path.abspath(args.partial)
         if mode is None:
             parser.error("record: give the application: app.py, -m module or -c command")
         _set_watchdog(parser, args.watchdog)
@@ -181,7 +187,7 @@ def _plan(argv: list[str]):
         from .run import record_main
         waits = choose_waits()
         return lambda: record_main(args.output, ranks, target, mode, force=args.force,
-                                   reps=args.reps, waits=waits)
+                                   reps=args.reps, waits=waits, partial=args.partial)
     args = parser.parse_args(argv)
     from contracts.merge import TraceError
     try:

@@ -87,7 +87,8 @@ def record_native(log_dir: str, ranks: list[int] | None, target: list[str], forc
         if rank == 0:
             # the other ranks' programs log only once every rank has
             # initialised MPI, which rank 0's does after this
-            ranks = _prepare_log(log_dir, force, ranks, reps, size, target, "path")
+            # (a compiled program's calls are all below Python: never cut)
+            ranks, _ = _prepare_log(log_dir, force, ranks, reps, size, target, "path")
         elif ranks is None and reps is not None:
             from contracts.representatives import representative_ranks
             ranks = representative_ranks(reps, size)

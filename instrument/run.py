@@ -338,10 +338,13 @@ def _wait_for_ranks(trace_dir: str, size: int, timeout: float = 120.0) -> None:
 
 
 def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str | None,
-                 size: int, target: list[str], mode: str) -> list[int]:
-    """Rank 0: the ranks to record (checked), and the log directory with its
-    record.json.  Raises ValueError or OSError with the message for the user.
-    An existing log is replaced only with ``force``, and only if it is ours."""
+                 size: int, target: list[str], mode: str,
+                 partial: str | None = None) -> tuple[list[int], dict]:
+    """Rank 0: the ranks to record (checked), their cuts (rank -> plan row,
+    from the partial-replay plan ``partial``), and the log directory with
+    its record.json.  Raises ValueError or OSError with the message for the
+    user.  An existing log is replaced only with ``force``, and only if it
+    is ours."""
     if ranks is None:
         from contracts.representatives import representative_ranks
         if reps is None:
@@ -350,6 +353,10 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     bad = [r for r in ranks if not 0 <= r < size]
     if bad:
         raise ValueError(f"--ranks {bad} outside 0..{size - 1}")
+    cuts: dict = {}
+    if partial is not None:
+        from contracts.partial import cuts as read_cuts
+        cuts = {r: c for r, c in read_cuts(partial).items() if r in ranks}
     refused = _make_room(log_dir, force, LOG_DIR)
     if refused:
         raise ValueError(refused)
@@ -358,24 +365,25 @@ def _prepare_log(log_dir: str, force: bool, ranks: list[int] | None, reps: str |
     write_record(log_dir, {
         "kind": "message-log", "argv": [mode] + target if mode != "path" else target,
         "size": size, "ranks": ranks, "cwd": os.getcwd(),
-        "start": datetime.datetime.now(datetime.UTC).isoformat()})
-    return ranks
+        "start": datetime.datetime.now(datetime.UTC).isoformat(),
+        "partial": {str(r): c for r, c in cuts.items()}})
+    return ranks, cuts
 
 
-def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits):
+def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits, partial=None):
     """Every rank, once MPI is initialised: rank 0 checks the ranks and
     prepares the log directory (every rank raises its error); the ranks
     recorded install the message log.  Returns (rank, ranks, the record
     module or None)."""
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
-    err = None
+    err, cuts = None, {}
     if rank == 0:
         try:
-            ranks = _prepare_log(log_dir, force, ranks, reps, size, target, mode)
+            ranks, cuts = _prepare_log(log_dir, force, ranks, reps, size, target, mode, partial)
         except (OSError, ValueError) as e:
             err = str(e)
-    err, ranks = world.bcast((err, ranks), root=0)
+    err, ranks, cuts = world.bcast((err, ranks, cuts), root=0)
     if err:
         raise SetupError(err, rank)
     if waits and rank == 0:
@@ -385,9 +393,11 @@ def _start_record(MPI, log_dir, ranks, reps, force, target, mode, waits):
     from contracts.msglog import clog_path, log_path, script_digest
 
     from . import record
-    record.install(log_path(log_dir, rank), {"rank": rank, "size": size,
-                                             "argv": target, "mode": mode,
-                                             "script_sha256": script_digest(target, mode)})
+    header = {"rank": rank, "size": size, "argv": target, "mode": mode,
+              "script_sha256": script_digest(target, mode)}
+    if rank in cuts:
+        header["partial"] = cuts[rank]
+    record.install(log_path(log_dir, rank), header)
     from pmpishim.control import ShimError, record_below_python
     try:
         record_below_python(clog_path(log_dir, rank), rank, size)
@@ -431,18 +441,21 @@ def _finish_below_python(log_dir: str, rank: int, status: str) -> int | None:
 
 
 def record_main(log_dir: str, ranks: list[int] | None, target: list[str], mode: str,
-                force: bool = False, reps: str | None = None, waits: str | None = None) -> int:
+                force: bool = False, reps: str | None = None, waits: str | None = None,
+                partial: str | None = None) -> int:
     """Entry point of ``instrument record`` on every rank.
 
     Set up as the tracer is (at the application's import of ``mpi4py.MPI``,
     away from its heap).  ``ranks``: the world ranks to record, or None to
     take the representatives of the file ``reps`` (read by rank 0 alone:
-    pandas in every rank would add its import time to the full-scale run)."""
+    pandas in every rank would add its import time to the full-scale run);
+    ``partial``: the partial-replay plan (contracts/partial.py), whose
+    representatives' logs stop at their cuts."""
     if _refused_before_start(log_dir, force, LOG_DIR, "instrument record"):
         return 2
     LogError = in_own_arena(importlib.import_module, "contracts.msglog").LogError
     hook = AtMPIImport(lambda MPI: _start_record(MPI, log_dir, ranks, reps, force, target, mode,
-                                                 waits), _on_sigterm_record)
+                                                 waits, partial), _on_sigterm_record)
     set_up_at_c_init()
     ran = _run_hooked(hook, target, mode, LogError, "instrument record",
                       lambda started, e: f"rank {started[0]}: {e}",

@@ -180,6 +180,13 @@ def main(argv=None) -> int:
                                   f"loaded: {e}") from None
             path = replay_rank(a.rank, a.size, a.log, a.output, target, mode, a.any_command)
             print(f"replay: rank {a.rank} -> {path}", file=sys.stderr)
+            from . import fake
+            if fake.RP is not None and fake.RP.stopped:
+                # stopped inside the application: its threads and exit
+                # handlers would run on (or wait) for nothing
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
         else:
             if bool(a.ranks) == bool(a.reps):
                 ap.error("give exactly one of --rank, --ranks and --reps")

@@ -7,6 +7,13 @@ class ReplayError(Exception):
     """A replay that cannot run or did not finish (rank named)."""
 
 
+class ReplayCut(BaseException):
+    """A partial replay reached the end of its cut log (replay/loops.py):
+    the application stops there, its spans so far measured.
+
+    A BaseException for the same reason as Divergence."""
+
+
 class Divergence(BaseException):
     """The application did something other than what the log recorded.
 

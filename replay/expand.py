@@ -62,7 +62,12 @@ import numpy as np
 import pandas as pd
 
 from contracts.compute import write_compute
-from contracts.replayed import ReplayedError, read_replayed, target_seconds
+from contracts.replayed import (
+    ReplayedError,
+    read_partial_replay,
+    read_replayed,
+    target_seconds,
+)
 from contracts.representatives import RepresentativesError, read_representatives
 from contracts.variability import VariabilityError, nil, read_variability, write_variability
 
@@ -102,7 +107,11 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
             warn(f"replay.expand: rank {rep}: {polls} polls found nothing in the recorded run "
                  f"and were answered empty; {rp['poll_cpu'].sum():.4g} s of CPU time between "
                  f"them counted as computation")
-        if len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
+        part = read_partial_replay(path) if rp["op"].iat[-1] != "finalize" else {}
+        if part:
+            target[rep] = _partial(rp, h[column].to_numpy(dtype=float), h["op"].to_numpy(),
+                                   part, path, replay_dir, rep, warn)
+        elif len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
             target[rep] = (secs, *_band(rp, secs, replay_dir, rep),
                            rp["inside"].to_numpy(dtype=float),
                            _mean(rp, secs, replay_dir, rep, warn))
@@ -129,6 +138,38 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
                                  "low": lo, "high": hi, "inside": inside,
                                  "representative": rep, "mean": mean}))
     return pd.concat(out, ignore_index=True)
+
+
+def _partial(rp: pd.DataFrame, host: np.ndarray, host_ops: np.ndarray, part: dict,
+             path: str, replay_dir: str, rep: int, warn) -> tuple:
+    """The vectors of a representative replayed in part (replay/loops.py):
+    its replayed events as they are, the rest of its loop from the mean of
+    its replayed iterations, the wind-down after the loop from its host
+    times scaled to the target."""
+    from .loops import Loop, fill
+    m = len(rp)
+    if part["events"] != len(host) or (rp["op"].to_numpy() != host_ops[:m]).any():
+        raise ExpandError(f"{path}: this partial replay of rank {rep} does not follow its "
+                          f"{len(host)} traced events (was it recorded from this trace?)")
+    secs = target_seconds(rp)
+    low, high = _band(rp, secs, replay_dir, rep)
+    prefix = {"comp": secs, "low": low, "high": high,
+              "inside": rp["inside"].to_numpy(dtype=float),
+              "mean": _mean(rp, secs, replay_dir, rep, warn)}
+    loop = Loop(part["start"], part["period"], part["iterations"])
+    try:
+        full = fill(prefix, loop, host, part["warmup"],
+                    warn=lambda m: warn(f"replay.expand: warning: rank {rep}: {m}"))
+    except ValueError as e:
+        raise ExpandError(f"{path}: rank {rep}: {e}") from None
+    done = (m - loop.start) // loop.period
+    measured = done - min(part["warmup"], done - 1)
+    warn(f"replay.expand: note: rank {rep}: partial replay, {m} of {len(host)} events "
+         f"replayed; the other {loop.iterations - done} iterations of its loop "
+         f"({loop.period} calls each) take the mean of the {measured} replayed after "
+         f"the warm-up, and its last {max(len(host) - max(loop.end, m), 0)} events their "
+         f"host times scaled to the target")
+    return full["comp"], full["low"], full["high"], full["inside"], full["mean"]
 
 
 def _mean(rp: pd.DataFrame, secs: np.ndarray, replay_dir: str, rep: int, warn) -> np.ndarray:

@@ -57,7 +57,7 @@ from mpimodel.kinds import (
 from mpimodel.ops import COMM_METHODS, COMM_PARENTS, KINDS, REFUSED_KINDS, WRAPPED_LEVELS, methods
 
 from . import objects
-from .errors import Divergence
+from .errors import Divergence, ReplayCut
 
 REAL: dict = {}
 _CLS: dict = {}
@@ -127,6 +127,10 @@ class Replayer:
         # recorder let through unlogged; answered with nothing, counted
         self.finished = False
         self.late = 0
+        # a partial replay's plan (the log header's "partial": its loop and
+        # cut, replay/loops.py), and whether the replay stopped there
+        self.cut = log.header.get("partial") if log is not None else None
+        self.stopped = False
         # seconds of the last call's own work that the next enter() adds to
         # the span after that call: page faults in its copies into the
         # application's buffers (see _copy_in), mpi4py's work in a collective
@@ -235,6 +239,10 @@ class Replayer:
         call ``call`` (a kinds.Call) made with the same peer, tag, sizes
         and communicator as recorded.  Returns (result, payloads)."""
         self.last_call = None       # the caller sets it again where it may be repeated
+        if self.cut is not None:
+            rec = self.log.peek()
+            if rec is not None and rec[0] == "end":
+                self.stop_at_cut(op)
         rop, rpeer, rtag, rbytes, rcomm, result, payloads = self.log.next()
         if rop != op:
             self.diverged(f"the log recorded {rop} but the application called {op}",
@@ -251,6 +259,16 @@ class Replayer:
                               f"the application called {_said(op, *call.signature()[1:])}",
                               cause)
         return result, payloads
+
+    def stop_at_cut(self, op) -> None:
+        """The cut log ends here: keep this call's span (the computation
+        before it was measured in full) and stop the application."""
+        self.rows.append((self.seq, op, *self._span, 0, 0.0) if not self.polls else
+                         (self.seq, op, *self._poll_span, self.polls,
+                          max(self._entry_cpu - self._poll_cpu0, 0.0)))
+        self.seq += 1
+        self.finished = self.stopped = True     # calls from exit handlers: answered with nothing
+        raise ReplayCut(f"rank {self.rank}: partial replay stopped at event {self.seq - 1}")
 
     def polled(self, op, call=None, key=-1) -> bool:
         """Whether the log answers this poll: its next record is the same

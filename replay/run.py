@@ -12,7 +12,7 @@ from contracts.msglog import LogError, LogReader, clog_path, log_path, read_reco
 from contracts.output import OutputError, write_atomic
 from launch import command_line
 
-from .errors import Divergence, ReplayError
+from .errors import Divergence, ReplayCut, ReplayError
 
 
 def check_command(header: dict, path: str, target: list[str], mode: str) -> None:
@@ -116,13 +116,20 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         set_up_at_c_init()
     # a divergence or a damaged record is reported as itself, not as the
     # application's failure with its traceback
-    status, code = run_app(target, mode, ours=(Divergence, LogError))
+    try:
+        status, code = run_app(target, mode, ours=(Divergence, LogError, ReplayCut))
+    except ReplayCut:
+        status, code = "stopped at its cut", 0
     rp = hook.ensure()
     from . import fake
     if code != 0:
         raise ReplayError(f"rank {rank}: the application {status} during replay "
                           f"(at event {rp.seq}, log record {log.index})")
-    fake.finish()
+    if rp.cut is not None and not rp.stopped:
+        raise ReplayError(f"rank {rank}: its log was cut for a partial replay at event "
+                          f"{rp.cut['cut']}, but the application ended at event {rp.seq}")
+    if not rp.stopped:
+        fake.finish()
     # the replay's own cost between calls is not the application's
     # computation: measured once more at the end, unless the application
     # finalised MPI itself (the probe's calls need MPI; the probes taken
@@ -149,7 +156,28 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         print(f"replay: note: rank {rank}: {rp.object_seconds * 1e3:.3f} ms of mpi4py's "
               f"pickling and reducing in collectives of Python objects, redone and charged "
               f"to the spans around those calls", file=sys.stderr)
+    if rp.stopped:
+        _write_partial(out_dir, rank, rp.cut, len(rows))
+    else:                                   # one left by an earlier partial replay
+        from contracts.replayed import partial_path
+        side = partial_path(os.path.join(out_dir, f"rank{rank}.csv"))
+        if os.path.exists(side):
+            os.remove(side)
     return _write_rows(out_dir, rank, rows, rp.inside)
+
+
+def _write_partial(out_dir: str, rank: int, plan: dict, rows: int) -> None:
+    """OUT/rank<R>.partial.json beside a partial replay (contracts/replayed.py):
+    the loop it stopped in, for replay.expand to fill in the rest."""
+    from contracts.output import write_json
+    os.makedirs(out_dir, exist_ok=True)
+    write_json(os.path.join(out_dir, f"rank{rank}.partial.json"),
+               {"rank": rank, "rows": rows, **plan})
+    lp = plan
+    print(f"replay: note: rank {rank}: partial replay: {rows} of {lp['events']} events "
+          f"({lp['events'] / rows:.1f}x fewer): the loop of {lp['period']} calls from event "
+          f"{lp['start']}, {lp['warmup']} warm-up and {lp['replayed']} of its "
+          f"{lp['iterations']} iterations replayed", file=sys.stderr)
 
 
 CORE_SHARE = "REPREPLAY_CORE_SHARE"
@@ -434,7 +462,7 @@ def keep_least_disturbed(ranks: list[int], out_dir: str, repeats: int) -> list[s
         best = min(mine, key=lambda row: row[2])
         best[5] = True
         src = os.path.join(out_dir, f"repeat{best[1]}", f"rank{r}")
-        for ext in (".csv", ".out"):
+        for ext in (".csv", ".out", ".partial.json"):
             if os.path.exists(src + ext):
                 write_atomic(os.path.join(out_dir, f"rank{r}{ext}"),
                              lambda tmp, f=src + ext: shutil.copyfile(f, tmp))

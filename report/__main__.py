@@ -3,7 +3,8 @@
     python -m report --predictions P1.json [P2.json ...] --reps reps.csv
         --summary reps_summary.csv --dendrogram dendro.png [--timelines T1.json ...]
         [--trace-summary trace_summary.txt] [--validate validate.json]
-        [--calibrated platform.yaml] [--scaling STUDY_DIR] -o report.html
+        [--calibrated platform.yaml] [--scaling STUDY_DIR] [--partial partial.csv]
+        -o report.html
 
 Sections: the scalability study when there is one (time against N per
 platform with the extrapolation's band, the scalability metric), the
@@ -13,7 +14,8 @@ measured when validate ran, the prediction per platform (ranked, fastest
 first: the what-if sweep), where the time goes on the fastest platform
 (computation / communication / waiting per rank, ranges of ranks beyond
 64, the slowest ranks named), a timeline excerpt, the representatives and
-dendrogram, and the platforms' parameters side by side.  Figures are
+dendrogram, what each representative's partial replay kept (or why it
+was replayed whole), and the platforms' parameters side by side.  Figures are
 embedded (base64) and also written beside the report as PNG files.
 """
 from __future__ import annotations
@@ -40,12 +42,14 @@ def main(argv=None) -> int:
     ap.add_argument("--calibrated", help="the calibrated platform YAML (calibrate fit)")
     ap.add_argument("--scaling", help="a scalability study's directory (python -m scaling "
                     "study): its plot, extrapolation and metric come first")
+    ap.add_argument("--partial", help="the partial-replay plan (python -m replay.loops): "
+                    "what each representative's replay kept, and why")
     ap.add_argument("-o", "--output", required=True,
                     help="the HTML report (figures go beside it, into NAME_figures/)")
     a = ap.parse_args(argv)
     try:
         build(a.output, a.predictions, a.reps, a.summary, a.dendrogram, a.timelines,
-              a.trace_summary, a.validate, a.calibrated, a.scaling)
+              a.trace_summary, a.validate, a.calibrated, a.scaling, a.partial)
     except (OSError, KeyError, ValueError) as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2

@@ -169,10 +169,29 @@ def _study(folder: str) -> list[str]:
     return parts
 
 
+def _partial(path: str) -> list[str]:
+    """The representatives' partial replays: the loop, what was replayed
+    and the saving, or why the whole run was."""
+    from contracts.partial import read_partial
+    plan = read_partial(path)
+    rows = [{"representative": int(r.rank), "events": int(r.events),
+             "loop": (f"{int(r.period)} calls x {int(r.iterations)} from event {int(r.start)}"
+                      if r.period > 0 else "-"),
+             "replayed": (f"events 0-{int(r.cut)}: {int(r.warmup)} warm-up + {int(r.replayed)} "
+                          f"iterations" if r.cut >= 0 else f"whole run: {r.reason}"),
+             "saving": f"{r.events / (r.cut + 1):.1f}x" if r.cut >= 0 else "-"}
+            for r in plan.itertuples()]
+    return ["<h2>Partial replay</h2>",
+            "<p>Each representative replayed only through its set-up, a warm-up and some "
+            "iterations of its main loop where that is safe; the iterations not replayed take "
+            "the mean of those replayed (docs/METHODS.md, \"Partial replay\").</p>",
+            _table(pd.DataFrame(rows))]
+
+
 def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram: str,
           timelines: list[str] | None = None, trace_summary: str | None = None,
           validate: str | None = None, calibrated: str | None = None,
-          scaling: str | None = None) -> str:
+          scaling: str | None = None, partial: str | None = None) -> str:
     """Write the report (and its PNGs next to it); returns its path."""
     figdir = os.path.splitext(out)[0] + "_figures"
     os.makedirs(figdir, exist_ok=True)
@@ -231,6 +250,8 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
               f"<p>{len(rep)} ranks, {rep['group'].nunique()} communication group(s), "
               f"{len(summ)} cluster(s); largest clustering error (member total vs its "
               f"representative's) {err:.2%}.</p>", _table(summ), _img(dendrogram)]
+    if partial:
+        parts += _partial(partial)
     platforms = [p["platform"] for p in preds]
     if calibrated and not any(p.get("source") == calibrated for p in platforms):
         from netsim.platform import load_platform

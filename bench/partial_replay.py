@@ -1,0 +1,154 @@
+"""Partial replay against whole replay: what it saves and what it changes.
+
+    python bench/partial_replay.py [--apps jacobi,cg,...] [--rounds 3] [--iterations 10]
+                                   [--out DIR] [--markdown]
+
+Per application, at N=2 on this machine: trace, cluster, plan the partial
+replay (python -m replay.loops), record the representatives twice (whole
+and cut at the plan's call), then in each round replay them from both logs
+(as the workflow does: 2 copies bound to the cores, so the variability
+model has its copies), the order alternating from round to round, expand
+and simulate each on config/platforms/this-machine.yaml.  Reported: the
+loop found, the events replayed, the log size and replay time of whole
+over partial (summed over the representatives; the replay time is the
+median over rounds), the predictions (median over rounds) and partial
+against whole, beside the noise floor: the spread of the whole replays'
+predictions from round to round ((max - min) / median).
+
+Goal (docs/METHODS.md, "Partial replay"): on a 1,000-iteration run, log
+size and replay time cut at least 10x, the prediction within 2 % of whole
+replay (or within the whole replays' own spread, where that is larger).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
+PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
+# 1,000 iterations each, sizes chosen for spans well above the replay's
+# own per-call cost (about 2 us)
+APPS = {
+    "jacobi": ["examples/jacobi.py", "--n", "512", "--iters", "1000", "--check", "10"],
+    "cg": ["examples/cg.py", "--n", "200000", "--iters", "1000"],
+    "rma_halo": ["examples/rma_halo.py", "--n", "400000", "--iters", "1000"],
+    # third-party: mpi4py-fft's transforms, mpi4py's RMA counter, pylops-mpi
+    "fft-poisson": ["bench/apps/fft_poisson.py", "--n", "32", "--solves", "1000"],
+    "nxtval-rma": ["bench/apps/nxtval_loop.py", "--draws", "1000"],
+}
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        e[v] = "1"
+    e.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def sh(cmd: list) -> float:
+    """Run ``cmd``; its wall seconds.  Stops the benchmark with its error."""
+    t0 = time.perf_counter()
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT,
+                       env=env())
+    if p.returncode:
+        raise SystemExit(f"{' '.join(map(str, cmd))} failed:\n{p.stderr[-3000:]}")
+    return time.perf_counter() - t0
+
+
+def predict(d: Path, replay_dir: Path) -> float:
+    """Expand the replays in ``replay_dir`` and simulate: the predicted time."""
+    py = sys.executable
+    comp, var = replay_dir / "compute.csv", replay_dir / "variability.csv"
+    sh([py, "-m", "replay.expand", d / "trace", d / "reps.csv", replay_dir, "-o", comp,
+        "--variability", var])
+    out = replay_dir / "prediction.json"
+    sh([py, "-m", "netsim", d / "trace", "--platform", PLATFORM, "--compute", comp,
+        "--variability", var, "-o", out])
+    return json.loads(out.read_text())["predicted_time"]
+
+
+def measure(name: str, d: Path, rounds: int, k: int) -> dict:
+    app, py = APPS[name], sys.executable
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    sh([MPIEXEC, "-n", "2", py, "-m", "instrument", "trace", "-o", d / "trace", *app])
+    sh([py, "-m", "cluster", d / "trace", "-o", d / "reps.csv"])
+    sh([py, "-m", "replay.loops", d / "trace", d / "reps.csv", "-o", d / "partial.csv",
+        "--iterations", k])
+    plan = pd.read_csv(d / "partial.csv")
+    logs = {"whole": d / "log_whole", "partial": d / "log_partial"}
+    sh([MPIEXEC, "-n", "2", py, "-m", "instrument", "record", "--reps", d / "reps.csv",
+        "-o", logs["whole"], *app])
+    sh([MPIEXEC, "-n", "2", py, "-m", "instrument", "record", "--reps", d / "reps.csv",
+        "--partial", d / "partial.csv", "-o", logs["partial"], *app])
+    secs: dict = {"whole": [], "partial": []}
+    preds: dict = {"whole": [], "partial": []}
+    for r in range(rounds):
+        order = ("whole", "partial") if r % 2 == 0 else ("partial", "whole")
+        for kind in order:
+            out = d / f"replay_{kind}{r}"
+            secs[kind].append(sh([py, "-m", "replay", "--reps", d / "reps.csv", "--log",
+                                  logs[kind], "-o", out, "--load", "2", *app]))
+            preds[kind].append(predict(d, out))
+        print(f"partial_replay: {name} round {r + 1}/{rounds}: whole "
+              f"{preds['whole'][-1]:.4g} s, partial {preds['partial'][-1]:.4g} s",
+              file=sys.stderr, flush=True)
+
+    def size(kind):
+        return sum(f.stat().st_size for f in logs[kind].glob("rank*.log"))
+
+    def med(v):
+        return float(pd.Series(v).median())
+    part = plan[plan["cut"] >= 0]
+    whole_med, part_med = med(preds["whole"]), med(preds["partial"])
+    return {
+        "app": name, "representatives": len(plan),
+        "loop": "; ".join(f"{int(r.period)} x {int(r.iterations)}" for r in part.itertuples())
+                or "-",
+        "replayed": f"{int((part['cut'] + 1).sum())} of {int(part['events'].sum())}"
+                    if len(part) else "whole: " + "; ".join(sorted(set(plan["reason"]))),
+        "log_cut": size("whole") / size("partial"),
+        "replay_cut": med(secs["whole"]) / med(secs["partial"]),
+        "whole_s": whole_med, "partial_s": part_med,
+        "diff_pct": 100 * (part_med / whole_med - 1),
+        "floor_pct": 100 * (max(preds["whole"]) - min(preds["whole"])) / whole_med,
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--apps", default=",".join(APPS), help="comma-separated, of " + ", ".join(APPS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=10, help="replay.loops --iterations")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "partial_replay"))
+    ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    a = ap.parse_args(argv)
+    rows = [measure(n, Path(a.out) / n, a.rounds, a.iterations) for n in a.apps.split(",")]
+    df = pd.DataFrame(rows)
+    if a.markdown:
+        print("| app | loop (calls x iterations) | events replayed | log cut | replay time cut "
+              "| whole (s) | partial (s) | partial vs whole | whole's spread |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in df.itertuples():
+            print(f"| {r.app} | {r.loop} | {r.replayed} | {r.log_cut:.1f}x | "
+                  f"{r.replay_cut:.1f}x | {r.whole_s:.4g} | {r.partial_s:.4g} | "
+                  f"{r.diff_pct:+.1f} % | {r.floor_pct:.1f} % |")
+    else:
+        print(df.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
