@@ -178,15 +178,7 @@ class Replayer:
             self.last_exit = time.perf_counter()
             self.hand_over()
             return
-        entry = self._entry
-        if self.polls:
-            span, poll_cpu = self._poll_span, max(self._entry_cpu - self._poll_cpu0, 0.0)
-            self.rows.append((self.seq, op, span[0], span[1], self.polls, poll_cpu))
-            self.polls = 0
-            entry = self._poll_entry
-        else:
-            self.rows.append((self.seq, op, self._span[0], self._span[1], 0, 0.0))
-        self.seq += 1
+        entry = self._add_row(op)
         if self.clocks is not None:
             self.clocks.append((*entry, time.perf_counter(), time.process_time()))
         self.last_event = time.perf_counter()
@@ -200,6 +192,20 @@ class Replayer:
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
         self.hand_over()
+
+    def _add_row(self, op) -> tuple:
+        """The current call's row, with the empty polls folded into it;
+        returns the clocks at its entry (the first folded poll's, if any)."""
+        if self.polls:
+            span, poll_cpu = self._poll_span, max(self._entry_cpu - self._poll_cpu0, 0.0)
+            self.rows.append((self.seq, op, span[0], span[1], self.polls, poll_cpu))
+            self.polls = 0
+            entry = self._poll_entry
+        else:
+            self.rows.append((self.seq, op, self._span[0], self._span[1], 0, 0.0))
+            entry = self._entry
+        self.seq += 1
+        return entry
 
     def hand_over(self):
         """Give the GIL up for a moment where the application runs other
@@ -263,10 +269,7 @@ class Replayer:
     def stop_at_cut(self, op) -> None:
         """The cut log ends here: keep this call's span (the computation
         before it was measured in full) and stop the application."""
-        self.rows.append((self.seq, op, *self._span, 0, 0.0) if not self.polls else
-                         (self.seq, op, *self._poll_span, self.polls,
-                          max(self._entry_cpu - self._poll_cpu0, 0.0)))
-        self.seq += 1
+        self._add_row(op)
         self.finished = self.stopped = True     # calls from exit handlers: answered with nothing
         raise ReplayCut(f"rank {self.rank}: partial replay stopped at event {self.seq - 1}")
 

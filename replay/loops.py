@@ -41,6 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from contracts.raw_trace import FLAG_BELOW_PYTHON
+
 # the columns of a trace's events that make an event's signature: what
 # must repeat for two iterations to be the same (not `req`: request ids
 # grow from one iteration to the next)
@@ -49,7 +51,6 @@ DRIFT = 0.05
 # candidate periods tried, at most: distances back to earlier events with
 # the same signature as one event in the middle of the run
 CANDIDATES = 256
-FLAG_BELOW_PYTHON = 256   # contracts/raw_trace.py
 
 
 @dataclass(frozen=True)

@@ -170,14 +170,14 @@ def _write_partial(out_dir: str, rank: int, plan: dict, rows: int) -> None:
     """OUT/rank<R>.partial.json beside a partial replay (contracts/replayed.py):
     the loop it stopped in, for replay.expand to fill in the rest."""
     from contracts.output import write_json
+    from contracts.replayed import partial_path
     os.makedirs(out_dir, exist_ok=True)
-    write_json(os.path.join(out_dir, f"rank{rank}.partial.json"),
+    write_json(partial_path(os.path.join(out_dir, f"rank{rank}.csv")),
                {"rank": rank, "rows": rows, **plan})
-    lp = plan
-    print(f"replay: note: rank {rank}: partial replay: {rows} of {lp['events']} events "
-          f"({lp['events'] / rows:.1f}x fewer): the loop of {lp['period']} calls from event "
-          f"{lp['start']}, {lp['warmup']} warm-up and {lp['replayed']} of its "
-          f"{lp['iterations']} iterations replayed", file=sys.stderr)
+    print(f"replay: note: rank {rank}: partial replay: {rows} of {plan['events']} events "
+          f"({plan['events'] / rows:.1f}x fewer): the loop of {plan['period']} calls from "
+          f"event {plan['start']}, {plan['warmup']} warm-up and {plan['replayed']} of its "
+          f"{plan['iterations']} iterations replayed", file=sys.stderr)
 
 
 CORE_SHARE = "REPREPLAY_CORE_SHARE"
