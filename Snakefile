@@ -114,9 +114,26 @@ if VALIDATE and config["validate"].get("platform") not in PLATFORMS:
 os.environ.setdefault("SLURM_OVERLAP", "1")
 
 
+# the target node elsewhere: pack the replay, stop until its results are back
+BUNDLE = config["target"].get("bundle")
+BUNDLE_DIR = (f"{BUNDLE}/n{{n}}" if PER_N else BUNDLE) if BUNDLE else None
+# every replayed N's bundle (the study's N, or the small N extrapolated from)
+REPLAYED_N = SMALL if SMALL else RANKS
+BUNDLES = [BUNDLE_DIR.format(n=n) for n in REPLAYED_N] if BUNDLE else []
+AWAITED = [d for d in BUNDLES if not os.path.exists(f"{d}/results.tar.gz")]
+
+
 rule all:
     input:
-        f"{RES}/report.html",
+        [f"{d}/bundle.tar.gz" for d in AWAITED] if AWAITED else f"{RES}/report.html",
+
+
+onsuccess:
+    if AWAITED:
+        print("\nThe replay is packed for the target node: for each of\n"
+              + "".join(f"  {d}/bundle.tar.gz\n" for d in AWAITED)
+              + "copy it there, run `tar xzf bundle.tar.gz && bash bundle/run.sh`, put the "
+              "results.tar.gz it writes beside the bundle, and run snakemake again.")
 
 
 rule trace:
@@ -267,6 +284,50 @@ rule record:
         "{params.app} > {log} 2>&1"
 
 
+if BUNDLE:
+
+    rule pack:
+        """Step 4, on a node elsewhere: pack the representatives' logs, the
+        application and its requirements into one archive for the target."""
+        input:
+            APP_FILES,
+            log=f"{RUN}/msglog",
+        output:
+            f"{BUNDLE_DIR}/bundle.tar.gz",
+        log:
+            f"{RUN}/logs/pack.log",
+        params:
+            py=PY,
+            repeats=config["replay"]["repeats"],
+            load=config["replay"]["load"],
+            wheels="--wheels" if config["target"].get("bundle_wheels") else "",
+        conda:
+            ENV
+        shell:
+            "{params.py} -m replay pack --log {input.log} -o {output} {params.wheels} "
+            "--repeats {params.repeats} --load {params.load} > {log} 2>&1"
+
+    rule unpack:
+        """Step 4, back from the node elsewhere: one representative's replay
+        out of the results its bundle wrote there, checked."""
+        input:
+            bundle=f"{BUNDLE_DIR}/bundle.tar.gz",
+            results=f"{BUNDLE_DIR}/results.tar.gz",
+        output:
+            replay=f"{RUN}/replay/rank{{rank}}.csv",
+            variability=f"{RUN}/replay/variability_rank{{rank}}.csv",
+        log:
+            f"{RUN}/logs/unpack_rank{{rank}}.log",
+        params:
+            py=PY,
+            out=lambda w, output: os.path.dirname(output.replay),
+        conda:
+            ENV
+        shell:
+            "{params.py} -m replay unpack {input.results} --bundle {input.bundle} "
+            "--rank {wildcards.rank} -o {params.out} --force > {log} 2>&1"
+
+
 rule replay:
     """Step 4: replay one representative alone on a target node (on SLURM:
     its own one-node job in the target partition), as replay.load copies
@@ -298,6 +359,11 @@ rule replay:
         "{params.py} -m replay --ranks {wildcards.rank} --size {params.n} --log {input.log} "
         "-o {params.out} --repeats {params.repeats} --load {params.load} {params.bind} "
         "{params.app} > {log} 2>&1"
+
+
+if BUNDLE:
+
+    ruleorder: unpack > replay
 
 
 def replayed(wildcards):
@@ -493,7 +559,9 @@ rule report:
             ([f"--validate {input.validate[0]}"] if input.validate else [])
             + ([f"--calibrated {input.calibrated[0]}"] if input.calibrated else [])
             + ([f"--scaling {os.path.dirname(input.scaling[0])}"] if input.scaling else [])
-            + ([f"--partial {input.partial[0]}"] if input.partial else [])),
+            + ([f"--partial {input.partial[0]}"] if input.partial else [])
+            # a replay carried to a node elsewhere: unpack wrote both nodes' facts
+            + ([f"--nodes {LAST}/replay/nodes.json"] if BUNDLE and not SMALL else [])),
     conda:
         ENV
     shell:

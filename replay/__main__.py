@@ -58,7 +58,9 @@ def _parse(argv: list[str]):
                     "OUT_DIR/rank<R>.csv with rank, seq, op, comp, cpu (seconds; the "
                     "replay's own cost per call, measured at the end, is taken out); "
                     "with --ranks, --reps, --load or --repeats also "
-                    "OUT_DIR/variability_rank<R>.csv (docs/FILES.md).")
+                    "OUT_DIR/variability_rank<R>.csv (docs/FILES.md).",
+        epilog="A target node elsewhere (no shared file system, another login): python -m "
+               "replay pack | run-bundle | unpack, each with its own --help.")
     ap.add_argument("--rank", type=int, help="replay this rank in this process")
     ap.add_argument("--ranks", help="comma-separated ranks, each in its own process")
     ap.add_argument("--reps", help="representatives CSV from `python -m cluster`")
@@ -144,8 +146,12 @@ def _load_shim(argv: list[str], log_dir: str, rank: int) -> None:
 
 
 def main(argv=None) -> int:
-    _alone()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("pack", "run-bundle", "unpack"):
+        # the replay carried to a node elsewhere (replay/bundle)
+        from .bundle.cli import main as bundle_main
+        return bundle_main(argv)
+    _alone()
     # parsing and the tool's modules stay out of the application's heap
     a, mode, target, ap = in_own_arena(_parse, argv)
     # the runners and the log's reader loaded there too (not replay.fake,

@@ -4,6 +4,7 @@
         --summary reps_summary.csv --dendrogram dendro.png [--timelines T1.json ...]
         [--trace-summary trace_summary.txt] [--validate validate.json]
         [--calibrated platform.yaml] [--scaling STUDY_DIR] [--partial partial.csv]
+        [--nodes nodes.json]
         -o report.html
 
 Sections: the scalability study when there is one (time against N per
@@ -44,12 +45,14 @@ def main(argv=None) -> int:
                     "study): its plot, extrapolation and metric come first")
     ap.add_argument("--partial", help="the partial-replay plan (python -m replay.loops): "
                     "what each representative's replay kept, and why")
+    ap.add_argument("--nodes", help="the host and the target node of a replay carried "
+                    "elsewhere (nodes.json, written by python -m replay unpack)")
     ap.add_argument("-o", "--output", required=True,
                     help="the HTML report (figures go beside it, into NAME_figures/)")
     a = ap.parse_args(argv)
     try:
         build(a.output, a.predictions, a.reps, a.summary, a.dendrogram, a.timelines,
-              a.trace_summary, a.validate, a.calibrated, a.scaling, a.partial)
+              a.trace_summary, a.validate, a.calibrated, a.scaling, a.partial, a.nodes)
     except (OSError, KeyError, ValueError) as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2

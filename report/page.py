@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import os
 
 import pandas as pd
@@ -188,10 +189,38 @@ def _partial(path: str) -> list[str]:
             _table(pd.DataFrame(rows))]
 
 
+def _nodes(path: str) -> list[str]:
+    """Where the log was recorded and where it was replayed (a bundle's
+    round trip): the two nodes side by side, with their speed probes."""
+    with open(path) as f:
+        nodes = json.load(f)
+    rows = []
+    for role in ("host", "target"):
+        n = nodes.get(role) or {}
+        mpi = n.get("mpi") or {}
+        rows.append({"node": role, "hostname": n.get("hostname", "?"),
+                     "machine": n.get("machine", "?"), "CPU": n.get("cpu", "?"),
+                     "cores": n.get("cores", "?"), "Python": n.get("python", "?"),
+                     "MPI": f"{mpi.get('vendor', '?')} {mpi.get('version', '')}",
+                     "speed probe": seconds(n["speed_probe_s"]) if "speed_probe_s" in n else "-"})
+    text = ""
+    h, t = (nodes.get(k) or {} for k in ("host", "target"))
+    if h.get("speed_probe_s") and t.get("speed_probe_s"):
+        ratio = h["speed_probe_s"] / t["speed_probe_s"]
+        text = (f"<p>The same interpreter-bound probe ran {ratio:.2f}x as fast on the target "
+                f"as on the host (a hint only: the replay measured the application itself "
+                f"there).</p>")
+    return ["<h2>Replayed on a node elsewhere</h2>",
+            "<p>The representatives were packed into a bundle, replayed on the target node "
+            "and their results carried back (docs/METHODS.md, \"Replaying on a node "
+            "elsewhere\").</p>", _table(pd.DataFrame(rows)), text]
+
+
 def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram: str,
           timelines: list[str] | None = None, trace_summary: str | None = None,
           validate: str | None = None, calibrated: str | None = None,
-          scaling: str | None = None, partial: str | None = None) -> str:
+          scaling: str | None = None, partial: str | None = None,
+          nodes: str | None = None) -> str:
     """Write the report (and its PNGs next to it); returns its path."""
     figdir = os.path.splitext(out)[0] + "_figures"
     os.makedirs(figdir, exist_ok=True)
@@ -252,6 +281,8 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
               f"representative's) {err:.2%}.</p>", _table(summ), _img(dendrogram)]
     if partial:
         parts += _partial(partial)
+    if nodes:
+        parts += _nodes(nodes)
     platforms = [p["platform"] for p in preds]
     if calibrated and not any(p.get("source") == calibrated for p in platforms):
         from netsim.platform import load_platform
