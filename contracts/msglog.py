@@ -138,11 +138,14 @@ class LogWriter:
     """Append records for one rank; flushed every ``flush_bytes`` or
     ``FLUSH_SECONDS``, and by the rank's watcher when it is idle."""
 
-    def __init__(self, path: str, header: dict, flush_bytes: int = 1 << 22):
+    def __init__(self, path: str, header: dict, flush_bytes: int = 1 << 22, modules=None):
         """``header["partial"]``, where present, cuts the log: after its
         ``cut`` records the log is closed as complete, and the calls after
-        go to MPI unlogged (replay/loops.py)."""
+        go to MPI unlogged (replay/loops.py).  ``modules``: a function that
+        lists the modules the application loaded, written into the
+        completion status when the log closes."""
         self.path = path
+        self.modules = modules
         partial = header.get("partial")
         self.limit = partial["cut"] if partial else None
         self.rank = header.get("rank")
@@ -224,8 +227,10 @@ class LogWriter:
             self.f.close()
         except (OSError, LogError):
             status = "the log could not be completed (disk full?)"
+        # what a replay elsewhere must install (python -m replay pack)
+        modules = self.modules() if self.modules else []
         done = {"rank": self.rank, "status": status, "records": self.index,
-                "bytes": self.pos}
+                "bytes": self.pos, "modules": modules}
         try:
             write_json(status_path(self.path), done, indent=None)
         except OutputError as e:

@@ -21,6 +21,7 @@ import inspect
 from mpi4py import MPI
 
 from contracts.msglog import LogError, LogWriter
+from launch import app_modules
 from mpimodel.calls import (
     Meta,
     describe_comm,
@@ -209,7 +210,7 @@ def install(log_path: str, header: dict) -> LogWriter:
     from mpimodel import calls
     calls.WORLD_GROUP = MPI.COMM_WORLD.Get_group()
     _build()
-    W = LogWriter(log_path, header)
+    W = LogWriter(log_path, header, modules=app_modules)
     MPI.COMM_WORLD = _BY_REAL[REAL["Intracomm"]](MPI.COMM_WORLD)
     MPI.COMM_WORLD._rid = 0                 # known by the init record, as in replay
     for real, cls in _BY_REAL.items():

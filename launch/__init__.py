@@ -241,6 +241,20 @@ def command_line(target: list[str], mode: str) -> list[str]:
     return {"module": ["-m"], "command": ["-c"]}.get(mode, []) + list(target)
 
 
+# the modules loaded when the application started (the tool's own and the
+# interpreter's); None before
+_BEFORE_APP: frozenset | None = None
+
+
+def app_modules() -> list[str]:
+    """The top-level modules the application loaded itself, dynamic imports
+    included (all loaded ones before it starts): what a replay elsewhere
+    must install."""
+    before = _BEFORE_APP or frozenset()
+    return sorted({m.partition(".")[0] for m in list(sys.modules)
+                   if m not in before and not m.startswith("_")})
+
+
 def run_app(target: list[str], mode: str, ours: tuple = ()) -> tuple[str, int]:
     """Run the application as ``__main__``; returns (status, exit code).
 
@@ -249,8 +263,10 @@ def run_app(target: list[str], mode: str, ours: tuple = ()) -> tuple[str, int]:
     ``ours``: the tool's own exception classes (a divergence, a write
     error), raised to the caller as they are: they are not the
     application's failure, and its traceback would only hide the message."""
+    global _BEFORE_APP
     status, code = "complete", 0
     sys.argv = list(target)
+    _BEFORE_APP = frozenset(sys.modules)
     try:
         if mode == "module":
             runpy.run_module(target[0], run_name="__main__", alter_sys=True)

@@ -147,7 +147,9 @@ def write_archive(src: str, out: str, name: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=d, suffix=".tar.gz.tmp")
     os.close(fd)
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
+        # level 1: logs of floating-point payloads hardly compress, and level
+        # 9 spends minutes on a large one
+        with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
             tar.add(src, arcname=name)
         mask = os.umask(0)
         os.umask(mask)

@@ -56,7 +56,11 @@ def describe(probe: bool = True) -> dict:
         cores = os.cpu_count() or 1
     out = {"hostname": socket.gethostname(), "machine": platform.machine(),
            "byteorder": sys.byteorder, "cpu": cpu_model(), "cores": cores,
-           "python": platform.python_version(), "mpi": mpi_library()}
+           "python": platform.python_version(),
+           # another build of the same version runs Python code at another speed
+           "python_build": f"{sys.executable}: {platform.python_compiler()}, "
+                           f"{' '.join(platform.python_build())}",
+           "mpi": mpi_library()}
     if probe:
         out["speed_probe_s"] = speed_probe()
     return out

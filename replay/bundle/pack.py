@@ -56,28 +56,84 @@ def _under(path: str, root: str) -> bool:
     return os.path.commonpath([os.path.abspath(path), root]) == root
 
 
-def _local_names(files: list[str]) -> set[str]:
-    """Module names the carried files provide themselves (the script's
-    directory is first on its path, as is the working directory for -m)."""
-    return {os.path.splitext(os.path.basename(rel))[0] for rel in files}
-
-
-def imported_names(paths: list[str]) -> set[str]:
-    """Top-level names every Python file in ``paths`` imports (absolute
-    imports only; a file that does not parse adds nothing)."""
+def imported_names(path: str) -> set[str]:
+    """Top-level names a Python file imports (absolute imports only; a
+    file that does not parse imports nothing)."""
     names: set[str] = set()
-    for p in paths:
-        try:
-            with open(p, "rb") as f:
-                tree = ast.parse(f.read(), p)
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(a.name.split(".")[0] for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
     return names
+
+
+def _module_files(root: str, rels: list[str]) -> dict[str, list[str]]:
+    """``{module name: its Python files}`` for the carried files a script
+    or module can import as local modules (its directory is first on the
+    path): ``x.py`` is ``x``, a directory ``x/`` is ``x`` with every file
+    under it."""
+    out: dict[str, list[str]] = {}
+    for rel in rels:
+        p = os.path.join(root, rel)
+        name = os.path.splitext(os.path.basename(rel))[0]
+        if os.path.isdir(p):
+            out[name] = sorted(os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs
+                               if f.endswith(".py"))
+        elif p.endswith(".py"):
+            out[name] = [p]
+    return out
+
+
+def third_party_imports(start: list[str], local: dict[str, list[str]]) -> set[str]:
+    """The top-level names imported by ``start`` and by the local modules
+    they reach, less those local modules: what must be installed (a
+    sibling script that the application never imports adds nothing)."""
+    seen, todo, names = set(), list(start), set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for n in imported_names(f):
+            if n in local:
+                todo += local[n]
+            else:
+                names.add(n)
+    return names
+
+
+def loaded_modules(log_dir: str, ranks: list[int]) -> set[str]:
+    """The top-level modules the recorded ranks had loaded when their logs
+    closed (their completion status): imports the files do not show,
+    such as a module run with runpy or imported by name."""
+    import json
+
+    from contracts.msglog import log_path, status_path
+    names: set[str] = set()
+    for r in ranks:
+        try:
+            with open(status_path(log_path(log_dir, r))) as f:
+                names.update(json.load(f).get("modules", []))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return names
+
+
+def base_modules() -> set[str]:
+    """The top-level modules that importing the replay's own requirements
+    loads (pandas brings pyarrow and cloudpickle): in a recorded rank they
+    may be the tool's, and pip installs them with those requirements."""
+    code = ("import sys, importlib\n"
+            f"for m in {list(REPLAY_REQUIREMENTS)!r}: importlib.import_module(m)\n"
+            "print(' '.join({m.partition('.')[0] for m in sys.modules}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return set(r.stdout.split()) if r.returncode == 0 else set()
 
 
 def requirements(names: set[str], extra: list[str]) -> tuple[list[str], list[str]]:
@@ -175,27 +231,16 @@ def app_files(mode: str, argv: list[str], cwd: str, include: list[str]
     return rel, outside, module_dist
 
 
-def _python_files(root: str, rels: list[str]) -> list[str]:
-    out = []
-    for rel in rels:
-        p = os.path.join(root, rel)
-        if os.path.isdir(p):
-            out += [os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs
-                    if f.endswith(".py")]
-        elif p.endswith(".py"):
-            out.append(p)
-    return out
-
-
 def download_wheels(reqs_file: str, dest: str) -> None:
-    """The requirements' wheels for this host's platform (pip's cache
-    first, then the package index)."""
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
-                        "--only-binary=:all:", "-q", "-d", dest, "-r", reqs_file],
+    """The requirements' wheels, with their dependencies', for this host's
+    platform: pip's cache first, then the package index; a requirement
+    published only as source is built into a wheel here."""
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check",
+                        "-q", "-w", dest, "-r", reqs_file],
                        capture_output=True, text=True)
     if r.returncode:
         last = (r.stderr.strip().splitlines() or ["pip download failed"])[-1]
-        raise BundleError(f"--wheels: cannot download the requirements' wheels ({last}); "
+        raise BundleError(f"--wheels: cannot gather the requirements' wheels ({last}); "
                           f"pack without --wheels (the target then installs from its "
                           f"package index)")
 
@@ -222,9 +267,15 @@ def pack(log_dir: str, out: str, repeats: int = 1, load: int = 0,
     for p in left:
         print(f"pack: warning: {p} (an argument) lies outside {cwd} and is not carried: "
               f"the target needs it at the same path", file=sys.stderr)
-    names = imported_names(_python_files(cwd, files))
-    names -= _local_names(files)
-    reqs, unresolved = requirements(names, list(extra))
+    local = _module_files(cwd, files)
+    if mode == "path":
+        start = [os.path.join(cwd, argv[0])]
+    else:
+        start = [f for fs in local.values() for f in fs]
+    static = third_party_imports(start, local) - set(local)
+    loaded = loaded_modules(log_dir, rec["ranks"]) - set(local) - base_modules()
+    reqs, unresolved = requirements(static | loaded, list(extra))
+    unresolved = [n for n in unresolved if n in static]     # loaded: pseudo-modules too
     if module_dist and not any(r.lower().startswith(module_dist.lower() + "==")
                                for r in reqs):
         reqs.insert(0, f"{module_dist}=={md.version(module_dist)}")

@@ -91,9 +91,9 @@ def check_node(bundle: str, man: dict, any_version: bool) -> list[str]:
         notes.append(f"MPI library: {mine} here, {vendor} where recorded")
     if host.get("machine") and host["machine"] != here["machine"]:
         notes.append(f"architecture: {here['machine']} here, {host['machine']} where recorded")
-    if host.get("python") and host["python"].rsplit(".", 1)[0] != \
-            here["python"].rsplit(".", 1)[0]:
-        notes.append(f"Python {here['python']} here, {host['python']} where recorded")
+    if host.get("python") and host["python"] != here["python"]:
+        notes.append(f"Python {here['python']} here, {host['python']} where recorded (its "
+                     f"speed is part of the computation the replay measures)")
     if clogs:
         from pmpishim.build import ShimError, build
         try:
