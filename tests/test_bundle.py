@@ -3,6 +3,7 @@ directory with a fresh virtual environment and none of this checkout's
 paths, unpacked, and compared with a local replay of the same log; its
 refusals; and the workflow that stops at the bundle and resumes from its
 results."""
+import hashlib
 import json
 import shutil
 import sys
@@ -111,12 +112,35 @@ def test_another_version_of_a_requirement_or_of_the_project_is_refused(bundled, 
     p = run([venv_py, "-m", "replay", "run-bundle", str(copy), "-o", str(tmp_path / "r.tar.gz")],
             env=env, check=False)
     assert p.returncode == 2 and "recorded with 0.1" in p.stderr and "numpy" in p.stderr
+    # a representative that called MPI below Python, recorded with another
+    # MPI library: its C log would be answered through another ABI
+    (copy / "msglog" / "rank1.clog").write_bytes(b"recorded below Python")
+    man["requirements"] = [r for r in man["requirements"] if not r.startswith("numpy==")]
+    man["files"]["msglog/rank1.clog"] = hashlib.sha256(b"recorded below Python").hexdigest()
+    man["host"]["mpi"]["vendor"] = "Open MPI"
+    (copy / "manifest.json").write_text(json.dumps(man))
+    p = run([venv_py, "-m", "replay", "run-bundle", str(copy), "-o", str(tmp_path / "r.tar.gz")],
+            env=env, check=False)
+    assert p.returncode == 2 and "rank1.clog: recorded below Python with Open MPI" in p.stderr
     # this checkout's replay on a bundle packed by another version
     man["project"] = "0" * 64
     (copy / "manifest.json").write_text(json.dumps(man))
     p = run([PY, "-m", "replay", "run-bundle", str(copy), "-o", str(tmp_path / "r.tar.gz")],
             check=False)
     assert p.returncode == 2 and "another version of repreplay" in p.stderr
+
+
+def test_a_requirement_that_will_not_install_is_named_by_run_sh(bundled, tmp_path):
+    _, target, _ = bundled
+    copy = tmp_path / "bundle"
+    shutil.copytree(target / "bundle", copy, ignore=shutil.ignore_patterns("venv"))
+    with open(copy / "requirements.txt", "a") as f:
+        f.write("no-such-distribution-anywhere==1.0\n")
+    env = clean_env(tmp_path) | {"VENV": str(target / "bundle" / "venv")}
+    p = run(["bash", str(copy / "run.sh")], cwd=tmp_path, env=env, check=False)
+    assert p.returncode == 2 and "a requirement will not install here" in p.stderr
+    assert "no-such-distribution-anywhere" in p.stderr and "install.log" in p.stderr
+    assert not (tmp_path / "results.tar.gz").exists()
 
 
 def test_the_workflow_stops_at_the_bundle_and_resumes_from_its_results(bundled, tmp_path):
