@@ -36,14 +36,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
 PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
-# 1,000 iterations each, sizes chosen for spans well above the replay's
-# own per-call cost (about 2 us)
+# 1,000 iterations each, sizes chosen for a whole replay of 10 s or more,
+# so that the replay's start-up (about 1 s: the interpreter, NumPy, MPI)
+# does not bound the time a partial replay saves
 APPS = {
-    "jacobi": ["examples/jacobi.py", "--n", "512", "--iters", "1000", "--check", "10"],
-    "cg": ["examples/cg.py", "--n", "200000", "--iters", "1000"],
-    "rma_halo": ["examples/rma_halo.py", "--n", "400000", "--iters", "1000"],
-    # third-party: mpi4py-fft's transforms, mpi4py's RMA counter, pylops-mpi
-    "fft-poisson": ["bench/apps/fft_poisson.py", "--n", "32", "--solves", "1000"],
+    "jacobi": ["examples/jacobi.py", "--n", "2048", "--iters", "1000", "--check", "10"],
+    "cg": ["examples/cg.py", "--n", "2000000", "--iters", "1000"],
+    "rma_halo": ["examples/rma_halo.py", "--n", "400000", "--iters", "1000"],   # GBs of log
+    # third-party: mpi4py-fft's transforms (two drivers), mpi4py's RMA counter
+    "fft-poisson": ["bench/apps/fft_poisson.py", "--n", "48", "--solves", "1000"],
+    "fft-navier-stokes": ["bench/apps/fft_navier_stokes.py", "--n", "32", "--steps", "1000"],
     "nxtval-rma": ["bench/apps/nxtval_loop.py", "--draws", "1000"],
 }
 

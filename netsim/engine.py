@@ -36,7 +36,10 @@ messages of a NIC:
 * the receive completes o + s*O after the data arrived and the receive
   was posted (and the receiving CPU is free);
 * with contention, the NICs of the two nodes serialise the bytes of the
-  messages between nodes (P each, in order of arrival).
+  messages between nodes (P each, in order of arrival); on a fat tree
+  (``leaf_nodes`` nodes per leaf switch, ``up_links`` spines), a message
+  between leaves also waits for its route's up and down links and holds
+  them for P (netsim/platform.py, ``network.topology``).
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -155,11 +158,31 @@ def _clear_queued(link, head):
             m = nx
 
 
+@njit(cache=True, inline="always")
+def _through_tree(link_free, a, b, leaf_nodes, up_links, nleaves, dep, hold):
+    """A message from node ``a`` to node ``b`` across a two-level fat tree:
+    it leaves once the up link and the down link of its route are free,
+    and holds both for ``hold`` (per-link serialisation).  Destination-mod-k
+    routing: up through spine ``b % up_links``, as static routing tables
+    spread the destinations of a leaf.  Returns the departure time."""
+    la, lb = a // leaf_nodes, b // leaf_nodes
+    if la == lb:                                 # under one leaf: its switch only
+        return dep
+    u = b % up_links
+    up = la * up_links + u
+    down = (nleaves + lb) * up_links + u
+    dep = max(dep, link_free[up], link_free[down])
+    link_free[up] = dep + hold
+    link_free[down] = dep + hold
+    return dep
+
+
 @njit(cache=True)
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
-             o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room):
+             o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room,
+             leaf_nodes=0, up_links=1):
     """Run the schedule.  Returns (start, end, matched, coll_last, events);
     events is OUT_OF_ROOM if the heap needed more than ``room`` entries.
 
@@ -181,6 +204,10 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     nnodes = core.max() // cores_per_node + 1 if nranks > 0 else 1
     out_free = np.zeros(nnodes)
     in_free = np.zeros(nnodes)
+    # a two-level fat tree (``leaf_nodes`` > 0): each leaf switch's up links
+    # to the ``up_links`` spines, then each spine's down links to the leaves
+    nleaves = (nnodes + leaf_nodes - 1) // leaf_nodes if leaf_nodes > 0 else 0
+    link_free = np.zeros(2 * nleaves * up_links)
     # matching queues per rank (posted receives, unexpected messages) and
     # each collective's arrived members: singly linked lists through
     # ``link``, which once an op is matched holds its partner instead
@@ -255,6 +282,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                                                   != core[d] // cores_per_node):
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
+                        if leaf_nodes > 0:
+                            dep = _through_tree(link_free, node, core[d] // cores_per_node,
+                                                leaf_nodes, up_links, nleaves, dep, occupy[op])
                         out_free[node] = dep + occupy[op]
                     _push(ht, hp, hn, dep + L + W, op * 4 + ARRIVE)
                     hn += 1
@@ -373,6 +403,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                 node = core[h] // cores_per_node
                 dep = max(dep, out_free[node])
+                if leaf_nodes > 0:
+                    dep = _through_tree(link_free, node, core[d] // cores_per_node,
+                                        leaf_nodes, up_links, nleaves, dep, occupy[op])
                 out_free[node] = dep + occupy[op]
             _push(ht, hp, hn, dep + L + W, op * 4 + DATA)
             hn += 1

@@ -39,7 +39,12 @@ seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
 one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 ``network.contention`` (true: a node's NIC serialises the messages that
-leave and enter the node); ``network.pack_byte_time`` (seconds per byte
+leave and enter the node); ``network.topology`` (``{kind: fat_tree,
+leaf_nodes: D, up_links: U}``: a two-level fat tree, D nodes under each
+leaf switch, each leaf with one link up to each of U spines, tapered D:U
+where U < D; a message between leaves waits until its route's up and
+down links are free and holds them as long as its NIC; contention
+implied; the levels' latencies and byte times stay the links'); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
 charged to the calling rank's CPU for the collectives the trace flags so,
 on the bytes sent and received; default 0; calibrate measures it
@@ -132,6 +137,10 @@ class Platform:
     gap: float = 0.0
     eager_limit: int = 65536
     contention: bool = False
+    # a two-level fat tree (network.topology): nodes per leaf switch (0:
+    # none, one ideal fabric) and the leaves' up links, one per spine
+    leaf_nodes: int = 0
+    up_links: int = 1
     pack_byte_time: float = 0.0
     call_overhead: float = 0.0
     copy_byte_time: float = 0.0
@@ -291,7 +300,10 @@ class Platform:
                 "overhead": {"send": self.o_send, "recv": self.o_recv},
                 "overhead_byte": {"send": self.O_send, "recv": self.O_recv},
                 "gap": self.gap, "eager_limit": self.eager_limit,
-                "contention": self.contention, "pack_byte_time": self.pack_byte_time,
+                "contention": self.contention,
+                "topology": ({"kind": "fat_tree", "leaf_nodes": self.leaf_nodes,
+                              "up_links": self.up_links} if self.leaf_nodes else None),
+                "pack_byte_time": self.pack_byte_time,
                 "call_overhead": self.call_overhead, "copy_byte_time": self.copy_byte_time,
                 "copy_overhead": self.copy_overhead,
                 "alltoall_self_limit": self.alltoall_self_limit,
@@ -478,7 +490,10 @@ def from_dict(d: dict, source: str = "<dict>", schema: bool = True) -> Platform:
         o_send=float(ov.get("send", 0.0)), o_recv=float(ov.get("recv", 0.0)),
         O_send=float(ob.get("send", 0.0)), O_recv=float(ob.get("recv", 0.0)),
         gap=float(net.get("gap", 0.0)), eager_limit=int(net.get("eager_limit", 65536)),
-        contention=net.get("contention", False),
+        # a topology's links are contended by definition
+        contention=bool(net.get("contention", False) or net.get("topology")),
+        leaf_nodes=int((net.get("topology") or {}).get("leaf_nodes", 0)),
+        up_links=int((net.get("topology") or {}).get("up_links", 1)),
         collectives=dict(d.get("collectives") or {"default": "analytic"}),
         pack_byte_time=float(net.get("pack_byte_time", 0.0)),
         call_overhead=float(net.get("call_overhead", 0.0)),

@@ -85,7 +85,7 @@ def run(s: Schedule, platform) -> Result:
             s.kind, s.rank, s.peer, s.size, s.tag, ctx, s.dur, coll, s.coll_need, *graph, core,
             platform.cores_per_node, span, lat, wire, occupy, platform.o_send, platform.o_recv,
             platform.O_send, platform.O_recv, platform.gap, eager, s.reply, platform.contention,
-            s.nranks, room))
+            s.nranks, room, platform.leaf_nodes, platform.up_links))
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))
     _finite(end)

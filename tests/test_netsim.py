@@ -172,6 +172,38 @@ def test_nic_contention_serialises_a_fan_in():
     assert busy == pytest.approx(t1 + 2 * 1000 * G + o, rel=1e-12)  # NIC in series
 
 
+def cross_leaf_pair(**topology):
+    """Ranks 0 and 2 (nodes 0 and 1, leaf 0) send to ranks 4 and 6 (nodes 2
+    and 3, leaf 1) at once; a fat tree of 2 nodes per leaf."""
+    B = Builder(8)
+    for src, dst in ((0, 4), (2, 6)):
+        B.op(SEND, src, [], peer=dst, size=1001, tag=0)
+        B.op(RECV, dst, [], peer=src, size=1001, tag=0)
+    net = {"eager_limit": 100000}
+    if topology:
+        net["topology"] = {"kind": "fat_tree", "leaf_nodes": 2, **topology}
+    return simulate(B.done(), platform(network=net)).predicted_time
+
+
+def test_two_flows_share_a_tapered_up_link_and_not_a_full_one():
+    o, L, G = 0.5 * US, 7 * US, 4e-9
+    alone = o + L + 1000 * G + o                  # send, wire, receive
+    assert cross_leaf_pair() == pytest.approx(alone, rel=1e-12)
+    # full bisection (2 up links for 2 nodes): the destinations' spines differ
+    assert cross_leaf_pair(up_links=2) == pytest.approx(alone, rel=1e-12)
+    # tapered 2:1: both cross leaf 0's one up link, the second after the first
+    assert cross_leaf_pair(up_links=1) == pytest.approx(alone + 1000 * G, rel=1e-12)
+
+
+def test_a_topology_names_its_fault():
+    with pytest.raises(PlatformError, match="topology"):
+        platform(network={"topology": {"kind": "torus", "leaf_nodes": 2, "up_links": 1}})
+    with pytest.raises(PlatformError, match="up_links"):
+        platform(network={"topology": {"kind": "fat_tree", "leaf_nodes": 2}})
+    p = platform(network={"topology": {"kind": "fat_tree", "leaf_nodes": 4, "up_links": 2}})
+    assert p.contention and p.describe()["topology"]["up_links"] == 2
+
+
 def test_deadlock_is_reported_not_hung():
     B = Builder(3)
     B.op(CALC, 0, [], dur=1e-3)
