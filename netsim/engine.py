@@ -38,8 +38,9 @@ messages of a NIC:
 * with contention, the NICs of the two nodes serialise the bytes of the
   messages between nodes (P each, in order of arrival); on a fat tree
   (``leaf_nodes`` nodes per leaf switch, ``up_links`` spines), a message
-  between leaves also waits for its route's up and down links and holds
-  them for P (netsim/platform.py, ``network.topology``).
+  between leaves crosses its route's up link, then its down link, each
+  when free, in the order messages reach it, holding each for P
+  (netsim/platform.py, ``network.topology``).
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -53,7 +54,9 @@ from numba import njit
 
 CALC, SEND, RECV, COLL = 0, 1, 2, 3
 # event kinds in the heap
-READY, ARRIVE, CTS, DATA = 0, 1, 2, 3
+# a message between leaves of a fat tree at its leaf switch (DEPART) and
+# at its spine (HOP)
+READY, ARRIVE, CTS, DATA, DEPART, HOP = 0, 1, 2, 3, 4, 5
 
 
 # The matching-queue search and unlink, and the injection through a node's
@@ -63,7 +66,7 @@ READY, ARRIVE, CTS, DATA = 0, 1, 2, 3
 # alternated 3 times, `python bench/netsim_speed.py --ranks 1024`,
 # 2026-11-24.  netsim/loggops.py, whose speed matters less, uses helpers.
 
-# ---- a binary heap of (time, payload) keys; payload = op * 4 + event kind,
+# ---- a binary heap of (time, payload) keys; payload = op * 8 + event kind,
 # which also breaks ties deterministically.  It holds what is in flight,
 # usually a few entries per rank, not one per op: the caller gives it
 # ``room`` entries, and a run that needs more stops and says so (events
@@ -158,25 +161,6 @@ def _clear_queued(link, head):
             m = nx
 
 
-@njit(cache=True, inline="always")
-def _through_tree(link_free, a, b, leaf_nodes, up_links, nleaves, dep, hold):
-    """A message from node ``a`` to node ``b`` across a two-level fat tree:
-    it leaves once the up link and the down link of its route are free,
-    and holds both for ``hold`` (per-link serialisation).  Destination-mod-k
-    routing: up through spine ``b % up_links``, as static routing tables
-    spread the destinations of a leaf.  Returns the departure time."""
-    la, lb = a // leaf_nodes, b // leaf_nodes
-    if la == lb:                                 # under one leaf: its switch only
-        return dep
-    u = b % up_links
-    up = la * up_links + u
-    down = (nleaves + lb) * up_links + u
-    dep = max(dep, link_free[up], link_free[down])
-    link_free[up] = dep + hold
-    link_free[down] = dep + hold
-    return dep
-
-
 @njit(cache=True)
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
@@ -226,7 +210,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     hn = 0
     for i in range(n):
         if left[i] == 0:
-            _push(ht, hp, hn, 0.0, i * 4 + READY)
+            _push(ht, hp, hn, 0.0, i * 8 + READY)
             hn += 1
     events = 0
     # completions and starts notify dependants; done through a small stack
@@ -237,8 +221,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     while hn > 0:
         t, payload = _pop(ht, hp, hn)
         hn -= 1
-        op = payload >> 2
-        ev = payload & 3
+        op = payload >> 3
+        ev = payload & 7
         events += 1
         nn = 0                                   # notifications to deliver
         if ev == READY:
@@ -278,15 +262,18 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 nn = 1
                 if eager[op]:
                     dep = s + o_s
+                    via = False                  # between leaves of a fat tree
                     if contention and lv > 0 and (core[h] // cores_per_node
                                                   != core[d] // cores_per_node):
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
-                        if leaf_nodes > 0:
-                            dep = _through_tree(link_free, node, core[d] // cores_per_node,
-                                                leaf_nodes, up_links, nleaves, dep, occupy[op])
                         out_free[node] = dep + occupy[op]
-                    _push(ht, hp, hn, dep + L + W, op * 4 + ARRIVE)
+                        via = leaf_nodes > 0 and (node // leaf_nodes != core[d] // cores_per_node
+                                                  // leaf_nodes)
+                    if via:
+                        _push(ht, hp, hn, dep, op * 8 + DEPART)
+                    else:
+                        _push(ht, hp, hn, dep + L + W, op * 8 + ARRIVE)
                     hn += 1
                     end[op] = s + o_s + sz * O_s
                     note_op[1] = op
@@ -294,7 +281,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     note_isstart[1] = False
                     nn = 2
                 else:                            # request to send
-                    _push(ht, hp, hn, s + o_s + L, op * 4 + ARRIVE)
+                    _push(ht, hp, hn, s + o_s + L, op * 8 + ARRIVE)
                     hn += 1
             elif k == RECV:
                 start[op] = t
@@ -390,6 +377,30 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     else:
                         link[unex_tail[d]] = op
                     unex_tail[d] = op
+        elif ev == DEPART or ev == HOP:
+            # a message between leaves of a fat tree, at its leaf switch
+            # (DEPART: up to spine ``destination node mod up_links``, as
+            # destination-based static routing spreads a leaf's traffic) or
+            # at that spine (HOP: down to the destination's leaf); each link
+            # carries one message at a time, for as long as its NIC, in the
+            # order they reach it; cut-through: a free link adds no time
+            h = rank[op]
+            d = peer[op]
+            b = core[d] // cores_per_node
+            u = b % up_links
+            if ev == DEPART:
+                i = (core[h] // cores_per_node // leaf_nodes) * up_links + u
+            else:
+                i = (nleaves + b // leaf_nodes) * up_links + u
+            s = max(t, link_free[i])
+            link_free[i] = s + occupy[op]
+            if ev == DEPART:
+                _push(ht, hp, hn, s, op * 8 + HOP)
+            else:
+                lv = _level(core[h], core[d], span)
+                _push(ht, hp, hn, s + lat[lv] + wire[op],
+                      op * 8 + (ARRIVE if eager[op] else DATA))
+            hn += 1
         elif ev == CTS:                            # the sender may now send the data
             h = rank[op]
             d = peer[op]
@@ -400,14 +411,17 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             cpu_free[h] = max(s, cpu_free[h]) + o_s + sz * O_s
             nic_free[h] = s + gap + occupy[op]
             dep = s + o_s
+            via = False
             if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                 node = core[h] // cores_per_node
                 dep = max(dep, out_free[node])
-                if leaf_nodes > 0:
-                    dep = _through_tree(link_free, node, core[d] // cores_per_node,
-                                        leaf_nodes, up_links, nleaves, dep, occupy[op])
                 out_free[node] = dep + occupy[op]
-            _push(ht, hp, hn, dep + L + W, op * 4 + DATA)
+                via = leaf_nodes > 0 and (node // leaf_nodes != core[d] // cores_per_node
+                                          // leaf_nodes)
+            if via:
+                _push(ht, hp, hn, dep, op * 8 + DEPART)
+            else:
+                _push(ht, hp, hn, dep + L + W, op * 8 + DATA)
             hn += 1
             end[op] = dep + W
             note_op[0] = op
@@ -433,7 +447,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 s = max(tm, cpu_free[d])
                 cpu_free[d] = s + o_r
                 lv = _level(core[d], core[rank[m]], span)
-                _push(ht, hp, hn, s + o_r + lat[lv], m * 4 + CTS)
+                _push(ht, hp, hn, s + o_r + lat[lv], m * 8 + CTS)
                 hn += 1
         # deliver notifications: dependants become ready when nothing is left
         for j in range(nn):
@@ -452,7 +466,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 if left[w] == 0:
                     if hn == room:
                         return start, end, link, coll_last, OUT_OF_ROOM
-                    _push(ht, hp, hn, ready_at[w], w * 4 + READY)
+                    _push(ht, hp, hn, ready_at[w], w * 8 + READY)
                     hn += 1
     # what is still queued was never matched: its link is no partner
     _clear_queued(link, post_head)

@@ -42,9 +42,10 @@ one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 leave and enter the node); ``network.topology`` (``{kind: fat_tree,
 leaf_nodes: D, up_links: U}``: a two-level fat tree, D nodes under each
 leaf switch, each leaf with one link up to each of U spines, tapered D:U
-where U < D; a message between leaves waits until its route's up and
-down links are free and holds them as long as its NIC; contention
-implied; the levels' latencies and byte times stay the links'); ``network.pack_byte_time`` (seconds per byte
+where U < D; a message between leaves crosses its route's up link, then
+its down link, each when free, holding each as long as its NIC;
+contention implied; the levels' latencies and byte times stay the
+links'); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
 charged to the calling rank's CPU for the collectives the trace flags so,
 on the bytes sent and received; default 0; calibrate measures it

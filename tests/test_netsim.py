@@ -172,11 +172,12 @@ def test_nic_contention_serialises_a_fan_in():
     assert busy == pytest.approx(t1 + 2 * 1000 * G + o, rel=1e-12)  # NIC in series
 
 
-def cross_leaf_pair(**topology):
-    """Ranks 0 and 2 (nodes 0 and 1, leaf 0) send to ranks 4 and 6 (nodes 2
-    and 3, leaf 1) at once; a fat tree of 2 nodes per leaf."""
-    B = Builder(8)
-    for src, dst in ((0, 4), (2, 6)):
+def cross_leaf_pair(pairs=((0, 4), (2, 6)), **topology):
+    """Two messages at once (by default ranks 0 and 2, nodes 0 and 1 of
+    leaf 0, to ranks 4 and 6, nodes 2 and 3 of leaf 1); a fat tree of 2
+    nodes per leaf."""
+    B = Builder(16)
+    for src, dst in pairs:
         B.op(SEND, src, [], peer=dst, size=1001, tag=0)
         B.op(RECV, dst, [], peer=src, size=1001, tag=0)
     net = {"eager_limit": 100000}
@@ -193,6 +194,11 @@ def test_two_flows_share_a_tapered_up_link_and_not_a_full_one():
     assert cross_leaf_pair(up_links=2) == pytest.approx(alone, rel=1e-12)
     # tapered 2:1: both cross leaf 0's one up link, the second after the first
     assert cross_leaf_pair(up_links=1) == pytest.approx(alone + 1000 * G, rel=1e-12)
+    # from two leaves (nodes 0 and 4) into leaf 1: the spine's one down link
+    into_one_leaf = ((0, 4), (8, 6))
+    assert cross_leaf_pair(into_one_leaf, up_links=1) == pytest.approx(alone + 1000 * G,
+                                                                       rel=1e-12)
+    assert cross_leaf_pair(into_one_leaf, up_links=2) == pytest.approx(alone, rel=1e-12)
 
 
 def test_a_topology_names_its_fault():
