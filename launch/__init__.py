@@ -209,6 +209,18 @@ def parse_ranks(ranks: str) -> list[int]:
         raise ValueError(f"--ranks wants comma-separated integers, not {ranks!r}") from None
 
 
+def bind_command(ap, cmd: str) -> str:
+    """The absolute path of ``--bind-command CMD`` (a name on PATH or a
+    path); ``ap``'s error (it exits) where there is none: refused before
+    anything runs."""
+    import shutil
+    found = shutil.which(cmd)
+    if found is None:
+        ap.error(f"--bind-command {cmd}: not an executable command")
+        raise SystemExit(2)                 # ap.error exits; said for the type checker
+    return os.path.abspath(found)
+
+
 def split_command(argv: list[str], valued=(), prog: str = "tool"):
     """Split ``[opts] (app.py | -m mod | -c cmd) [app args]`` like python does.
 

@@ -5,7 +5,7 @@ import importlib
 import os
 import sys
 
-from launch import in_own_arena, split_command
+from launch import bind_command, in_own_arena, split_command
 
 VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
           "--concurrent", "--repeats", "--load", "--watchdog", "--bind-command")
@@ -114,11 +114,7 @@ def _parse(argv: list[str]):
     if a.load < 0:
         ap.error("--load must be >= 0")
     if a.bind_command:
-        import shutil
-        found = shutil.which(a.bind_command)
-        if found is None:
-            ap.error(f"--bind-command {a.bind_command}: not an executable command")
-        a.bind_command = os.path.abspath(found)
+        a.bind_command = bind_command(ap, a.bind_command)
     if a.watchdog is not None:
         if a.watchdog < 0:
             ap.error("--watchdog must be >= 0")

@@ -99,6 +99,17 @@ def test_a_changed_truncated_or_foreign_archive_is_refused_naming_the_file(bundl
     assert p.returncode == 2 and "another bundle" in p.stderr
 
 
+def test_pack_refuses_what_it_cannot_carry_and_writes_nothing(bundled, tmp_path):
+    d, _, _ = bundled
+    out = tmp_path / "b.tar.gz"
+    p = run([PY, "-m", "replay", "pack", "--log", str(d / "msglog"), "-o", str(out),
+             "--include", "/etc/hostname"], check=False)
+    assert p.returncode == 2 and "--include /etc/hostname: outside the recorded" in p.stderr
+    p = run([PY, "-m", "replay", "pack", "--log", str(tmp_path), "-o", str(out)], check=False)
+    assert p.returncode == 2 and "record.json: missing" in p.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
 def test_another_version_of_a_requirement_or_of_the_project_is_refused(bundled, tmp_path):
     _, target, _ = bundled
     venv_py = str(target / "bundle" / "venv" / "bin" / "python")

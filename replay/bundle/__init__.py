@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import tarfile
-import tempfile
 
 FORMAT = 1
 BUNDLE_KIND = "replay-bundle"
@@ -141,26 +140,20 @@ def manifest_digest(root: str) -> str:
 
 def write_archive(src: str, out: str, name: str) -> None:
     """``src`` as ``out`` (.tar.gz) under the top directory ``name``,
-    atomically: a failed write leaves no half archive."""
-    d = os.path.dirname(os.path.abspath(out))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".tar.gz.tmp")
-    os.close(fd)
-    try:
+    atomically (contracts.output.write_atomic): a failed write leaves no
+    half archive."""
+    from contracts.output import OutputError, write_atomic
+
+    def write(tmp):
         # level 1: logs of floating-point payloads hardly compress, and level
         # 9 spends minutes on a large one
         with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
             tar.add(src, arcname=name)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)        # mkstemp's 0600 is for secrets
-        os.replace(tmp, out)
-    except OSError as e:
-        raise BundleError(f"{out}: cannot write ({e.strerror or e}); nothing was "
-                          f"written") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    try:
+        write_atomic(out, write)
+    except OutputError as e:
+        raise BundleError(str(e)) from None
 
 
 def extract(archive: str, dest: str, name: str) -> str:

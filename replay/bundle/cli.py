@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 
 COMMANDS = ("pack", "run-bundle", "unpack")
@@ -72,10 +71,8 @@ def _run_bundle(argv: list[str]) -> int:
                          "than the recorded one")
     a = ap.parse_args(argv)
     if a.bind_command:
-        found = shutil.which(a.bind_command)
-        if found is None:
-            ap.error(f"--bind-command {a.bind_command}: not an executable command")
-        a.bind_command = os.path.abspath(found)
+        from launch import bind_command
+        a.bind_command = bind_command(ap, a.bind_command)
     from .run import run_bundle
     run_bundle(a.bundle, a.output, repeats=a.repeats, load=a.load, bind=a.bind_command,
                any_version=a.any_version, watchdog=a.watchdog)

@@ -148,7 +148,6 @@ def run_bundle(bundle: str, out: str, repeats: int | None = None, load: int | No
                               f"is above); nothing was written to {out}")
         from contracts.output import write_json
         node = describe(probe=True)
-        write_json(os.path.join(res, "node.json"), node)
         result = {"kind": RESULTS_KIND, "format": FORMAT,
                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                   "bundle": manifest_digest(bundle), "project": man["project"],

@@ -88,8 +88,7 @@ def unpack(results: str, out_dir: str, bundle: str | None = None, rank: int | No
             dst = os.path.join(out_dir, rel)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copy2(os.path.join(src, rel), dst)
-        with open(os.path.join(res, "node.json")) as f:
-            write_json(os.path.join(out_dir, NODES), {"host": host, "target": json.load(f)})
+        write_json(os.path.join(out_dir, NODES), {"host": host, "target": man.get("node")})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     node = man.get("node", {})
