@@ -16,7 +16,10 @@ arrays; ``iters`` chosen so that each run has about ``--ops`` operations):
 Reported per run: operations, events processed by the engine, engine
 seconds, events per second, and the peak RSS of the process.  ``--million``
 adds the 1,048,576-rank halo+allreduce (one iteration) to check that 1M
-ranks fit in memory.  The first call compiles the engine (numba, cached
+ranks fit in memory.  ``--topology`` runs the same on a 4:1 tapered fat
+tree of 16 nodes per leaf (its links contended) and on the same platform
+without it (NIC contention only), side by side: the lowering's and the
+links' cost, as a ratio of whole-run seconds.  The first call compiles the engine (numba, cached
 on disk afterwards); a warm-up run keeps that out of the figures.
 Goal: >= 1M events/s on one core; 1M ranks within 24 GB.
 """
@@ -171,22 +174,56 @@ def main():
     ap.add_argument("--ranks", default="1024,16384,262144")
     ap.add_argument("--ops", type=int, default=4_000_000, help="about this many ops per run")
     ap.add_argument("--million", action="store_true", help="also 1,048,576 ranks (memory)")
+    ap.add_argument("--topology", action="store_true",
+                    help="each case also on a tapered fat tree, against NIC contention alone")
     a = ap.parse_args()
+    if a.topology:
+        return topology_ratio(a)
     plat = from_dict(dict(PLATFORM), "bench-platform")
     run(halo_allreduce(16, 2), plat)                   # compile / load the engine
     print(f"{'workload':<20}{'ranks':>9}{'iters':>6}{'ops':>12}{'events':>12}"
           f"{'engine s':>10}{'Mevents/s':>11}{'peak GB':>9}")
-    cases = [(name, int(p)) for p in a.ranks.split(",") for name in WORKLOADS]
-    if a.million:
-        cases.append(("halo+allreduce", 1 << 20))
-    for name, p in cases:
-        gen, per_iter = WORKLOADS[name]
-        iters = max(1, a.ops // (p * per_iter(p))) if p < (1 << 20) else 1
-        s = gen(p, iters)
+    for name, p, iters, s in cases(a):
         res = run(s, plat)
         print(f"{name:<20}{p:>9}{iters:>6}{len(s):>12}{res.events:>12}{res.seconds:>10.2f}"
               f"{res.events / res.seconds / 1e6:>11.2f}{peak_gb():>9.2f}", flush=True)
         del s, res
+
+
+def cases(a):
+    """(workload, ranks, iterations, schedule) per case asked for, each
+    schedule generated only when its turn comes."""
+    asked = [(name, int(p)) for p in a.ranks.split(",") for name in WORKLOADS]
+    if a.million:
+        asked.append(("halo+allreduce", 1 << 20))
+    for name, p in asked:
+        gen, per_iter = WORKLOADS[name]
+        iters = max(1, a.ops // (p * per_iter(p))) if p < (1 << 20) else 1
+        yield name, p, iters, gen(p, iters)
+
+
+def topology_ratio(a) -> None:
+    """Each case with NIC contention alone and on a tapered fat tree,
+    alternated, best of 3 whole runs (lowering included)."""
+    import time
+    net = dict(PLATFORM["network"], contention=True)
+    plain = from_dict(dict(PLATFORM, network=net), "contention")
+    tree = from_dict(dict(PLATFORM, network=dict(net, topology={
+        "kind": "fat_tree", "leaf_nodes": 16, "up_links": 4})), "fat-tree")
+    run(halo_allreduce(64, 2), plain)
+    run(halo_allreduce(64, 2), tree)
+    print(f"{'workload':<20}{'ranks':>9}{'ops':>12}{'NIC only s':>12}{'fat tree s':>12}"
+          f"{'ratio':>7}{'peak GB':>9}")
+    for name, p, _, s in cases(a):
+        best = {"plain": float("inf"), "tree": float("inf")}
+        for _ in range(1 if p >= (1 << 20) else 3):
+            for key, plat in (("plain", plain), ("tree", tree)):
+                t0 = time.perf_counter()
+                run(s, plat)
+                best[key] = min(best[key], time.perf_counter() - t0)
+        print(f"{name:<20}{p:>9}{len(s):>12}{best['plain']:>12.2f}{best['tree']:>12.2f}"
+              f"{best['tree'] / best['plain']:>7.2f}{peak_gb():>9.2f}", flush=True)
+        del s
 
 
 if __name__ == "__main__":

@@ -1,23 +1,34 @@
-"""netsim's fat tree against SimGrid's, side by side on the same traffic.
+"""netsim's topologies against SimGrid's, side by side on the same traffic.
 
-    python bench/topology_simgrid.py [--ranks 64,256] [--bytes 1048576] [--markdown]
+    python bench/topology_simgrid.py [--ranks 64,256] [--bytes 1048576]
+        [--patterns alltoall,allreduce,permutation,halo3d]
+        [--platforms full,4:1,torus,dragonfly] [--markdown]
 
-Synthetic communication at P ranks, one per node, 8 nodes per leaf
-switch, written once as a netsim schedule and once as SimGrid
-time-independent traces of the same calls (every rank posts its
-receives, then its sends, then waits for all): an all-to-all (rank r
-sends to r+1, r+2, ... in turn), a random permutation (seed 0) and a 3-D
-halo exchange (6 neighbours on the most balanced periodic grid).  Platforms: a full
-fat tree (8 up links per leaf) and a 4:1 tapered one (2 up links), links
-of 1.25 GB/s; SimGrid's FAT_TREE cluster with split-duplex links and its
-max-min flow sharing (`smpirun -replay`, SMPI's bandwidth and latency
-factors 1, every message sent eagerly), netsim's `network.topology`.
-Reported: both simulated times, netsim over SimGrid, and the taper's
-slow-down in each.
+Synthetic communication at P ranks, one per node, written once as a
+netsim schedule and once as SimGrid time-independent traces of the same
+calls, in phases (in each, every rank posts its receives, then its sends,
+then waits for all): an all-to-all (rank r sends to r+1, r+2, ... in
+turn), an allreduce decomposed as MPICH does large ones (a reduce-scatter
+by recursive halving, then an allgather by recursive doubling: 2 log2 P
+phases of halving, then doubling, sizes), a random permutation (seed 0)
+and a 3-D halo exchange (6 neighbours on the most balanced periodic grid).
 
-Goals (docs/METHODS.md, "A tapered fat tree"): within 5 % of SimGrid on
-every case, the same ordering of the two trees, the taper's slow-down
-about SimGrid's.  Needs Debian's libsimgrid-dev (smpirun).
+Platforms, links of 1.25 GB/s and 1 us each way, SimGrid's max-min flow
+sharing (`smpirun -replay`, SMPI's bandwidth and latency factors 1, every
+message sent eagerly, no cross-traffic): a full fat tree (8 nodes per leaf,
+8 up links) and a 4:1 tapered one (2 up links), SimGrid's FAT_TREE
+cluster; a dragonfly (P/16 groups of P/16 routers of 4 nodes... see
+``dragonfly_shape``), SimGrid's DRAGONFLY cluster (one chassis per
+group), whose routing netsim's mirrors; a 3-D torus, written for SimGrid
+as a Full zone with netsim's own routes (dimension order) and a NIC link
+each way per node, because SimGrid's TORUS cluster has no NIC: a node
+there sends on its six links at once, where netsim's LogGP node injects
+one message at a time.  Reported: both simulated times, netsim over
+SimGrid, and per pattern whether both order the platforms alike.
+
+Goals (docs/METHODS.md, "Topologies"): within 5 % of SimGrid on every
+case, the same ordering of platforms, the taper's slow-down about
+SimGrid's.  Needs Debian's libsimgrid-dev (smpirun).
 """
 from __future__ import annotations
 
@@ -39,21 +50,36 @@ REPLAYER = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
 LEAF = 8                       # nodes per leaf switch
 BW = 1.25e9                    # bytes per second per link
 LAT = 1e-6                     # seconds per link (messages are bandwidth-bound)
+ROUTER_NODES = 4               # dragonfly: nodes per router
+PLATFORMS = ("full", "4:1", "torus", "dragonfly")
+
+# a phase: per rank, the ranks it sends one message to, and the bytes of
+# each (each receiver receives one from each of its senders)
+Phase = tuple[list[list[int]], int]
 
 
-def pattern(name: str, p: int, seed: int = 0) -> list[list[int]]:
-    """Per rank, the ranks it sends one message to (each receiver receives
-    one from each of its senders)."""
+def grid3(p: int) -> tuple[int, int, int]:
+    """The most balanced nx >= ny >= nz with nx * ny * nz = p."""
+    nz = max(k for k in range(1, round(p ** (1 / 3)) + 1) if p % k == 0)
+    ny = max(k for k in range(1, round((p // nz) ** 0.5) + 1) if (p // nz) % k == 0)
+    return p // nz // ny, ny, nz
+
+
+def pattern(name: str, p: int, nbytes: int, seed: int = 0) -> list[Phase]:
+    """The phases of a pattern at ``p`` ranks, ``nbytes`` per message
+    (allreduce: the vector's bytes)."""
     if name == "alltoall":
-        return [[(r + k) % p for k in range(1, p)] for r in range(p)]
+        return [([[(r + k) % p for k in range(1, p)] for r in range(p)], nbytes)]
+    if name == "allreduce":
+        assert p & (p - 1) == 0, "allreduce: a power of two of ranks"
+        steps = [1 << k for k in reversed(range(p.bit_length() - 1))]   # p/2 ... 1
+        halving = [([[r ^ d] for r in range(p)], nbytes * d // p) for d in steps]
+        return halving + halving[::-1]
     if name == "permutation":
         perm = np.random.default_rng(seed).permutation(p)
-        return [[int(perm[r])] if perm[r] != r else [] for r in range(p)]
+        return [([[int(perm[r])] if perm[r] != r else [] for r in range(p)], nbytes)]
     if name == "halo3d":
-        # the most balanced grid nx >= ny >= nz with nx * ny * nz = p
-        nz = max(k for k in range(1, round(p ** (1 / 3)) + 1) if p % k == 0)
-        ny = max(k for k in range(1, round((p // nz) ** 0.5) + 1) if (p // nz) % k == 0)
-        nx = p // nz // ny
+        nx, ny, nz = grid3(p)
         out = []
         for r in range(p):
             x, y, z = r % nx, (r // nx) % ny, r // (nx * ny)
@@ -62,64 +88,129 @@ def pattern(name: str, p: int, seed: int = 0) -> list[list[int]]:
                                (0, 0, -1)):
                 nb.append((x + dx) % nx + ((y + dy) % ny) * nx + ((z + dz) % nz) * nx * ny)
             out.append([q for q in dict.fromkeys(nb) if q != r])
-        return out
+        return [(out, nbytes)]
     raise SystemExit(f"unknown pattern {name}")
 
 
-def netsim_time(dests: list[list[int]], nbytes: int, up: int) -> float:
+def senders(dests: list[list[int]]) -> list[list[int]]:
+    srcs: list[list[int]] = [[] for _ in dests]
+    for r, ds in enumerate(dests):
+        for d in ds:
+            srcs[d].append(r)
+    return srcs
+
+
+def dragonfly_shape(p: int) -> tuple[int, int]:
+    """(groups, routers per group) for p nodes of ROUTER_NODES per router,
+    as many groups as routers where it divides (SimGrid's convention needs
+    routers >= groups)."""
+    routers = p // ROUTER_NODES
+    g = 1 << ((routers.bit_length() - 1) // 2)
+    return g, routers // g
+
+
+def topology(platform: str, p: int) -> dict:
+    """netsim's ``network.topology`` for a platform of the bench."""
+    if platform in ("full", "4:1"):
+        return {"kind": "fat_tree", "leaf_nodes": LEAF,
+                "up_links": LEAF if platform == "full" else LEAF // 4}
+    if platform == "torus":
+        # a route is two NIC links, a fat tree's two switch links more
+        return {"kind": "torus", "dims": list(grid3(p)), "hop_latency": LAT}
+    g, r = dragonfly_shape(p)
+    return {"kind": "dragonfly", "groups": g, "routers": r, "nodes_per_router": ROUTER_NODES,
+            "hop_latency": LAT}
+
+
+def netsim_time(phases: list[Phase], platform: str) -> float:
     from netsim import Builder, from_dict
     from netsim import run as simulate
     from netsim.engine import RECV, SEND
-    p = len(dests)
+    p = len(phases[0][0])
     B = Builder(p)
-    srcs: list[list[int]] = [[] for _ in range(p)]
-    for r, ds in enumerate(dests):
-        for d in ds:
-            srcs[d].append(r)
-    for r in range(p):
-        for s in srcs[r]:
-            B.op(RECV, r, [], peer=s, size=nbytes, tag=0)
-        for d in dests[r]:
-            B.op(SEND, r, [], peer=d, size=nbytes, tag=0)
+    prev: list[list] = [[] for _ in range(p)]
+    for dests, nbytes in phases:
+        srcs = senders(dests)
+        now: list[list] = [[] for _ in range(p)]
+        for r in range(p):
+            for q in srcs[r]:
+                now[r].append(B.op(RECV, r, prev[r], peer=q, size=nbytes, tag=0))
+            for d in dests[r]:
+                now[r].append(B.op(SEND, r, prev[r], peer=d, size=nbytes, tag=0))
+        prev = [[(x, False) for x in ops] if ops else prev[r] for r, ops in enumerate(now)]
+    most = max(n for _, n in phases)
+    topo = topology(platform, p)
+    # SimGrid adds the latencies of a route's links: two NIC links, and a
+    # fat tree's two switch links between leaves (the messages are
+    # bandwidth-bound: 1 us either way is noise); netsim: the fabric
+    # level's latency, plus hop_latency per link crossed
     plat = from_dict({"nodes": p, "cores_per_node": 1, "network": {
-        # a route is two node links, and between leaves two switch links
-        # more; SimGrid adds their latencies, netsim has one per level (the
-        # node level holds the one core: contention is between nodes)
         "levels": [{"name": "node", "span": 1, "latency": 0.0, "byte_time": 1 / BW},
                    {"name": "fabric", "latency": 2 * LAT, "byte_time": 1 / BW}],
-        "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0, "eager_limit": 2 * nbytes,
-        "topology": {"kind": "fat_tree", "leaf_nodes": LEAF, "up_links": up}}}, "fat-tree")
+        "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0, "eager_limit": 2 * most,
+        "topology": topo}}, platform)
     return simulate(B.done(), plat).predicted_time
 
 
-def simgrid_time(dests: list[list[int]], nbytes: int, up: int, work: Path) -> float:
-    p = len(dests)
-    srcs: list[list[int]] = [[] for _ in range(p)]
-    for r, ds in enumerate(dests):
-        for d in ds:
-            srcs[d].append(r)
+def platform_xml(platform: str, p: int, pairs: set) -> str:
+    """SimGrid's platform for a platform of the bench (``pairs``: the
+    ordered pairs of nodes that exchange a message, for explicit routes)."""
+    head = ("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+            "<platform version=\"4.1\">")
+    link = (f'bw="{BW / 1e9}GBps" lat="{LAT * 1e6}us"')
+    if platform != "torus":
+        if platform == "dragonfly":
+            g, r = dragonfly_shape(p)
+            topo = f'topology="DRAGONFLY" topo_parameters="{g},1;1,1;{r},1;{ROUTER_NODES}"'
+        else:
+            up = topology(platform, p)["up_links"]
+            topo = f'topology="FAT_TREE" topo_parameters="2;{LEAF},{p // LEAF};1,{up};1,1"'
+        return (head + '<zone id="world" routing="Full">'
+                f'<cluster id="c" prefix="node-" suffix="" radical="0-{p - 1}" speed="1Gf" '
+                f'{link} sharing_policy="SPLITDUPLEX" {topo} '
+                'loopback_bw="100GBps" loopback_lat="0"/></zone></platform>\n')
+    # the torus as a Full zone: netsim's routes, a NIC link each way per node
+    from netsim.topology import Topology
+    topo_ = Topology.from_dict(topology("torus", p))
+    src = np.array([a for a, _ in sorted(pairs)], dtype=np.int64)
+    dst = np.array([b for _, b in sorted(pairs)], dtype=np.int64)
+    ptr, links = topo_.routes(src, dst, p)
+    out = [head, '<zone id="world" routing="Full">']
+    out += [f'<host id="node-{n}" speed="1Gf"/>' for n in range(p)]
+    one = f'bandwidth="{BW / 1e9}GBps" latency="{LAT * 1e6}us"'
+    out += [f'<link id="nic{n}{w}" {one}/>' for n in range(p) for w in ("up", "down")]
+    out += [f'<link id="t{i}" {one}/>' for i in range(topo_.nlinks(p))]
+    for k, (a, b) in enumerate(zip(src, dst)):
+        hops = "".join(f'<link_ctn id="t{i}"/>' for i in links[ptr[k]:ptr[k + 1]])
+        out.append(f'<route src="node-{a}" dst="node-{b}" symmetrical="NO">'
+                   f'<link_ctn id="nic{a}up"/>{hops}<link_ctn id="nic{b}down"/></route>')
+    out.append("</zone></platform>\n")
+    return "\n".join(out)
+
+
+def simgrid_time(phases: list[Phase], platform: str, work: Path) -> float:
+    p = len(phases[0][0])
     work.mkdir(parents=True, exist_ok=True)
+    lines: list[list[str]] = [["init"] for _ in range(p)]
+    pairs = set()
+    for dests, nbytes in phases:
+        srcs = senders(dests)
+        for r in range(p):
+            lines[r] += [f"irecv {q} 0 {nbytes}" for q in srcs[r]]
+            lines[r] += [f"isend {d} 0 {nbytes}" for d in dests[r]]
+            lines[r] += [f"wait {q} {r} 0" for q in srcs[r]] + [f"wait {r} {d} 0" for d in dests[r]]
+            pairs.update((r, d) for d in dests[r])
     for r in range(p):
-        lines = ["init"] + [f"irecv {s} 0 {nbytes}" for s in srcs[r]]
-        lines += [f"isend {d} 0 {nbytes}" for d in dests[r]]
-        lines += [f"wait {s} {r} 0" for s in srcs[r]] + [f"wait {r} {d} 0" for d in dests[r]]
-        lines.append("finalize")
-        (work / f"rank{r}.txt").write_text("".join(f"{r} {x}\n" for x in lines))
+        lines[r].append("finalize")
+        (work / f"rank{r}.txt").write_text("".join(f"{r} {x}\n" for x in lines[r]))
     (work / "index.txt").write_text("".join(f"{work / f'rank{r}.txt'}\n" for r in range(p)))
-    leaves = p // LEAF
-    (work / "plat.xml").write_text(
-        "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-        "<platform version=\"4.1\"><zone id=\"world\" routing=\"Full\">"
-        f"<cluster id=\"c\" prefix=\"node-\" suffix=\"\" radical=\"0-{p - 1}\" speed=\"1Gf\" "
-        f"bw=\"{BW / 1e9}GBps\" lat=\"{LAT * 1e6}us\" sharing_policy=\"SPLITDUPLEX\" "
-        f"topology=\"FAT_TREE\" topo_parameters=\"2;{LEAF},{leaves};1,{up};1,1\" "
-        "loopback_bw=\"100GBps\" loopback_lat=\"0\"/>"
-        "</zone></platform>\n")
+    (work / "plat.xml").write_text(platform_xml(platform, p, pairs))
     (work / "hosts").write_text("".join(f"node-{r}\n" for r in range(p)))
+    most = max(n for _, n in phases)
     cmd = ["smpirun", "-np", str(p), "-platform", "plat.xml", "-hostfile", "hosts", "-replay",
            str(work / "index.txt"), "--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
-           f"--cfg=smpi/send-is-detached-thresh:{2 * nbytes}",
-           f"--cfg=smpi/async-small-thresh:{2 * nbytes}", "--cfg=smpi/host-speed:1Gf",
+           f"--cfg=smpi/send-is-detached-thresh:{2 * most}",
+           f"--cfg=smpi/async-small-thresh:{2 * most}", "--cfg=smpi/host-speed:1Gf",
            # no reverse flow for acknowledgements (5 % of a link by default):
            # netsim models none
            "--cfg=network/crosstraffic:0",
@@ -135,7 +226,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="64,256")
     ap.add_argument("--bytes", type=int, default=1 << 20, help="bytes per message")
-    ap.add_argument("--patterns", default="alltoall,permutation,halo3d")
+    ap.add_argument("--patterns", default="alltoall,allreduce,permutation,halo3d")
+    ap.add_argument("--platforms", default=",".join(PLATFORMS))
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args(argv)
     if shutil.which("smpirun") is None or not os.path.exists(REPLAYER):
@@ -145,19 +237,30 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for p in map(int, a.ranks.split(",")):
             for name in a.patterns.split(","):
-                dests = pattern(name, p)
-                row: dict = {"pattern": name, "ranks": p}
-                for tree, up in (("full", LEAF), ("4:1", LEAF // 4)):
-                    ns = netsim_time(dests, a.bytes, up)
-                    sg = simgrid_time(dests, a.bytes, up, Path(tmp) / f"{name}{p}_{up}")
-                    row |= {f"{tree}_netsim_s": ns, f"{tree}_simgrid_s": sg,
-                            f"{tree}_ratio": ns / sg}
-                row["taper_netsim"] = row["4:1_netsim_s"] / row["full_netsim_s"]
-                row["taper_simgrid"] = row["4:1_simgrid_s"] / row["full_simgrid_s"]
-                rows.append(row)
-                print(f"topology_simgrid: {row}", file=sys.stderr, flush=True)
+                phases = pattern(name, p, a.bytes)
+                for plat in a.platforms.split(","):
+                    ns = netsim_time(phases, plat)
+                    work = Path(tmp) / f"{name}{p}_{plat.replace(':', '')}"
+                    sg = simgrid_time(phases, plat, work)
+                    row = {"pattern": name, "ranks": p, "platform": plat, "netsim_s": ns,
+                           "simgrid_s": sg, "ratio": ns / sg}
+                    rows.append(row)
+                    print(f"topology_simgrid: {row}", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)
+    # the same ordering of platforms per case, in both simulators: every pair
+    # SimGrid tells apart (by more than 1 %) netsim orders alike
+    def alike(g):
+        ns, sg = list(g.netsim_s), list(g.simgrid_s)
+        return all((ns[i] < ns[j]) == (sg[i] < sg[j]) for i in range(len(g))
+                   for j in range(len(g)) if abs(sg[i] / sg[j] - 1) > 0.01)
+    order = df.groupby(["pattern", "ranks"]).apply(alike, include_groups=False) \
+        .rename("same_order").reset_index()
+    df = df.merge(order, on=["pattern", "ranks"])
     print(df.to_markdown(index=False, floatfmt=".4g") if a.markdown else df.to_string())
+    print(f"\n|netsim / SimGrid - 1|: mean {np.mean(np.abs(df.ratio - 1)):.1%}, "
+          f"max {np.max(np.abs(df.ratio - 1)):.1%}; within 5 %: "
+          f"{int((np.abs(df.ratio - 1) <= 0.05).sum())} of {len(df)}; platforms ordered alike "
+          f"in {int(order.same_order.sum())} of {len(order)} cases")
     return 0
 
 

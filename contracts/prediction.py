@@ -24,6 +24,11 @@
     and ``high``: a busy replay node, the spread of repeats); with
     ``variability``, the 5th to 95th percentile of the samples.  Two
     platforms whose bands overlap cannot be told apart by this prediction.
+``links`` (optional)
+    present when the platform has a topology (netsim/topology.py): its
+    busiest links, at most 20, busiest first, each ``link`` (a name such
+    as ``leaf 3 up to spine 1``), ``busy`` (s: the time it carried a
+    message) and ``load`` (busy over predicted_time);
 ``variability`` (optional)
     present when the run was sampled (netsim/variability.py):
     ``samples``, ``seed``, ``generator``, ``representatives`` (per
@@ -39,6 +44,7 @@ import math
 import os
 
 QUANTITIES = ("computation", "communication", "waiting", "finish")
+BUSIEST_LINKS = 20
 
 
 class PredictionError(ValueError):
@@ -56,6 +62,10 @@ def prediction_json(res, platform, extra: dict | None = None) -> dict:
                        for k in QUANTITIES},
            "simulation": {"events": res.events, "seconds": res.seconds,
                           "events_per_second": res.events / res.seconds if res.seconds else None}}
+    if getattr(res, "links", None) is not None:
+        top = res.links.head(BUSIEST_LINKS)
+        out["links"] = [{"link": str(n), "busy": float(b), "load": float(u)}
+                        for n, b, u in zip(top["link"], top["busy"], top["load"])]
     if extra:
         out.update(extra)
     return out
@@ -95,6 +105,12 @@ def read_prediction(path: str) -> dict:
         raise PredictionError(f"{path}: a rank finishes after predicted_time {t}")
     if not isinstance(d.setdefault("warnings", []), list):
         raise PredictionError(f"{path}: warnings must be a list")
+    links = d.get("links", [])
+    if not isinstance(links, list) or not all(
+            isinstance(k, dict) and isinstance(k.get("link"), str) and _seconds(k.get("busy"))
+            and _seconds(k.get("load")) for k in links):
+        raise PredictionError(f"{path}: links must be a list of {{link, busy, load}} "
+                              f"(a name, seconds, a fraction)")
     band = d.setdefault("band", [t, t])
     if not (isinstance(band, list) and len(band) == 2 and all(_seconds(b) for b in band)
             and band[0] <= t * (1 + 1e-9) + 1e-12 and band[1] >= t * (1 - 1e-9) - 1e-12):

@@ -421,6 +421,10 @@ def main(argv=None) -> int:
           f"{seconds(band[1])}) on {plat.name} ({low.schedule.nranks} ranks); "
           f"mean per rank: computation {seconds(pr['computation'].mean())}, communication "
           f"{seconds(pr['communication'].mean())}, waiting {seconds(pr['waiting'].mean())}")
+    if res.links is not None and len(res.links):
+        top = res.links.iloc[0]
+        print(f"busiest link: {top['link']}, busy {seconds(top['busy'])} "
+              f"({top['load']:.0%} of the run)")
     print(f"simulated {res.events} events in {res.seconds:.3f} s; wrote {a.output}"
           + (f" and {a.timeline}" if a.timeline else ""))
     return 0

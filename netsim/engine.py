@@ -36,11 +36,13 @@ messages of a NIC:
 * the receive completes o + s*O after the data arrived and the receive
   was posted (and the receiving CPU is free);
 * with contention, the NICs of the two nodes serialise the bytes of the
-  messages between nodes (P each, in order of arrival); on a fat tree
-  (``leaf_nodes`` nodes per leaf switch, ``up_links`` spines), a message
-  between leaves crosses its route's up link, then its down link, each
-  when free, in the order messages reach it, holding each for P
-  (netsim/platform.py, ``network.topology``).
+  messages between nodes (P each, in order of arrival); with a topology
+  (netsim/topology.py: a fat tree, a torus, a dragonfly), a message
+  between nodes also enters the links of its route as it leaves its NIC
+  (``route`` per op, the routes' links in compressed rows
+  ``route_ptr``/``route_links``), adds P to each link's queue, in the
+  order messages reach it, and arrives as many seconds later as the
+  longest queue it met, plus ``hop_latency`` per link crossed.
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -53,10 +55,8 @@ import numpy as np
 from numba import njit
 
 CALC, SEND, RECV, COLL = 0, 1, 2, 3
-# event kinds in the heap
-# a message between leaves of a fat tree at its leaf switch (DEPART) and
-# at its spine (HOP)
-READY, ARRIVE, CTS, DATA, DEPART, HOP = 0, 1, 2, 3, 4, 5
+# event kinds in the heap; HOP: a message entering the links of its route
+READY, ARRIVE, CTS, DATA, HOP = 0, 1, 2, 3, 4
 
 
 # The matching-queue search and unlink, and the injection through a node's
@@ -166,9 +166,11 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
              o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room,
-             leaf_nodes=0, up_links=1):
-    """Run the schedule.  Returns (start, end, matched, coll_last, events);
-    events is OUT_OF_ROOM if the heap needed more than ``room`` entries.
+             route, route_ptr, route_links, hop_latency, nlinks):
+    """Run the schedule.  Returns (start, end, matched, coll_last,
+    link_busy, events); events is OUT_OF_ROOM if the heap needed more than
+    ``room`` entries; link_busy the seconds each topology link carried a
+    message.  ``route`` is empty without a topology.
 
     ``ndeps`` (each op's number of dependencies) is counted down in place;
     the graph's arrays give op indices in one integer type, which the
@@ -188,10 +190,10 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     nnodes = core.max() // cores_per_node + 1 if nranks > 0 else 1
     out_free = np.zeros(nnodes)
     in_free = np.zeros(nnodes)
-    # a two-level fat tree (``leaf_nodes`` > 0): each leaf switch's up links
-    # to the ``up_links`` spines, then each spine's down links to the leaves
-    nleaves = (nnodes + leaf_nodes - 1) // leaf_nodes if leaf_nodes > 0 else 0
-    link_free = np.zeros(2 * nleaves * up_links)
+    # a topology's links: when each is free, and how long it carried messages
+    routed = len(route) == n
+    link_free = np.zeros(nlinks)
+    link_busy = np.zeros(nlinks)
     # matching queues per rank (posted receives, unexpected messages) and
     # each collective's arrived members: singly linked lists through
     # ``link``, which once an op is matched holds its partner instead
@@ -262,16 +264,13 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 nn = 1
                 if eager[op]:
                     dep = s + o_s
-                    via = False                  # between leaves of a fat tree
                     if contention and lv > 0 and (core[h] // cores_per_node
                                                   != core[d] // cores_per_node):
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
                         out_free[node] = dep + occupy[op]
-                        via = leaf_nodes > 0 and (node // leaf_nodes != core[d] // cores_per_node
-                                                  // leaf_nodes)
-                    if via:
-                        _push(ht, hp, hn, dep, op * 8 + DEPART)
+                    if routed and route[op] >= 0:
+                        _push(ht, hp, hn, dep, op * 8 + HOP)
                     else:
                         _push(ht, hp, hn, dep + L + W, op * 8 + ARRIVE)
                     hn += 1
@@ -377,29 +376,25 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     else:
                         link[unex_tail[d]] = op
                     unex_tail[d] = op
-        elif ev == DEPART or ev == HOP:
-            # a message between leaves of a fat tree, at its leaf switch
-            # (DEPART: up to spine ``destination node mod up_links``, as
-            # destination-based static routing spreads a leaf's traffic) or
-            # at that spine (HOP: down to the destination's leaf); each link
-            # carries one message at a time, for as long as its NIC, in the
-            # order they reach it; cut-through: a free link adds no time
-            h = rank[op]
-            d = peer[op]
-            b = core[d] // cores_per_node
-            u = b % up_links
-            if ev == DEPART:
-                i = (core[h] // cores_per_node // leaf_nodes) * up_links + u
-            else:
-                i = (nleaves + b // leaf_nodes) * up_links + u
-            s = max(t, link_free[i])
-            link_free[i] = s + occupy[op]
-            if ev == DEPART:
-                _push(ht, hp, hn, s, op * 8 + HOP)
-            else:
-                lv = _level(core[h], core[d], span)
-                _push(ht, hp, hn, s + lat[lv] + wire[op],
-                      op * 8 + (ARRIVE if eager[op] else DATA))
+        elif ev == HOP:
+            # a message entering the links of its route (cut-through: all at
+            # once, as its bytes stream through them): each link is a queue
+            # of work in the order messages reach it; the message is through
+            # once the longest of those queues ahead of it has drained, not
+            # their sum, as links drain at the same time.  A route that is
+            # free adds only its hops' latency.
+            r = route[op]
+            wait = 0.0
+            for q in range(route_ptr[r], route_ptr[r + 1]):
+                i = route_links[q]
+                s = max(t, link_free[i])
+                wait = max(wait, s - t)
+                link_free[i] = s + occupy[op]
+                link_busy[i] += occupy[op]
+            hops = route_ptr[r + 1] - route_ptr[r]
+            lv = _level(core[rank[op]], core[peer[op]], span)
+            _push(ht, hp, hn, t + wait + lat[lv] + hops * hop_latency + wire[op],
+                  op * 8 + (ARRIVE if eager[op] else DATA))
             hn += 1
         elif ev == CTS:                            # the sender may now send the data
             h = rank[op]
@@ -411,15 +406,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             cpu_free[h] = max(s, cpu_free[h]) + o_s + sz * O_s
             nic_free[h] = s + gap + occupy[op]
             dep = s + o_s
-            via = False
             if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
                 node = core[h] // cores_per_node
                 dep = max(dep, out_free[node])
                 out_free[node] = dep + occupy[op]
-                via = leaf_nodes > 0 and (node // leaf_nodes != core[d] // cores_per_node
-                                          // leaf_nodes)
-            if via:
-                _push(ht, hp, hn, dep, op * 8 + DEPART)
+            if routed and route[op] >= 0:
+                _push(ht, hp, hn, dep, op * 8 + HOP)
             else:
                 _push(ht, hp, hn, dep + L + W, op * 8 + DATA)
             hn += 1
@@ -465,11 +457,11 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 left[w] -= 1
                 if left[w] == 0:
                     if hn == room:
-                        return start, end, link, coll_last, OUT_OF_ROOM
+                        return start, end, link, coll_last, link_busy, OUT_OF_ROOM
                     _push(ht, hp, hn, ready_at[w], w * 8 + READY)
                     hn += 1
     # what is still queued was never matched: its link is no partner
     _clear_queued(link, post_head)
     _clear_queued(link, unex_head)
     _clear_queued(link, coll_head)
-    return start, end, link, coll_last, events
+    return start, end, link, coll_last, link_busy, events

@@ -4,9 +4,10 @@ Keys (checked against netsim/platform.schema.yaml, which describes each;
 every key but ``nodes``, ``cores_per_node`` and ``network.levels`` has a default):
 
 ``name``; ``nodes``; ``cores_per_node``; ``placement``: ``block`` (ranks
-fill node after node), ``cyclic`` (rank r on node r mod nodes) or
+fill node after node), ``cyclic`` (rank r on node r mod nodes),
 ``{map: FILE}`` (a text/CSV file with one node number per rank, in rank
-order); ``network.levels``: innermost first, each ``{name, span, latency,
+order) or ``{random: SEED}`` (each rank on a core drawn at random);
+``network.levels``: innermost first, each ``{name, span, latency,
 byte_time}`` and optionally ``rendezvous_byte_time`` (seconds per byte of
 messages over the eager limit; default byte_time: shared-memory MPIs
 stream large messages faster than they copy small ones) where ``span``
@@ -39,13 +40,13 @@ seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
 one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 ``network.contention`` (true: a node's NIC serialises the messages that
-leave and enter the node); ``network.topology`` (``{kind: fat_tree,
-leaf_nodes: D, up_links: U}``: a two-level fat tree, D nodes under each
-leaf switch, each leaf with one link up to each of U spines, tapered D:U
-where U < D; a message between leaves crosses its route's up link, then
-its down link, each when free, holding each as long as its NIC;
-contention implied; the levels' latencies and byte times stay the
-links'); ``network.pack_byte_time`` (seconds per byte
+leave and enter the node); ``network.topology`` (the switches between
+the nodes, their links contended: ``{kind: fat_tree, leaf_nodes,
+up_links}``, ``{kind: torus, dims}`` or ``{kind: dragonfly, groups,
+routers, nodes_per_router}`` with optional ``local_links``,
+``global_links``, ``routing`` and ``seed``; ``hop_latency`` for any;
+netsim/topology.py says what each means; contention implied; the levels'
+latencies and byte times stay the links'); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
 charged to the calling rank's CPU for the collectives the trace flags so,
 on the bytes sent and received; default 0; calibrate measures it
@@ -106,6 +107,7 @@ import numpy as np
 import yaml
 
 from .collectives import ALGORITHMS, DEFAULT_ALGORITHM, FOR_OP
+from .topology import Topology
 
 
 class PlatformError(Exception):
@@ -138,10 +140,9 @@ class Platform:
     gap: float = 0.0
     eager_limit: int = 65536
     contention: bool = False
-    # a two-level fat tree (network.topology): nodes per leaf switch (0:
-    # none, one ideal fabric) and the leaves' up links, one per spine
-    leaf_nodes: int = 0
-    up_links: int = 1
+    # the switches between the nodes (network.topology; None: one ideal
+    # fabric), lowered to links and routes by netsim/topology.py
+    topology: Topology | None = None
     pack_byte_time: float = 0.0
     call_overhead: float = 0.0
     copy_byte_time: float = 0.0
@@ -187,6 +188,10 @@ class Platform:
         r = np.arange(nranks, dtype=np.int64)
         if self.placement == "block":
             return r
+        if self.placement.startswith("random:"):
+            # cores drawn without replacement from the whole machine
+            rng = np.random.default_rng(int(self.placement.split(":")[1]))
+            return rng.permutation(cap)[:nranks]
         # cyclic: rank r on node r mod nodes
         return (r % self.nodes) * self.cores_per_node + r // self.nodes
 
@@ -302,8 +307,7 @@ class Platform:
                 "overhead_byte": {"send": self.O_send, "recv": self.O_recv},
                 "gap": self.gap, "eager_limit": self.eager_limit,
                 "contention": self.contention,
-                "topology": ({"kind": "fat_tree", "leaf_nodes": self.leaf_nodes,
-                              "up_links": self.up_links} if self.leaf_nodes else None),
+                "topology": self.topology.describe() if self.topology else None,
                 "pack_byte_time": self.pack_byte_time,
                 "call_overhead": self.call_overhead, "copy_byte_time": self.copy_byte_time,
                 "copy_overhead": self.copy_overhead,
@@ -359,7 +363,8 @@ def _message(e) -> str:
     if path and path[-1] == "levels" and e.validator in ("minItems", "type"):
         return "network.levels must be a non-empty list, innermost first"
     if path and path[-1] == "placement":
-        return f"placement must be block, cyclic or {{map: FILE}}, not {e.instance!r}"
+        return (f"placement must be block, cyclic, {{map: FILE}} or {{random: SEED}}, "
+                f"not {e.instance!r}")
     where = _dotted(path[:-1]) if path and isinstance(path[-1], str) else _dotted(path)
     key = f"'{path[-1]}'" if path and isinstance(path[-1], str) else "it"
     prefix = f"{where}: " if where else ""
@@ -447,12 +452,41 @@ def _check(d, source: str, schema: bool = True) -> None:
         raise PlatformError(f"{source}: {_dotted(bad)} must be a finite number")
     _check_levels(d["network"]["levels"], source)
     _check_models(d, source)
+    if d["network"].get("topology"):
+        _check_topology(d["network"]["topology"], int(d["nodes"]), source)
+
+
+# what each kind of topology needs, and takes besides hop_latency
+_TOPOLOGY_KEYS = {"fat_tree": (("leaf_nodes", "up_links"), ()),
+                  "torus": (("dims",), ()),
+                  "dragonfly": (("groups", "routers", "nodes_per_router"),
+                                ("local_links", "global_links", "routing", "seed"))}
+
+
+def _check_topology(t: dict, nodes: int, source: str) -> None:
+    """A kind's own keys, no other kind's, and room for every node."""
+    where = f"{source}: network.topology"
+    need, may = _TOPOLOGY_KEYS[t["kind"]]
+    for k in need:
+        if k not in t:
+            raise PlatformError(f"{where}: a {t['kind']} needs '{k}'")
+    foreign = sorted(set(t) - set(need) - set(may) - {"kind", "hop_latency"})
+    if foreign:
+        raise PlatformError(f"{where}: {foreign} do not apply to a {t['kind']}; it takes "
+                            f"{sorted(need + may) + ['hop_latency']}")
+    room = Topology.from_dict(t).capacity()
+    if room is not None and room < nodes:
+        raise PlatformError(f"{where}: the {t['kind']} holds {room} nodes, the platform has "
+                            f"{nodes}: enlarge it or lower 'nodes'")
 
 
 def _placement(place, source: str):
-    """``block``, ``cyclic``, or the node of every rank read from a map file."""
+    """``block``, ``cyclic``, ``{random: SEED}`` or the node of every rank
+    read from a map file."""
     if not isinstance(place, dict):
         return place
+    if "random" in place:
+        return f"random:{int(place['random'])}"
     path = place["map"]
     if not os.path.isabs(path):
         path = os.path.join(os.path.dirname(os.path.abspath(source)), path)
@@ -493,8 +527,7 @@ def from_dict(d: dict, source: str = "<dict>", schema: bool = True) -> Platform:
         gap=float(net.get("gap", 0.0)), eager_limit=int(net.get("eager_limit", 65536)),
         # a topology's links are contended by definition
         contention=bool(net.get("contention", False) or net.get("topology")),
-        leaf_nodes=int((net.get("topology") or {}).get("leaf_nodes", 0)),
-        up_links=int((net.get("topology") or {}).get("up_links", 1)),
+        topology=Topology.from_dict(net["topology"]) if net.get("topology") else None,
         collectives=dict(d.get("collectives") or {"default": "analytic"}),
         pack_byte_time=float(net.get("pack_byte_time", 0.0)),
         call_overhead=float(net.get("call_overhead", 0.0)),

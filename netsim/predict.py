@@ -37,6 +37,9 @@ class Result:
     end: np.ndarray
     events: int
     seconds: float                    # wall time of the engine
+    # with a topology: per link carrying anything, its name, seconds busy and
+    # that over the predicted time (``link``, ``busy``, ``load``), busiest first
+    links: pd.DataFrame | None = None
 
     @property
     def per_rank(self) -> pd.DataFrame:
@@ -79,18 +82,51 @@ def run(s: Schedule, platform) -> Result:
         # (on the wire, not on the NIC: a new array, occupy keeps its own)
         wire = wire + s.held
     ctx, coll = np.ascontiguousarray(s.ctx), np.ascontiguousarray(s.coll)
-    (start, end, matched, coll_last, events), secs = _with_room(
+    route, route_ptr, route_links, nlinks = _routes(s, sends, core, platform)
+    hop_latency = platform.topology.hop_latency if platform.topology else 0.0
+    (start, end, matched, coll_last, busy, events), secs = _with_room(
         # numba's compiled functions: mypy cannot count the unpacked graph
         s, lambda graph, room: engine.simulate(  # type: ignore[call-arg]
             s.kind, s.rank, s.peer, s.size, s.tag, ctx, s.dur, coll, s.coll_need, *graph, core,
             platform.cores_per_node, span, lat, wire, occupy, platform.o_send, platform.o_recv,
             platform.O_send, platform.O_recv, platform.gap, eager, s.reply, platform.contention,
-            s.nranks, room, platform.leaf_nodes, platform.up_links))
+            s.nranks, room, route, route_ptr, route_links, hop_latency, nlinks))
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))
     _finite(end)
-    return Result(float(end.max()) if len(end) else 0.0,
-                  _breakdown(s, start, end, matched, coll_last), start, end, int(events), secs)
+    predicted = float(end.max()) if len(end) else 0.0
+    return Result(predicted, _breakdown(s, start, end, matched, coll_last), start, end,
+                  int(events), secs, _link_loads(platform, busy, predicted))
+
+
+def _routes(s: Schedule, sends: np.ndarray, core: np.ndarray, platform):
+    """The topology lowered for this run (netsim/topology.py): per op its
+    route (-1: none; an empty array without a topology), the routes' links
+    as compressed rows, and the number of links.  Routes are computed once
+    per pair of nodes that exchanges a message, not per message."""
+    topo = platform.topology
+    if topo is None:
+        return np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), 0
+    from .topology import lower
+    nnodes = platform.nodes
+    route = np.full(len(s.kind), -1, np.int64)
+    idx = np.flatnonzero(sends)
+    cpn = platform.cores_per_node
+    route[idx], ptr, links = lower(topo, core[s.rank[idx]] // cpn, core[s.peer[idx]] // cpn,
+                                   nnodes)
+    return route, ptr, links, topo.nlinks(nnodes)
+
+
+def _link_loads(platform, busy: np.ndarray, predicted: float):
+    """The links that carried anything, busiest first (Result.links)."""
+    if platform.topology is None:
+        return None
+    import pandas as pd
+    used = np.flatnonzero(busy > 0)
+    used = used[np.argsort(-busy[used], kind="stable")]
+    return pd.DataFrame({"link": platform.topology.link_names(used, platform.nodes),
+                         "busy": busy[used],
+                         "load": busy[used] / predicted if predicted > 0 else 0.0})
 
 
 def _finite(end: np.ndarray) -> None:

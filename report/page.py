@@ -142,6 +142,21 @@ def _ranking(preds: list) -> pd.DataFrame:
         "mean waiting": seconds(p["summary"]["waiting"]["mean"])} for p in preds])
 
 
+def _busiest_links(preds: list, top: int = 5) -> list[str]:
+    """Per platform with a topology, its most loaded links: why one
+    topology is slower than another."""
+    rows = [{"platform": p["platform"]["name"], "link": k["link"], "busy": k["busy"],
+             "share of the run": f"{100 * k['load']:.0f} %"}
+            for p in preds for k in p.get("links", [])[:top]]
+    if not rows:
+        return []
+    return ["<h3>Most loaded links</h3>",
+            "<p>Per platform with a topology, the links that carried messages the longest "
+            "(seconds busy, and that as a share of the predicted run): a link busy for most "
+            "of the run is where messages queue.</p>",
+            _table(pd.DataFrame(rows), times=("busy",))]
+
+
 def _study(folder: str) -> list[str]:
     """The scalability study's section (python -m scaling study)."""
     extra = pd.read_csv(os.path.join(folder, "extrapolation.csv"))
@@ -254,6 +269,7 @@ def build(out: str, predictions: list[str], reps: str, summary: str, dendrogram:
     stats, slow = per_rank_summary(best)
     parts += ["<h2>Platforms (what-if sweep)</h2>", _table(_ranking(preds)),
               _img(figs["platforms"])]
+    parts += _busiest_links(preds)
     if varied:
         v = best["variability"]
         parts += ["<h2>Variability</h2>", _img(figs["variability"]),

@@ -201,13 +201,105 @@ def test_two_flows_share_a_tapered_up_link_and_not_a_full_one():
     assert cross_leaf_pair(into_one_leaf, up_links=2) == pytest.approx(alone, rel=1e-12)
 
 
+def flows(pairs, topology, size=1001, **over):
+    """Messages sent at once between ranks (``pairs``), on the test
+    platform (8 nodes of 2 cores: rank r on node r // 2) with ``topology``;
+    returns the simulation's Result."""
+    B = Builder(16)
+    for src, dst in pairs:
+        B.op(SEND, src, [], peer=dst, size=size, tag=0)
+        B.op(RECV, dst, [], peer=src, size=size, tag=0)
+    return simulate(B.done(), platform(network={"eager_limit": 100000, "topology": topology},
+                                       **over))
+
+
+def test_a_torus_routes_the_shorter_way_and_shares_its_links():
+    o, L, G, h = 0.5 * US, 7 * US, 4e-9, 0.25 * US
+    alone = o + L + 1000 * G + o
+    ring = {"kind": "torus", "dims": [8], "hop_latency": h}
+
+    def time(*pairs):
+        return flows(pairs, ring).predicted_time
+    # node 0 to node 3: three links the positive way; to node 7: one the
+    # negative way round; to node 4: four either way
+    assert time((0, 6)) == pytest.approx(alone + 3 * h, rel=1e-12)
+    assert time((0, 14)) == pytest.approx(alone + 1 * h, rel=1e-12)
+    assert time((0, 8)) == pytest.approx(alone + 4 * h, rel=1e-12)
+    # nodes 0 -> 2 and 1 -> 3 both cross node 1's +x link: one after the other
+    assert time((0, 4), (2, 6)) == pytest.approx(alone + 2 * h + 1000 * G, rel=1e-12)
+    # nodes 0 -> 2 and 3 -> 1 go opposite ways: no link shared
+    assert time((0, 4), (6, 2)) == pytest.approx(alone + 2 * h, rel=1e-12)
+    # a 2 x 4 torus: x first, then y; node 0 -> node 5 = (1, 2) crosses
+    # node 0's +x, node 1's +y and node 3's +y; node 1 -> node 3 = (1, 1)
+    # crosses node 1's +y too
+    two_d = {"kind": "torus", "dims": [2, 4]}
+    res = flows(((0, 10), (2, 6)), two_d)
+    assert res.predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    assert list(res.links.link) == ["node 1 +y", "node 0 +x", "node 3 +y"]
+    assert res.links.busy.iloc[0] == pytest.approx(2 * 1000 * G, rel=1e-12)
+
+
+def test_a_dragonfly_global_link_is_shared_unless_doubled():
+    o, L, G = 0.5 * US, 7 * US, 4e-9
+    alone = o + L + 1000 * G + o
+    # 2 groups x 2 routers x 2 nodes: nodes 0-3 in group 0 (routers 0, 1),
+    # 4-7 in group 1; group 0 keeps its link to group 1 on its router 1,
+    # group 1 its link to group 0 on its router 0
+    fly = {"kind": "dragonfly", "groups": 2, "routers": 2, "nodes_per_router": 2}
+    # node 0 -> node 4 (local, global) and node 2 -> node 7 (global,
+    # local): one global link between the groups, crossed in turn
+    res = flows(((0, 8), (4, 14)), fly)
+    assert res.predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    assert res.links.link.iloc[0] == "global group 0 to 1"
+    assert res.links.busy.iloc[0] == pytest.approx(2 * 1000 * G, rel=1e-12)
+    assert set(res.links.link.iloc[1:]) == {"group 0 router 0 to 1", "group 1 router 0 to 1"}
+    # two global links: destination nodes 4 and 7 take one each
+    doubled = flows(((0, 8), (4, 14)), fly | {"global_links": 2}).predicted_time
+    assert doubled == pytest.approx(alone, rel=1e-12)
+    # valiant routing needs a third group to go through: with two, minimal
+    assert flows(((0, 8), (4, 14)), fly | {"routing": "valiant"}).predicted_time == \
+        pytest.approx(alone + 1000 * G, rel=1e-12)
+
+
+def test_valiant_routing_spreads_a_group_to_group_burst():
+    """Every node of group 0 sends to group 1: minimal routing queues them
+    all on the one global link between; valiant spreads them over the
+    other groups' links, at the price of more hops."""
+    fly = {"kind": "dragonfly", "groups": 8, "routers": 4, "nodes_per_router": 1}
+    pairs = [(2 * k, 2 * (k + 4)) for k in range(4)]   # nodes 0-3 -> nodes 4-7
+    minimal = flows(pairs, fly, size=50000)
+    valiant = flows(pairs, fly | {"routing": "valiant"}, size=50000)
+    assert minimal.links.link.iloc[0] == "global group 0 to 1"
+    assert minimal.links.busy.iloc[0] == pytest.approx(4 * 49999 * 4e-9, rel=1e-12)
+    via = {n for n in valiant.links.link if n.startswith("global group 0 to ")}
+    assert len(via) > 1 and "global group 0 to 1" not in via
+    assert valiant.predicted_time < minimal.predicted_time
+
+
+def test_random_placement_is_a_seeded_permutation_of_cores():
+    p = platform(placement={"random": 3})
+    cores = p.core_of(16)
+    assert sorted(cores) == list(range(16)) and list(cores) != list(range(16))
+    assert list(platform(placement={"random": 3}).core_of(16)) == list(cores)
+    assert list(platform(placement={"random": 4}).core_of(16)) != list(cores)
+    assert len(set(platform(placement={"random": 0}).core_of(5))) == 5
+
+
 def test_a_topology_names_its_fault():
-    with pytest.raises(PlatformError, match="topology"):
-        platform(network={"topology": {"kind": "torus", "leaf_nodes": 2, "up_links": 1}})
-    with pytest.raises(PlatformError, match="up_links"):
+    with pytest.raises(PlatformError, match="do not apply to a torus"):
+        platform(network={"topology": {"kind": "torus", "leaf_nodes": 2, "dims": [8]}})
+    with pytest.raises(PlatformError, match="needs 'up_links'"):
         platform(network={"topology": {"kind": "fat_tree", "leaf_nodes": 2}})
+    with pytest.raises(PlatformError, match="holds 6 nodes, the platform has 8"):
+        platform(network={"topology": {"kind": "torus", "dims": [2, 3]}})
+    with pytest.raises(PlatformError, match="routing"):
+        platform(network={"topology": {"kind": "dragonfly", "groups": 2, "routers": 2,
+                                       "nodes_per_router": 2, "routing": "adaptive"}})
+    with pytest.raises(PlatformError, match="'random' must be >= 0"):
+        platform(placement={"random": -1})
     p = platform(network={"topology": {"kind": "fat_tree", "leaf_nodes": 4, "up_links": 2}})
     assert p.contention and p.describe()["topology"]["up_links"] == 2
+    assert flows([(0, 2)], p.describe()["topology"]).links is not None
 
 
 def test_deadlock_is_reported_not_hung():

@@ -142,3 +142,55 @@ def test_times_are_written_in_engineering_units_in_the_report(tmp_path):
 def test_seconds_in_engineering_units(value, text):
     from contracts.units import seconds
     assert seconds(value) == text
+
+
+def test_platforms_differing_only_in_topology_are_ranked_with_their_busiest_links(tmp_path):
+    """An all-to-all of 32 ranks, one per node, on a full and on a 4:1
+    tapered fat tree: the report ranks the full tree first and shows the
+    tapered tree's up links as its most loaded."""
+    import yaml
+    n = 32
+    lines = [f"num_ranks {n}"]
+    for r in range(n):
+        lines.append(f"rank {r} {{")
+        for k in range(1, n):
+            lines += [f"s{k}: send 1048576b to {(r + k) % n} tag 0",
+                      f"v{k}: recv 1048576b from {(r - k) % n} tag 0"]
+        lines.append("}")
+    (tmp_path / "a2a.goal").write_text("\n".join(lines) + "\n")
+    base = yaml.safe_load((ROOT / "config/platforms/ib-cluster.yaml").read_text())
+    base["cores_per_node"] = 1
+    base["network"]["levels"] = base["network"]["levels"][-1:]
+    preds = []
+    for name, up in (("tapered", 2), ("full", 8)):
+        plat = dict(base, name=name)
+        plat["network"] = dict(base["network"], topology={"kind": "fat_tree", "leaf_nodes": 8,
+                                                          "up_links": up})
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(plat))
+        preds.append(tmp_path / f"{name}.json")
+        out = run([sys.executable, "-m", "netsim", str(tmp_path / "a2a.goal"), "--goal-in",
+                   "--platform", str(tmp_path / f"{name}.yaml"), "-o", str(preds[-1])])
+        assert "busiest link: " in out.stdout
+    tapered, full = (json.loads(p.read_text()) for p in preds)
+    assert tapered["predicted_time"] > 2 * full["predicted_time"]
+    assert tapered["links"][0]["link"].startswith(("leaf", "spine"))
+    assert tapered["links"][0]["load"] > full["links"][0]["load"]
+    pd.DataFrame({"rank": range(n), "group": 0, "cluster": 0, "representative": 0,
+                  "total": 1.0, "rep_total": 1.0, "error": 0.0}).to_csv(tmp_path / "reps.csv",
+                                                                           index=False)
+    pd.DataFrame({"cluster": [0], "group": 0, "size": n, "representative": [0],
+                  "mean_total": 1.0, "spread": 0.0, "max_error": 0.0}).to_csv(
+        tmp_path / "summary.csv", index=False)
+    from report.figures import _plt
+    plt = _plt()
+    fig = plt.figure(figsize=(2, 1))
+    fig.savefig(tmp_path / "dendrogram.png")
+    plt.close(fig)
+    run([sys.executable, "-m", "report", "--predictions", *map(str, preds), "--reps",
+         str(tmp_path / "reps.csv"), "--summary", str(tmp_path / "summary.csv"),
+         "--dendrogram", str(tmp_path / "dendrogram.png"), "-o", str(tmp_path / "r.html")])
+    page = (tmp_path / "r.html").read_text()
+    ranking = page.split("what-if sweep")[1].split("</table>")[0]
+    assert ranking.index(">full<") < ranking.index(">tapered<")
+    loaded = page.split("Most loaded links")[1].split("</table>")[0]
+    assert loaded.count(">tapered<") == 5 and tapered["links"][0]["link"] in loaded

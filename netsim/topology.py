@@ -1,0 +1,238 @@
+"""The switches between the nodes: a topology lowered to links and routes.
+
+A platform's ``network.topology`` (netsim/platform.py) names one of three
+kinds.  Each is lowered once per run to numbered one-way links and, for
+every ordered pair of nodes that exchanges a message, the route: the
+links the message crosses in order between leaving its node's NIC and
+entering the destination's.  The engine (netsim/engine.py) holds each
+link of a route in turn, one message at a time; the NICs stay the
+engine's own (``network.contention``).
+
+* ``fat_tree`` (``leaf_nodes`` D, ``up_links`` U): a two-level tree, D
+  nodes under each leaf switch, each leaf with one link up to each of U
+  spines (U < D tapers it D:U).  Between leaves: the leaf's up link to
+  spine ``destination node mod U``, then that spine's down link to the
+  destination's leaf.  Under one leaf: no link but the NICs.
+* ``torus`` (``dims`` [X, Y, ...]): node n at coordinates
+  (n mod X, n / X mod Y, ...), joined to its two neighbours in every
+  dimension by one link each way.  Dimension-order routing: all of x
+  first, then y, ...; in each dimension the shorter way round, the
+  positive way when both are as short.
+* ``dragonfly`` (``groups`` G, ``routers`` R per group, ``nodes_per_router``
+  N; ``local_links`` and ``global_links``, the parallel links joining two
+  routers of a group and two groups, default 1): node n on router
+  n / N, routers numbered group after group; the routers of a group all
+  joined to each other; every pair of groups joined by its global links,
+  which group g keeps on router (h mod R) for the link to group h (as
+  SimGrid's DRAGONFLY cluster does, with R >= G).  Minimal routing: a local link to the
+  router holding the global link, the global link, a local link to the
+  destination's router (each only where needed).  ``routing: valiant``
+  goes through an intermediate group instead (minimal to it, then minimal
+  to the destination), drawn per pair of nodes from ``seed``: it spreads
+  a group-to-group burst over many global links at the cost of two more
+  hops.
+
+Parallel links (U spines, local and global lanes) are chosen by the
+destination node, modulo their number: static routing, like a switch's
+destination-based tables.  ``hop_latency`` (seconds, default 0) is added
+per link crossed, on top of the network level's latency.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+KINDS = ("fat_tree", "torus", "dragonfly")
+
+
+@dataclass
+class Topology:
+    """One topology's parameters (``network.topology``, checked by the schema)."""
+    kind: str
+    leaf_nodes: int = 0               # fat_tree
+    up_links: int = 1
+    dims: list = field(default_factory=list)     # torus
+    groups: int = 0                   # dragonfly
+    routers: int = 0
+    nodes_per_router: int = 0
+    local_links: int = 1
+    global_links: int = 1
+    routing: str = "minimal"
+    seed: int = 0
+    hop_latency: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Topology:
+        keys = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        t = cls(**keys)
+        t.dims = [int(x) for x in t.dims]
+        return t
+
+    def describe(self) -> dict:
+        """The parameters that mean something for this kind (for the report)."""
+        own = {"fat_tree": ("leaf_nodes", "up_links"), "torus": ("dims",),
+               "dragonfly": ("groups", "routers", "nodes_per_router", "local_links",
+                             "global_links", "routing", "seed")}[self.kind]
+        return {"kind": self.kind, **{k: getattr(self, k) for k in own},
+                "hop_latency": self.hop_latency}
+
+    def capacity(self) -> int | None:
+        """How many nodes the topology holds (None: any number)."""
+        if self.kind == "torus":
+            return int(np.prod(self.dims))
+        if self.kind == "dragonfly":
+            return self.groups * self.routers * self.nodes_per_router
+        return None
+
+    # ---- links ------------------------------------------------------
+    def nlinks(self, nnodes: int) -> int:
+        """How many one-way links the topology has for ``nnodes`` nodes."""
+        if self.kind == "fat_tree":
+            return 2 * _ceil(nnodes, self.leaf_nodes) * self.up_links
+        if self.kind == "torus":
+            return 2 * len(self.dims) * int(np.prod(self.dims))
+        g, r = self.groups, self.routers
+        return g * r * r * self.local_links + g * g * self.global_links
+
+    def link_names(self, ids: np.ndarray, nnodes: int) -> list[str]:
+        """A name for each link number, as the report shows it."""
+        out = []
+        for i in map(int, ids):
+            if self.kind == "fat_tree":
+                leaves = _ceil(nnodes, self.leaf_nodes)
+                spine = i % self.up_links
+                leaf = i // self.up_links
+                out.append(f"leaf {leaf} up to spine {spine}" if leaf < leaves
+                           else f"spine {spine} down to leaf {leaf - leaves}")
+            elif self.kind == "torus":
+                node, rest = divmod(i, 2 * len(self.dims))
+                dim, way = divmod(rest, 2)
+                axis = "xyzuvw"[dim] if dim < 6 else f"d{dim}"
+                out.append(f"node {node} {'-' if way else '+'}{axis}")
+            else:
+                local = self.groups * self.routers * self.routers * self.local_links
+                if i < local:
+                    pair, lane = divmod(i, self.local_links)
+                    g, rest = divmod(pair, self.routers * self.routers)
+                    a, b = divmod(rest, self.routers)
+                    out.append(f"group {g} router {a} to {b}"
+                               + (f" (lane {lane})" if self.local_links > 1 else ""))
+                else:
+                    pair, lane = divmod(i - local, self.global_links)
+                    a, b = divmod(pair, self.groups)
+                    out.append(f"global group {a} to {b}"
+                               + (f" (lane {lane})" if self.global_links > 1 else ""))
+        return out
+
+    # ---- routes -----------------------------------------------------
+    def routes(self, src: np.ndarray, dst: np.ndarray, nnodes: int):
+        """Routes between nodes ``src[i]`` and ``dst[i]`` (distinct pairs):
+        (ptr, links), pair i crossing ``links[ptr[i]:ptr[i + 1]]`` in order."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        hops = {"fat_tree": self._fat_tree, "torus": self._torus,
+                "dragonfly": self._dragonfly}[self.kind](src, dst, nnodes)
+        used = hops >= 0
+        ptr = np.zeros(len(src) + 1, dtype=np.int64)
+        np.cumsum(used.sum(axis=1), out=ptr[1:])
+        return ptr, hops[used]
+
+    def _fat_tree(self, src, dst, nnodes):
+        d, u = self.leaf_nodes, self.up_links
+        leaves = _ceil(nnodes, d)
+        spine = dst % u
+        out = np.full((len(src), 2), -1, dtype=np.int64)
+        far = src // d != dst // d
+        out[far, 0] = ((src // d) * u + spine)[far]
+        out[far, 1] = ((leaves + dst // d) * u + spine)[far]
+        return out
+
+    def _torus(self, src, dst, nnodes):
+        dims = self.dims
+        nd = len(dims)
+        out = np.full((len(src), sum(x // 2 for x in dims)), -1, dtype=np.int64)
+        cur = src.copy()
+        col = 0
+        stride = 1
+        for j, size in enumerate(dims):
+            here = (cur // stride) % size
+            there = (dst // stride) % size
+            ahead = (there - here) % size
+            up = ahead <= size // 2                  # the shorter way; a tie goes up
+            steps = np.where(up, ahead, size - ahead)
+            for k in range(size // 2):
+                go = steps > k
+                pos = (cur // stride) % size
+                way = np.where(up, 0, 1)
+                out[go, col] = ((cur * nd + j) * 2 + way)[go]
+                nxt = np.where(up, (pos + 1) % size, (pos - 1) % size)
+                cur = np.where(go, cur + (nxt - pos) * stride, cur)
+                col += 1
+            stride *= size
+        return out
+
+    def _dragonfly(self, src, dst, nnodes):
+        g_, r_, n_ = self.groups, self.routers, self.nodes_per_router
+        router_a, router_b = src // n_, dst // n_
+        lane_l = dst % self.local_links
+        lane_g = dst % self.global_links
+        local0 = g_ * r_ * r_ * self.local_links
+
+        def local(g, a, b):
+            """The local link from router a to router b of group g (-1 where a == b)."""
+            return np.where(a == b, -1, ((g * r_ + a) * r_ + b) * self.local_links + lane_l)
+
+        def glob(a, b):
+            return local0 + (a * g_ + b) * self.global_links + lane_g
+
+        def gateway(other):
+            """The router of any group that holds its global link to group ``other``."""
+            return other % r_
+
+        ga, gb = router_a // r_, router_b // r_
+        ra, rb = router_a % r_, router_b % r_
+        out = np.full((len(src), 5), -1, dtype=np.int64)
+        same = ga == gb
+        out[same, 0] = local(ga, ra, rb)[same]
+        far = ~same
+        if self.routing == "valiant" and g_ > 2:
+            # an intermediate group other than both ends, drawn per pair
+            mix = (src * 0x9E3779B1 + dst * 0x85EBCA77 + self.seed * 0xC2B2AE3D) % (2 ** 31)
+            gi = mix % (g_ - 2)
+            lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
+            gi = gi + (gi >= lo)
+            gi = gi + (gi >= hi)
+            cols = [local(ga, ra, gateway(gi)), glob(ga, gi),
+                    local(gi, gateway(ga), gateway(gb)), glob(gi, gb),
+                    local(gb, gateway(gi), rb)]
+        else:
+            cols = [local(ga, ra, gateway(gb)), glob(ga, gb),
+                    local(gb, gateway(ga), rb)]
+        for c, links in enumerate(cols):
+            out[far, c] = links[far]
+        # routes without a hop somewhere in the middle: close up the gaps
+        order = np.argsort(out < 0, axis=1, kind="stable")
+        return np.take_along_axis(out, order, axis=1)
+
+
+def _ceil(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def lower(topology: Topology, node_a: np.ndarray, node_b: np.ndarray, nnodes: int):
+    """Per message between nodes ``node_a`` and ``node_b``: its route number
+    (-1: none, the same node or no link between), with the routes' links as
+    compressed rows (ptr, links) over the distinct pairs only, so that an
+    all-to-all's many messages between two nodes share one route."""
+    node_a = np.asarray(node_a, dtype=np.int64)
+    node_b = np.asarray(node_b, dtype=np.int64)
+    route = np.full(len(node_a), -1, dtype=np.int64)
+    apart = node_a != node_b
+    if not apart.any():
+        return route, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    pairs, inverse = np.unique(node_a[apart] * nnodes + node_b[apart], return_inverse=True)
+    ptr, links = topology.routes(pairs // nnodes, pairs % nnodes, nnodes)
+    empty = ptr[1:] == ptr[:-1]
+    route[apart] = np.where(empty[inverse], -1, inverse)
+    return route, ptr, links
