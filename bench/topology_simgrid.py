@@ -2,7 +2,7 @@
 
     python bench/topology_simgrid.py [--ranks 64,256] [--bytes 1048576]
         [--patterns alltoall,allreduce,permutation,halo3d]
-        [--platforms full,4:1,torus,dragonfly] [--markdown]
+        [--platforms full,4:1,3-level,torus,dragonfly] [--markdown]
 
 Synthetic communication at P ranks, one per node, written once as a
 netsim schedule and once as SimGrid time-independent traces of the same
@@ -15,16 +15,17 @@ and a 3-D halo exchange (6 neighbours on the most balanced periodic grid).
 
 Platforms, links of 1.25 GB/s and 1 us each way, SimGrid's max-min flow
 sharing (`smpirun -replay`, SMPI's bandwidth and latency factors 1, every
-message sent eagerly, no cross-traffic): a full fat tree (8 nodes per leaf,
-8 up links) and a 4:1 tapered one (2 up links), SimGrid's FAT_TREE
-cluster; a dragonfly (P/16 groups of P/16 routers of 4 nodes... see
-``dragonfly_shape``), SimGrid's DRAGONFLY cluster (one chassis per
-group), whose routing netsim's mirrors; a 3-D torus, written for SimGrid
-as a Full zone with netsim's own routes (dimension order) and a NIC link
-each way per node, because SimGrid's TORUS cluster has no NIC: a node
-there sends on its six links at once, where netsim's LogGP node injects
-one message at a time.  Reported: both simulated times, netsim over
-SimGrid, and per pattern whether both order the platforms alike.
+message sent eagerly, no cross-traffic): a full fat tree (8 nodes per
+leaf, 8 up links), a 4:1 tapered one (2 up links) and a 3-level one (2:1
+at the leaves and at the level above), SimGrid's FAT_TREE cluster; a
+dragonfly of routers with 4 nodes each (``dragonfly_shape``), SimGrid's
+DRAGONFLY cluster (one chassis per group), whose routing netsim's
+mirrors; a 3-D torus, written for SimGrid as a Full zone with netsim's
+own routes (dimension order) and a NIC link each way per node, because
+SimGrid's TORUS cluster has no NIC: a node there sends on its six links
+at once, where netsim's LogGP node injects one message at a time.
+Reported: both simulated times, netsim over SimGrid, and per pattern
+whether both order the platforms alike.
 
 Goals (docs/METHODS.md, "Topologies"): within 5 % of SimGrid on every
 case, the same ordering of platforms, the taper's slow-down about
@@ -51,7 +52,7 @@ LEAF = 8                       # nodes per leaf switch
 BW = 1.25e9                    # bytes per second per link
 LAT = 1e-6                     # seconds per link (messages are bandwidth-bound)
 ROUTER_NODES = 4               # dragonfly: nodes per router
-PLATFORMS = ("full", "4:1", "torus", "dragonfly")
+PLATFORMS = ("full", "4:1", "3-level", "torus", "dragonfly")
 
 # a phase: per rank, the ranks it sends one message to, and the bytes of
 # each (each receiver receives one from each of its senders)
@@ -114,6 +115,9 @@ def topology(platform: str, p: int) -> dict:
     if platform in ("full", "4:1"):
         return {"kind": "fat_tree", "leaf_nodes": LEAF,
                 "up_links": LEAF if platform == "full" else LEAF // 4}
+    if platform == "3-level":
+        # 8 nodes per leaf, 4 leaves per level-2 switch: 2:1 at both levels
+        return {"kind": "fat_tree", "down": [LEAF, 4, p // (4 * LEAF)], "up": [LEAF // 2, 2]}
     if platform == "torus":
         # a route is two NIC links, a fat tree's two switch links more
         return {"kind": "torus", "dims": list(grid3(p)), "hop_latency": LAT}
@@ -162,6 +166,10 @@ def platform_xml(platform: str, p: int, pairs: set) -> str:
         if platform == "dragonfly":
             g, r = dragonfly_shape(p)
             topo = f'topology="DRAGONFLY" topo_parameters="{g},1;1,1;{r},1;{ROUTER_NODES}"'
+        elif platform == "3-level":
+            t = topology(platform, p)
+            down, up = ",".join(map(str, t["down"])), ",".join(map(str, [1] + t["up"]))
+            topo = f'topology="FAT_TREE" topo_parameters="3;{down};{up};1,1,1"'
         else:
             up = topology(platform, p)["up_links"]
             topo = f'topology="FAT_TREE" topo_parameters="2;{LEAF},{p // LEAF};1,{up};1,1"'

@@ -44,7 +44,9 @@ every emulated node runs on the same two CPUs, whose caches and memory
 all N ranks share.  Replayed on node 0's two cores alone, uneven's
 slowest class computed 5.5-6.2 s at N = 16 where the real run's took
 7.5 s and more (its trace, all ranks on the host at once: 7.3-7.8 s).
-``--budget S`` starts no application after S seconds.  Writes
+``--budget S`` starts no application after S seconds; ``--predict-only``
+predicts again from what an earlier table saved under ``--out`` (after a
+change to the model or the fit).  Writes
 OUT/N<N>/<app>/... and OUT/N<N>/results.csv; OUT/TABLES.md collects the
 markdown.
 """
@@ -240,6 +242,20 @@ def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: in
     return row
 
 
+def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share: float) -> dict:
+    """An application's row predicted again from what a table run saved in
+    ``d`` (its replays, network measurement and real runs): after a change
+    to the model or the fit, without the hours of measuring again."""
+    runs = json.loads((d / "runs.json").read_text())
+    sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
+        "--nodes", str(nodes), "--name", "virtual-cores", "-o", str(d / "platform.yaml")],
+       d / "fit.log")
+    row = predict_app(name, recipe, d, d / "platform.yaml", len(runs), runs)
+    row.update(share=share, nodes=nodes, cores_per_node=cpn)
+    (d / "row.json").write_text(json.dumps(row))
+    return row
+
+
 def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
     md = []
     for n in sorted(a.ranks, reverse=True):     # the largest, scarcest, first
@@ -248,6 +264,16 @@ def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
             print(f"N={n}: not a multiple of {cpn} cores per node; skipped", flush=True)
             continue
         share = share_for(n)
+        if a.predict_only:
+            rows = [predict_saved(name, dict(recipes[name], ranks=n, compare=True),
+                                  out / f"N{n}" / name, n // cpn, cpn, share) for name in names]
+            df = pd.DataFrame(rows)
+            df.to_csv(out / f"N{n}" / "results.csv", index=False)
+            md.append(f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
+                      f"{a.rate / 1e9:g} Gbit/s links (predicted again from saved runs)\n\n"
+                      + markdown(df, recipes))
+            print(md[-1], flush=True)
+            continue
         c = up(Cluster(f"vc{n}", n // cpn, cpn, a.rate, core_share=share),
                owner=str(os.getpid()))
         copies = cpn if a.replay_copies == "node" else n
@@ -297,6 +323,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=parse_rate, default=parse_rate("1gbit"),
                     help="each node's link (default 1gbit)")
     ap.add_argument("--budget", type=float, help="start no application after this many seconds")
+    ap.add_argument("--predict-only", action="store_true",
+                    help="table: predict again from the runs saved under --out (no cluster)")
     ap.add_argument("--replay-copies", choices=("all", "node"), default="all",
                     help="replay each representative as a copy on every virtual core of "
                          "the cluster (all, the default: the emulated nodes share this "

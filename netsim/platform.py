@@ -42,8 +42,9 @@ one NIC); ``network.eager_limit`` (bytes; larger messages use rendezvous);
 ``network.contention`` (true: a node's NIC serialises the messages that
 leave and enter the node); ``network.topology`` (the switches between
 the nodes, their links contended: ``{kind: fat_tree, leaf_nodes,
-up_links}``, ``{kind: torus, dims}`` or ``{kind: dragonfly, groups,
-routers, nodes_per_router}`` with optional ``local_links``,
+up_links}`` or ``{kind: fat_tree, down, up}`` (any depth), ``{kind:
+torus, dims}`` or ``{kind: dragonfly, groups, routers,
+nodes_per_router}`` with optional ``local_links``,
 ``global_links``, ``routing`` and ``seed``; ``hop_latency`` for any;
 netsim/topology.py says what each means; contention implied; the levels'
 latencies and byte times stay the links'); ``network.pack_byte_time`` (seconds per byte
@@ -377,6 +378,8 @@ def _message(e) -> str:
         return f"{_dotted(path) or 'top level'}: missing key {e.message.split()[0]}"
     if e.validator == "minimum":
         return f"{prefix}{key} must be >= {e.validator_value}, not {v!r}"
+    if e.validator == "minItems" and isinstance(v, list):
+        return f"{prefix}{key} must list at least {e.validator_value}, not {v!r}"
     if e.validator == "exclusiveMinimum":
         return f"{prefix}{key} must be > {e.validator_value}, not {v!r}"
     if e.validator == "type":
@@ -467,6 +470,12 @@ def _check_topology(t: dict, nodes: int, source: str) -> None:
     """A kind's own keys, no other kind's, and room for every node."""
     where = f"{source}: network.topology"
     need, may = _TOPOLOGY_KEYS[t["kind"]]
+    if t["kind"] == "fat_tree" and ("down" in t or "up" in t):
+        need = ("down", "up")                   # a tree of any depth
+        if len(t.get("up", [])) != len(t.get("down", [])) - 1:
+            raise PlatformError(f"{where}: 'up' gives the parents of each switch level but "
+                                f"the top: {len(t.get('down', [])) - 1} numbers for "
+                                f"{len(t.get('down', []))} levels of 'down'")
     for k in need:
         if k not in t:
             raise PlatformError(f"{where}: a {t['kind']} needs '{k}'")

@@ -12,7 +12,14 @@ engine's own (``network.contention``).
   nodes under each leaf switch, each leaf with one link up to each of U
   spines (U < D tapers it D:U).  Between leaves: the leaf's up link to
   spine ``destination node mod U``, then that spine's down link to the
-  destination's leaf.  Under one leaf: no link but the NICs.
+  destination's leaf.  Under one leaf: no link but the NICs.  Deeper
+  trees: ``down`` [m1, ..., mh] (nodes per leaf, then children per switch
+  at each level above) and ``up`` [w2, ..., wh] (parents of each switch
+  of levels 1 ... h-1), an extended generalised fat tree XGFT(h; m; 1, w)
+  as SimGrid's FAT_TREE builds it (a node has one leaf; two levels:
+  ``down: [D, leaves], up: [U]``).  A message climbs to the lowest level
+  whose subtree holds both ends, at level l taking parent (destination
+  / (w1 ... w(l-1))) mod wl, and comes down the one way there is.
 * ``torus`` (``dims`` [X, Y, ...]): node n at coordinates
   (n mod X, n / X mod Y, ...), joined to its two neighbours in every
   dimension by one link each way.  Dimension-order routing: all of x
@@ -50,8 +57,10 @@ KINDS = ("fat_tree", "torus", "dragonfly")
 class Topology:
     """One topology's parameters (``network.topology``, checked by the schema)."""
     kind: str
-    leaf_nodes: int = 0               # fat_tree
+    leaf_nodes: int = 0               # fat_tree, two levels
     up_links: int = 1
+    down: list = field(default_factory=list)     # fat_tree, any depth
+    up: list = field(default_factory=list)
     dims: list = field(default_factory=list)     # torus
     groups: int = 0                   # dragonfly
     routers: int = 0
@@ -67,11 +76,14 @@ class Topology:
         keys = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         t = cls(**keys)
         t.dims = [int(x) for x in t.dims]
+        t.down = [int(x) for x in t.down]
+        t.up = [int(x) for x in t.up]
         return t
 
     def describe(self) -> dict:
         """The parameters that mean something for this kind (for the report)."""
-        own = {"fat_tree": ("leaf_nodes", "up_links"), "torus": ("dims",),
+        tree = ("down", "up") if self.down else ("leaf_nodes", "up_links")
+        own = {"fat_tree": tree, "torus": ("dims",),
                "dragonfly": ("groups", "routers", "nodes_per_router", "local_links",
                              "global_links", "routing", "seed")}[self.kind]
         return {"kind": self.kind, **{k: getattr(self, k) for k in own},
@@ -83,13 +95,34 @@ class Topology:
             return int(np.prod(self.dims))
         if self.kind == "dragonfly":
             return self.groups * self.routers * self.nodes_per_router
+        if self.down:
+            return int(np.prod(self.down))
         return None
+
+    def tree(self, nnodes: int) -> tuple[list, list]:
+        """A fat tree as XGFT radices: children per element at each level
+        (m1 ... mh) and parents (w0 = 1 for a node, w1 ... w(h-1))."""
+        if self.down:
+            return list(self.down), [1] + list(self.up)
+        return [self.leaf_nodes, _ceil(nnodes, self.leaf_nodes)], [1, self.up_links]
+
+    def _tree_offsets(self, nnodes: int):
+        """Per level l >= 1 of a fat tree, how many elements it has and
+        the first number of the links from them to their parents."""
+        m, w = self.tree(nnodes)
+        h = len(m)
+        count = [int(np.prod(w[:l]) * np.prod(m[l:])) for l in range(h + 1)]
+        first, n = [0] * (h + 1), 0
+        for l in range(1, h):
+            first[l] = n
+            n += 2 * count[l] * w[l]
+        return m, w, count, first, n
 
     # ---- links ------------------------------------------------------
     def nlinks(self, nnodes: int) -> int:
         """How many one-way links the topology has for ``nnodes`` nodes."""
         if self.kind == "fat_tree":
-            return 2 * _ceil(nnodes, self.leaf_nodes) * self.up_links
+            return self._tree_offsets(nnodes)[4]
         if self.kind == "torus":
             return 2 * len(self.dims) * int(np.prod(self.dims))
         g, r = self.groups, self.routers
@@ -98,13 +131,17 @@ class Topology:
     def link_names(self, ids: np.ndarray, nnodes: int) -> list[str]:
         """A name for each link number, as the report shows it."""
         out = []
+        if self.kind == "fat_tree":
+            m, w, _, first, _ = self._tree_offsets(nnodes)
         for i in map(int, ids):
             if self.kind == "fat_tree":
-                leaves = _ceil(nnodes, self.leaf_nodes)
-                spine = i % self.up_links
-                leaf = i // self.up_links
-                out.append(f"leaf {leaf} up to spine {spine}" if leaf < leaves
-                           else f"spine {spine} down to leaf {leaf - leaves}")
+                level = max(lv for lv in range(1, len(m)) if first[lv] <= i)
+                pair, way = divmod(i - first[level], 2)
+                child, choice = divmod(pair, w[level])
+                parent = _parent_position(child, choice, level, m, w)
+                below = f"{_switch(level, len(m))} {child}"
+                above = f"{_switch(level + 1, len(m))} {parent}"
+                out.append(f"{below} up to {above}" if way == 0 else f"{above} down to {below}")
             elif self.kind == "torus":
                 node, rest = divmod(i, 2 * len(self.dims))
                 dim, way = divmod(rest, 2)
@@ -139,14 +176,34 @@ class Topology:
         return ptr, hops[used]
 
     def _fat_tree(self, src, dst, nnodes):
-        d, u = self.leaf_nodes, self.up_links
-        leaves = _ceil(nnodes, d)
-        spine = dst % u
-        out = np.full((len(src), 2), -1, dtype=np.int64)
-        far = src // d != dst // d
-        out[far, 0] = ((src // d) * u + spine)[far]
-        out[far, 1] = ((leaves + dst // d) * u + spine)[far]
-        return out
+        m, w, count, first, _ = self._tree_offsets(nnodes)
+        h = len(m)
+        # labels: a node's digits in radices m1 ... mh, least significant first
+        a = np.stack([(src // int(np.prod(m[:j]))) % m[j] for j in range(h)], axis=1)
+        b = np.stack([(dst // int(np.prod(m[:j]))) % m[j] for j in range(h)], axis=1)
+        # the lowest level whose subtree holds both: above the highest digit
+        # that differs (1: under one leaf, no link)
+        differ = a != b
+        top = np.where(differ.any(axis=1), h - np.argmax(differ[:, ::-1], axis=1), 1)
+        out = np.full((len(src), 2 * (h - 1)), -1, dtype=np.int64)
+        cur = a.copy()
+        cur[:, 0] = 0                                  # the leaf's own label
+        ups = []
+        for lv in range(1, h):                         # from level lv to lv + 1
+            go = top > lv
+            choice = (dst // int(np.prod(w[:lv]))) % w[lv]
+            pos = _position(cur, lv, m, w)
+            out[go, lv - 1] = (first[lv] + 2 * (pos * w[lv] + choice))[go]
+            ups.append(go)
+            cur[go, lv] = choice[go]
+        for lv in range(h - 1, 0, -1):                 # from level lv + 1 down to lv
+            go = ups[lv - 1]
+            choice = cur[:, lv].copy()
+            cur[go, lv] = b[go, lv]
+            pos = _position(cur, lv, m, w)
+            out[go, 2 * (h - 1) - lv] = (first[lv] + 2 * (pos * w[lv] + choice) + 1)[go]
+        order = np.argsort(out < 0, axis=1, kind="stable")
+        return np.take_along_axis(out, order, axis=1)
 
     def _torus(self, src, dst, nnodes):
         dims = self.dims
@@ -218,6 +275,32 @@ class Topology:
 
 def _ceil(a: int, b: int) -> int:
     return (a + b - 1) // b
+
+
+def _position(label, level: int, m: list, w: list):
+    """A fat-tree element's number within its level from its label
+    (digits: parent choices below ``level``, child digits from it on)."""
+    pos = np.zeros(len(label), dtype=np.int64)
+    scale = 1
+    for j in range(len(m)):
+        pos += label[:, j] * scale
+        scale *= w[j] if j < level else m[j]
+    return pos
+
+
+def _parent_position(child: int, choice: int, level: int, m: list, w: list) -> int:
+    """The number of the parent ``choice`` of element ``child`` of a level."""
+    digits, rest = [], child
+    for j in range(len(m)):
+        r = w[j] if j < level else m[j]
+        digits.append(rest % r)
+        rest //= r
+    digits[level] = choice
+    return int(_position(np.array([digits]), level + 1, m, w)[0])
+
+
+def _switch(level: int, levels: int) -> str:
+    return "leaf" if level == 1 else "spine" if level == levels else f"level-{level} switch"
 
 
 def lower(topology: Topology, node_a: np.ndarray, node_b: np.ndarray, nnodes: int):

@@ -239,6 +239,24 @@ def test_a_torus_routes_the_shorter_way_and_shares_its_links():
     assert res.links.busy.iloc[0] == pytest.approx(2 * 1000 * G, rel=1e-12)
 
 
+def test_a_three_level_tree_shares_its_upper_links():
+    o, L, G = 0.5 * US, 7 * US, 4e-9
+    alone = o + L + 1000 * G + o
+    # 2 nodes per leaf, 2 leaves per level-2 switch, 2 of those: node 0 ->
+    # node 4 and node 2 -> node 7 climb from different leaves and level-2
+    # switch 0 to the top; with one spine they share its up link
+    one = {"kind": "fat_tree", "down": [2, 2, 2], "up": [1, 1]}
+    res = flows(((0, 8), (4, 14)), one)
+    assert res.predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    assert res.links.link.iloc[0] == "level-2 switch 0 up to spine 0"
+    # two spines: destination 4 climbs to spine 0, destination 7 to spine 1
+    two = flows(((0, 8), (4, 14)), one | {"up": [1, 2]})
+    assert two.predicted_time == pytest.approx(alone, rel=1e-12)
+    assert len(two.links) == 8                   # 4 up, 4 down, none shared
+    # two nodes under one level-2 switch stay below the spines
+    assert "spine" not in " ".join(flows(((0, 4),), one).links.link)
+
+
 def test_a_dragonfly_global_link_is_shared_unless_doubled():
     o, L, G = 0.5 * US, 7 * US, 4e-9
     alone = o + L + 1000 * G + o
@@ -290,6 +308,13 @@ def test_a_topology_names_its_fault():
         platform(network={"topology": {"kind": "torus", "leaf_nodes": 2, "dims": [8]}})
     with pytest.raises(PlatformError, match="needs 'up_links'"):
         platform(network={"topology": {"kind": "fat_tree", "leaf_nodes": 2}})
+    with pytest.raises(PlatformError, match="2 numbers for 3 levels"):
+        platform(network={"topology": {"kind": "fat_tree", "down": [2, 2, 2], "up": [2]}})
+    with pytest.raises(PlatformError, match="do not apply to a fat_tree"):
+        platform(network={"topology": {"kind": "fat_tree", "down": [8, 2], "up": [2],
+                                       "leaf_nodes": 2}})
+    with pytest.raises(PlatformError, match="'down' must list at least 2"):
+        platform(network={"topology": {"kind": "fat_tree", "down": [8], "up": []}})
     with pytest.raises(PlatformError, match="holds 6 nodes, the platform has 8"):
         platform(network={"topology": {"kind": "torus", "dims": [2, 3]}})
     with pytest.raises(PlatformError, match="routing"):
