@@ -20,7 +20,8 @@ leaf, 8 up links), a 4:1 tapered one (2 up links) and a 3-level one (2:1
 at the leaves and at the level above), SimGrid's FAT_TREE cluster; a
 dragonfly of routers with 4 nodes each (``dragonfly_shape``), SimGrid's
 DRAGONFLY cluster (one chassis per group), whose routing netsim's
-mirrors; a 3-D torus, written for SimGrid as a Full zone with netsim's
+mirrors (``--platforms dragonfly-2x``: its global links twice as fast);
+a 3-D torus, written for SimGrid as a Full zone with netsim's
 own routes (dimension order) and a NIC link each way per node, because
 SimGrid's TORUS cluster has no NIC: a node there sends on its six links
 at once, where netsim's LogGP node injects one message at a time.
@@ -122,8 +123,11 @@ def topology(platform: str, p: int) -> dict:
         # a route is two NIC links, a fat tree's two switch links more
         return {"kind": "torus", "dims": list(grid3(p)), "hop_latency": LAT}
     g, r = dragonfly_shape(p)
-    return {"kind": "dragonfly", "groups": g, "routers": r, "nodes_per_router": ROUTER_NODES,
-            "hop_latency": LAT}
+    fly = {"kind": "dragonfly", "groups": g, "routers": r, "nodes_per_router": ROUTER_NODES,
+           "hop_latency": LAT}
+    if platform == "dragonfly-2x":            # global links twice as fast
+        fly["global_byte_time"] = 1 / (2 * BW)
+    return fly
 
 
 def netsim_time(phases: list[Phase], platform: str) -> float:
@@ -163,9 +167,10 @@ def platform_xml(platform: str, p: int, pairs: set) -> str:
             "<platform version=\"4.1\">")
     link = (f'bw="{BW / 1e9}GBps" lat="{LAT * 1e6}us"')
     if platform != "torus":
-        if platform == "dragonfly":
+        if platform.startswith("dragonfly"):
             g, r = dragonfly_shape(p)
-            topo = f'topology="DRAGONFLY" topo_parameters="{g},1;1,1;{r},1;{ROUTER_NODES}"'
+            blue = 2 if platform == "dragonfly-2x" else 1      # SimGrid: one link, 2x
+            topo = f'topology="DRAGONFLY" topo_parameters="{g},{blue};1,1;{r},1;{ROUTER_NODES}"'
         elif platform == "3-level":
             t = topology(platform, p)
             down, up = ",".join(map(str, t["down"])), ",".join(map(str, [1] + t["up"]))

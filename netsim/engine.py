@@ -42,7 +42,8 @@ messages of a NIC:
   (``route`` per op, the routes' links in compressed rows
   ``route_ptr``/``route_links``), adds P to each link's queue, in the
   order messages reach it, and arrives as many seconds later as the
-  longest queue it met, plus ``hop_latency`` per link crossed.
+  longest queue it met (and a link slower than its NIC: ``link_bt``),
+  plus ``hop_latency`` per link crossed.
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -166,11 +167,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
              o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room,
-             route, route_ptr, route_links, hop_latency, nlinks):
+             route, route_ptr, route_links, hop_latency, link_bt, level_bt):
     """Run the schedule.  Returns (start, end, matched, coll_last,
     link_busy, events); events is OUT_OF_ROOM if the heap needed more than
     ``room`` entries; link_busy the seconds each topology link carried a
-    message.  ``route`` is empty without a topology.
+    message.  ``route`` is empty without a topology; ``link_bt`` gives each
+    link's byte time (0: the message's level's, ``level_bt``).
 
     ``ndeps`` (each op's number of dependencies) is counted down in place;
     the graph's arrays give op indices in one integer type, which the
@@ -192,8 +194,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     in_free = np.zeros(nnodes)
     # a topology's links: when each is free, and how long it carried messages
     routed = len(route) == n
-    link_free = np.zeros(nlinks)
-    link_busy = np.zeros(nlinks)
+    link_free = np.zeros(len(link_bt))
+    link_busy = np.zeros(len(link_bt))
     # matching queues per rank (posted receives, unexpected messages) and
     # each collective's arrived members: singly linked lists through
     # ``link``, which once an op is matched holds its partner instead
@@ -384,16 +386,20 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             # their sum, as links drain at the same time.  A route that is
             # free adds only its hops' latency.
             r = route[op]
-            wait = 0.0
+            lv = _level(core[rank[op]], core[peer[op]], span)
+            late = 0.0                             # beyond the NIC's own time
             for q in range(route_ptr[r], route_ptr[r + 1]):
                 i = route_links[q]
+                hold = occupy[op]
+                if link_bt[i] > 0.0:               # a link of its own speed
+                    hold = (occupy[op] * link_bt[i] / level_bt[lv] if level_bt[lv] > 0.0
+                            else size[op] * link_bt[i])
                 s = max(t, link_free[i])
-                wait = max(wait, s - t)
-                link_free[i] = s + occupy[op]
-                link_busy[i] += occupy[op]
+                late = max(late, s - t + hold - occupy[op])
+                link_free[i] = s + hold
+                link_busy[i] += hold
             hops = route_ptr[r + 1] - route_ptr[r]
-            lv = _level(core[rank[op]], core[peer[op]], span)
-            _push(ht, hp, hn, t + wait + lat[lv] + hops * hop_latency + wire[op],
+            _push(ht, hp, hn, t + late + lat[lv] + hops * hop_latency + wire[op],
                   op * 8 + (ARRIVE if eager[op] else DATA))
             hn += 1
         elif ev == CTS:                            # the sender may now send the data

@@ -45,7 +45,8 @@ the nodes, their links contended: ``{kind: fat_tree, leaf_nodes,
 up_links}`` or ``{kind: fat_tree, down, up}`` (any depth), ``{kind:
 torus, dims}`` or ``{kind: dragonfly, groups, routers,
 nodes_per_router}`` with optional ``local_links``,
-``global_links``, ``routing`` and ``seed``; ``hop_latency`` for any;
+``global_links``, ``routing``, ``seed`` and ``global_byte_time``;
+``hop_latency`` and ``link_byte_time`` for any;
 netsim/topology.py says what each means; contention implied; the levels'
 latencies and byte times stay the links'); ``network.pack_byte_time`` (seconds per byte
 to pack or unpack data described by a non-contiguous derived datatype,
@@ -463,7 +464,10 @@ def _check(d, source: str, schema: bool = True) -> None:
 _TOPOLOGY_KEYS = {"fat_tree": (("leaf_nodes", "up_links"), ()),
                   "torus": (("dims",), ()),
                   "dragonfly": (("groups", "routers", "nodes_per_router"),
-                                ("local_links", "global_links", "routing", "seed"))}
+                                ("local_links", "global_links", "routing", "seed",
+                                 "global_byte_time"))}
+# what every kind takes
+_TOPOLOGY_ANY = ["hop_latency", "link_byte_time"]
 
 
 def _check_topology(t: dict, nodes: int, source: str) -> None:
@@ -479,10 +483,10 @@ def _check_topology(t: dict, nodes: int, source: str) -> None:
     for k in need:
         if k not in t:
             raise PlatformError(f"{where}: a {t['kind']} needs '{k}'")
-    foreign = sorted(set(t) - set(need) - set(may) - {"kind", "hop_latency"})
+    foreign = sorted(set(t) - set(need) - set(may) - {"kind", *_TOPOLOGY_ANY})
     if foreign:
         raise PlatformError(f"{where}: {foreign} do not apply to a {t['kind']}; it takes "
-                            f"{sorted(need + may) + ['hop_latency']}")
+                            f"{sorted(need + may) + _TOPOLOGY_ANY}")
     room = Topology.from_dict(t).capacity()
     if room is not None and room < nodes:
         raise PlatformError(f"{where}: the {t['kind']} holds {room} nodes, the platform has "

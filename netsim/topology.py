@@ -42,7 +42,11 @@ engine's own (``network.contention``).
 Parallel links (U spines, local and global lanes) are chosen by the
 destination node, modulo their number: static routing, like a switch's
 destination-based tables.  ``hop_latency`` (seconds, default 0) is added
-per link crossed, on top of the network level's latency.
+per link crossed, on top of the network level's latency;
+``link_byte_time`` (seconds per byte, default: the message's network
+level's) is the links' own speed, and a dragonfly's ``global_byte_time``
+its global links': a message holds a link that much longer (or shorter)
+than its NIC, and is that much later through a slower one.
 """
 from __future__ import annotations
 
@@ -70,6 +74,8 @@ class Topology:
     routing: str = "minimal"
     seed: int = 0
     hop_latency: float = 0.0
+    link_byte_time: float = 0.0       # 0: as the message's network level
+    global_byte_time: float = 0.0     # dragonfly's global links (0: link_byte_time)
 
     @classmethod
     def from_dict(cls, d: dict) -> Topology:
@@ -87,7 +93,17 @@ class Topology:
                "dragonfly": ("groups", "routers", "nodes_per_router", "local_links",
                              "global_links", "routing", "seed")}[self.kind]
         return {"kind": self.kind, **{k: getattr(self, k) for k in own},
-                "hop_latency": self.hop_latency}
+                "hop_latency": self.hop_latency, "link_byte_time": self.link_byte_time,
+                **({"global_byte_time": self.global_byte_time} if self.kind == "dragonfly"
+                   else {})}
+
+    def byte_times(self, nnodes: int) -> np.ndarray:
+        """Seconds per byte of each link (0: as the message's network level)."""
+        bt = np.full(self.nlinks(nnodes), float(self.link_byte_time))
+        if self.kind == "dragonfly" and self.global_byte_time:
+            bt[self.groups * self.routers * self.routers * self.local_links:] = \
+                self.global_byte_time
+        return bt
 
     def capacity(self) -> int | None:
         """How many nodes the topology holds (None: any number)."""

@@ -279,6 +279,26 @@ def test_a_dragonfly_global_link_is_shared_unless_doubled():
         pytest.approx(alone + 1000 * G, rel=1e-12)
 
 
+def test_links_of_their_own_speed():
+    o, L, G = 0.5 * US, 7 * US, 4e-9
+    alone = o + L + 1000 * G + o
+    fly = {"kind": "dragonfly", "groups": 2, "routers": 2, "nodes_per_router": 2}
+    # a global link half as fast: a message alone through it is later by
+    # its time on the wire once more
+    slow = flows([(0, 8)], fly | {"global_byte_time": 2 * G})
+    assert slow.predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    assert slow.links.set_index("link").busy["global group 0 to 1"] == \
+        pytest.approx(2000 * G, rel=1e-12)
+    # twice as fast: two messages through it fit in one NIC's time
+    fast = flows(((0, 8), (4, 14)), fly | {"global_byte_time": G / 2})
+    assert fast.predicted_time == pytest.approx(alone, rel=1e-12)
+    # every link half as fast (a torus ring): the longest wait is one extra time
+    ring = flows([(0, 6)], {"kind": "torus", "dims": [8], "link_byte_time": 2 * G})
+    assert ring.predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    with pytest.raises(PlatformError, match="do not apply to a torus"):
+        platform(network={"topology": {"kind": "torus", "dims": [8], "global_byte_time": G}})
+
+
 def test_valiant_routing_spreads_a_group_to_group_burst():
     """Every node of group 0 sends to group 1: minimal routing queues them
     all on the one global link between; valiant spreads them over the

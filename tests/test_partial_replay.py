@@ -95,7 +95,12 @@ def test_a_partial_replay_stops_at_its_cut_and_expands_to_every_event(jacobi_par
     assert row["cut"] == 2 + (row["warmup"] + 5) * row["period"]
     whole, cut = (d / "log_whole" / "rank0.log").stat().st_size, \
         (d / "log_cut" / "rank0.log").stat().st_size
-    assert cut * 4 < whole
+    # the cut log holds the messages up to the cut only: its share of the
+    # whole log is about the cut's share of the events (the warm-up, and so
+    # the cut, depends on how evenly the host ran the traced iterations)
+    events = len(pd.read_csv(d / "compute_whole.csv").query("rank == 0"))
+    assert row["cut"] < events
+    assert cut < whole * 1.3 * (row["cut"] + 1) / events + 4096, (cut, whole, row["cut"], events)
     rp = pd.read_csv(d / "rp_cut" / "rank0.csv")
     assert len(rp) == row["cut"] + 1 and rp["op"].iat[-1] != "finalize"
     side = json.loads((d / "rp_cut" / "rank0.partial.json").read_text())
