@@ -44,9 +44,11 @@ destination node, modulo their number: static routing, like a switch's
 destination-based tables.  ``hop_latency`` (seconds, default 0) is added
 per link crossed, on top of the network level's latency;
 ``link_byte_time`` (seconds per byte, default: the message's network
-level's) is the links' own speed, and a dragonfly's ``global_byte_time``
-its global links': a message holds a link that much longer (or shorter)
-than its NIC, and is that much later through a slower one.
+level's) is the links' own speed, a dragonfly's ``global_byte_time``
+its global links', a fat tree's ``level_byte_times`` [b1, ...] those of
+the links from level 1 (the leaves) up, level 2 up, ... (0: the
+default): a message holds a link that much longer (or shorter) than its
+NIC, and is that much later through a slower one.
 """
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ class Topology:
     seed: int = 0
     hop_latency: float = 0.0
     link_byte_time: float = 0.0       # 0: as the message's network level
+    level_byte_times: list = field(default_factory=list)   # fat_tree, per level above leaves
     global_byte_time: float = 0.0     # dragonfly's global links (0: link_byte_time)
 
     @classmethod
@@ -84,11 +87,13 @@ class Topology:
         t.dims = [int(x) for x in t.dims]
         t.down = [int(x) for x in t.down]
         t.up = [int(x) for x in t.up]
+        t.level_byte_times = [float(x) for x in t.level_byte_times]
         return t
 
     def describe(self) -> dict:
         """The parameters that mean something for this kind (for the report)."""
-        tree = ("down", "up") if self.down else ("leaf_nodes", "up_links")
+        tree = (("down", "up") if self.down else ("leaf_nodes", "up_links")) + (
+            ("level_byte_times",) if self.level_byte_times else ())
         own = {"fat_tree": tree, "torus": ("dims",),
                "dragonfly": ("groups", "routers", "nodes_per_router", "local_links",
                              "global_links", "routing", "seed")}[self.kind]
@@ -103,6 +108,10 @@ class Topology:
         if self.kind == "dragonfly" and self.global_byte_time:
             bt[self.groups * self.routers * self.routers * self.local_links:] = \
                 self.global_byte_time
+        if self.kind == "fat_tree" and self.level_byte_times:
+            m, _, _, first, n = self._tree_offsets(nnodes)
+            for lv, b in enumerate(self.level_byte_times, start=1):
+                bt[first[lv]:first[lv + 1] if lv + 1 < len(m) else n] = b
         return bt
 
     def capacity(self) -> int | None:

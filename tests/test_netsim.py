@@ -297,6 +297,16 @@ def test_links_of_their_own_speed():
     assert ring.predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
     with pytest.raises(PlatformError, match="do not apply to a torus"):
         platform(network={"topology": {"kind": "torus", "dims": [8], "global_byte_time": G}})
+    # a 3-level tree whose top links are half as fast: a message across the
+    # top is later by one wire time, one under a level-2 switch is not
+    tree = {"kind": "fat_tree", "down": [2, 2, 2], "up": [1, 1], "level_byte_times": [0, 2 * G]}
+    assert flows([(0, 8)], tree).predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    assert flows([(0, 4)], tree).predicted_time == pytest.approx(alone, rel=1e-12)
+    lower = tree | {"level_byte_times": [2 * G]}          # the leaves' links only
+    assert flows([(0, 4)], lower).predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    assert flows([(0, 8)], lower).predicted_time == pytest.approx(alone + 1000 * G, rel=1e-12)
+    with pytest.raises(PlatformError, match="a 3-level tree has 2"):
+        platform(network={"topology": tree | {"level_byte_times": [G, G, G]}})
 
 
 def test_valiant_routing_spreads_a_group_to_group_burst():
