@@ -249,10 +249,6 @@ def _agg(rows, combine: str, default: float = 0.0) -> float:
     return float(rows.agg(combine)) if len(rows) else default
 
 
-# the most Iprobe misses a platform file takes (its schema's maximum)
-PROBE_LATE_MOST = 100
-
-
 def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
         eager_limit: int | None, name: str, alltoall_self_limit: int = 32768,
         combine: str = "min") -> dict:
@@ -277,11 +273,13 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     # Iprobe calls that miss an arrived message (the largest over several
     # measurements: a property of the MPI, not of the moment)
     late = int(_agg(df.loc[what == "probe_late", "bytes"], "max", 0))
-    if late > PROBE_LATE_MOST:
+    from netsim.platform import schema_maximum
+    most = schema_maximum("network", "probe_late_polls")
+    if late > most:
         # MPICH misses one; thousands mean the message had not arrived when
         # the probe began (cores far slower than the probe's settle allowed)
         print(f"calibrate: note: Iprobe missed an arrived message {late} times, more than "
-              f"any MPI does ({PROBE_LATE_MOST}): the message was still on its way; "
+              f"any MPI does ({most}): the message was still on its way; "
               f"probe_late_polls left out (measure again with this version)", file=sys.stderr)
         late = 0
     # what a rendezvous over an intercommunicator moves per sender call

@@ -62,7 +62,7 @@ def prediction_json(res, platform, extra: dict | None = None) -> dict:
                        for k in QUANTITIES},
            "simulation": {"events": res.events, "seconds": res.seconds,
                           "events_per_second": res.events / res.seconds if res.seconds else None}}
-    if getattr(res, "links", None) is not None:
+    if res.links is not None:
         top = res.links.head(BUSIEST_LINKS)
         out["links"] = [{"link": str(n), "busy": float(b), "load": float(u)}
                         for n, b, u in zip(top["link"], top["busy"], top["load"])]

@@ -348,6 +348,15 @@ def _validator():
     return _VALIDATOR
 
 
+def schema_maximum(*keys: str):
+    """The largest value the schema takes for a key, named by its path
+    (``"network", "probe_late_polls"``): for writers that must stay inside it."""
+    node = _validator().schema
+    for k in keys:
+        node = node["properties"][k]
+    return node["maximum"]
+
+
 def _dotted(path) -> str:
     """network.levels[1].latency from a JSON path."""
     out = ""

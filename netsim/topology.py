@@ -4,9 +4,9 @@ A platform's ``network.topology`` (netsim/platform.py) names one of three
 kinds.  Each is lowered once per run to numbered one-way links and, for
 every ordered pair of nodes that exchanges a message, the route: the
 links the message crosses in order between leaving its node's NIC and
-entering the destination's.  The engine (netsim/engine.py) holds each
-link of a route in turn, one message at a time; the NICs stay the
-engine's own (``network.contention``).
+entering the destination's.  The engine (netsim/engine.py) queues each
+message on every link of its route; the NICs stay the engine's own
+(``network.contention``).
 
 * ``fat_tree`` (``leaf_nodes`` D, ``up_links`` U): a two-level tree, D
   nodes under each leaf switch, each leaf with one link up to each of U
@@ -55,8 +55,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-KINDS = ("fat_tree", "torus", "dragonfly")
 
 
 @dataclass
@@ -190,7 +188,9 @@ class Topology:
     # ---- routes -----------------------------------------------------
     def routes(self, src: np.ndarray, dst: np.ndarray, nnodes: int):
         """Routes between nodes ``src[i]`` and ``dst[i]`` (distinct pairs):
-        (ptr, links), pair i crossing ``links[ptr[i]:ptr[i + 1]]`` in order."""
+        (ptr, links), pair i crossing ``links[ptr[i]:ptr[i + 1]]`` in order.
+        Each kind gives a row of link numbers per pair, in route order with
+        -1 where a hop is not needed; the mask below drops those."""
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         hops = {"fat_tree": self._fat_tree, "torus": self._torus,
@@ -201,7 +201,7 @@ class Topology:
         return ptr, hops[used]
 
     def _fat_tree(self, src, dst, nnodes):
-        m, w, count, first, _ = self._tree_offsets(nnodes)
+        m, w, _, first, _ = self._tree_offsets(nnodes)
         h = len(m)
         # labels: a node's digits in radices m1 ... mh, least significant first
         a = np.stack([(src // int(np.prod(m[:j]))) % m[j] for j in range(h)], axis=1)
@@ -213,22 +213,19 @@ class Topology:
         out = np.full((len(src), 2 * (h - 1)), -1, dtype=np.int64)
         cur = a.copy()
         cur[:, 0] = 0                                  # the leaf's own label
-        ups = []
         for lv in range(1, h):                         # from level lv to lv + 1
             go = top > lv
             choice = (dst // int(np.prod(w[:lv]))) % w[lv]
             pos = _position(cur, lv, m, w)
             out[go, lv - 1] = (first[lv] + 2 * (pos * w[lv] + choice))[go]
-            ups.append(go)
             cur[go, lv] = choice[go]
         for lv in range(h - 1, 0, -1):                 # from level lv + 1 down to lv
-            go = ups[lv - 1]
+            go = top > lv
             choice = cur[:, lv].copy()
             cur[go, lv] = b[go, lv]
             pos = _position(cur, lv, m, w)
             out[go, 2 * (h - 1) - lv] = (first[lv] + 2 * (pos * w[lv] + choice) + 1)[go]
-        order = np.argsort(out < 0, axis=1, kind="stable")
-        return np.take_along_axis(out, order, axis=1)
+        return out
 
     def _torus(self, src, dst, nnodes):
         dims = self.dims
@@ -293,9 +290,7 @@ class Topology:
                     local(gb, gateway(ga), rb)]
         for c, links in enumerate(cols):
             out[far, c] = links[far]
-        # routes without a hop somewhere in the middle: close up the gaps
-        order = np.argsort(out < 0, axis=1, kind="stable")
-        return np.take_along_axis(out, order, axis=1)
+        return out
 
 
 def _ceil(a: int, b: int) -> int:

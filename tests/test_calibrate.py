@@ -56,6 +56,14 @@ def test_calibrate_fits_eager_and_rendezvous_rates_apart(tmp_path):
     plat = load_platform(str(tmp_path / "p.yaml"))
     assert plat.call_overhead == 5e-7
     assert plat.levels[0].latency == pytest.approx(2.5e-6, rel=1e-6)
+    # an Iprobe count no MPI gives (the message was still on its way: cores
+    # of a few per cent of a CPU) is left out with a note, not written into
+    # a platform its own schema refuses
+    (tmp_path / "pp.csv").write_text("\n".join(rows + ["-1,1541,0,probe_late"]) + "\n")
+    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pp.csv"),
+             "--cores-per-node", "2", "-o", str(tmp_path / "p.yaml")])
+    assert "Iprobe missed an arrived message 1541 times" in p.stderr
+    assert load_platform(str(tmp_path / "p.yaml")).probe_late_polls == 0
     # with the local copy and the two-rank collectives measured as well
     rows = rows + ["-1,0,5e-07,call"]
     rows += [f"-1,{n},{n * 0.1e-9 + 1e-7!r},copy" for n in (65536, 1048576, 4194304)]

@@ -172,18 +172,24 @@ def test_nic_contention_serialises_a_fan_in():
     assert busy == pytest.approx(t1 + 2 * 1000 * G + o, rel=1e-12)  # NIC in series
 
 
+def flows(pairs, topology=None, size=1001, **over):
+    """Messages sent at once between ranks (``pairs``), on the test
+    platform (8 nodes of 2 cores: rank r on node r // 2) with ``topology``
+    (None: one ideal fabric); returns the simulation's Result."""
+    B = Builder(16)
+    for src, dst in pairs:
+        B.op(SEND, src, [], peer=dst, size=size, tag=0)
+        B.op(RECV, dst, [], peer=src, size=size, tag=0)
+    net = {"eager_limit": 100000} | ({"topology": topology} if topology else {})
+    return simulate(B.done(), platform(network=net, **over))
+
+
 def cross_leaf_pair(pairs=((0, 4), (2, 6)), **topology):
     """Two messages at once (by default ranks 0 and 2, nodes 0 and 1 of
     leaf 0, to ranks 4 and 6, nodes 2 and 3 of leaf 1); a fat tree of 2
     nodes per leaf."""
-    B = Builder(16)
-    for src, dst in pairs:
-        B.op(SEND, src, [], peer=dst, size=1001, tag=0)
-        B.op(RECV, dst, [], peer=src, size=1001, tag=0)
-    net = {"eager_limit": 100000}
-    if topology:
-        net["topology"] = {"kind": "fat_tree", "leaf_nodes": 2, **topology}
-    return simulate(B.done(), platform(network=net)).predicted_time
+    tree = {"kind": "fat_tree", "leaf_nodes": 2, **topology} if topology else None
+    return flows(pairs, tree).predicted_time
 
 
 def test_two_flows_share_a_tapered_up_link_and_not_a_full_one():
@@ -199,18 +205,6 @@ def test_two_flows_share_a_tapered_up_link_and_not_a_full_one():
     assert cross_leaf_pair(into_one_leaf, up_links=1) == pytest.approx(alone + 1000 * G,
                                                                        rel=1e-12)
     assert cross_leaf_pair(into_one_leaf, up_links=2) == pytest.approx(alone, rel=1e-12)
-
-
-def flows(pairs, topology, size=1001, **over):
-    """Messages sent at once between ranks (``pairs``), on the test
-    platform (8 nodes of 2 cores: rank r on node r // 2) with ``topology``;
-    returns the simulation's Result."""
-    B = Builder(16)
-    for src, dst in pairs:
-        B.op(SEND, src, [], peer=dst, size=size, tag=0)
-        B.op(RECV, dst, [], peer=src, size=size, tag=0)
-    return simulate(B.done(), platform(network={"eager_limit": 100000, "topology": topology},
-                                       **over))
 
 
 def test_a_torus_routes_the_shorter_way_and_shares_its_links():
