@@ -229,23 +229,19 @@ def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: in
             measure_network(d / "pingpong1.csv", c.mpiexec,
                             ("--repeats", "3", "--max-bytes", str(1 << 18)), timeout=TIMEOUT,
                             ranks=min(n, c.cores_per_node + 1))
-            sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node",
-                str(c.cores_per_node), "--nodes", str(c.nodes), "--name", "virtual-cores",
-                "-o", str(d / "platform.yaml")], d / "fit.log")
         runs.append(measure(app, n, 1, c.mpiexec, env=env(), log=lambda s: None,
                             timeout=TIMEOUT)["measured"])
         (d / "runs.json").write_text(json.dumps(runs))
         print(f"    run {k}/{rounds}: {runs[-1]:.4f} s", flush=True)
-    row = predict_app(name, recipe, d, d / "platform.yaml", rounds, runs)
-    row.update(share=c.core_share, nodes=c.nodes, cores_per_node=c.cores_per_node)
-    (d / "row.json").write_text(json.dumps(row))
-    return row
+    return predict_saved(name, recipe, d, c.nodes, c.cores_per_node, c.core_share)
 
 
 def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share: float) -> dict:
-    """An application's row predicted again from what a table run saved in
-    ``d`` (its replays, network measurement and real runs): after a change
-    to the model or the fit, without the hours of measuring again."""
+    """An application's row from what validate_on_cluster saved in ``d``
+    (its replays, network measurement and real runs): the platform fitted
+    to the measurement, then the predictions against the runs.  The table
+    ends every measurement with it, and ``--predict-only`` calls it alone
+    after a change to the model or the fit, without measuring again."""
     runs = json.loads((d / "runs.json").read_text())
     sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
         "--nodes", str(nodes), "--name", "virtual-cores", "-o", str(d / "platform.yaml")],
@@ -264,18 +260,8 @@ def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
             print(f"N={n}: not a multiple of {cpn} cores per node; skipped", flush=True)
             continue
         share = share_for(n)
-        if a.predict_only:
-            rows = [predict_saved(name, dict(recipes[name], ranks=n, compare=True),
-                                  out / f"N{n}" / name, n // cpn, cpn, share) for name in names]
-            df = pd.DataFrame(rows)
-            df.to_csv(out / f"N{n}" / "results.csv", index=False)
-            md.append(f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
-                      f"{a.rate / 1e9:g} Gbit/s links (predicted again from saved runs)\n\n"
-                      + markdown(df, recipes))
-            print(md[-1], flush=True)
-            continue
-        c = up(Cluster(f"vc{n}", n // cpn, cpn, a.rate, core_share=share),
-               owner=str(os.getpid()))
+        c = None if a.predict_only else up(Cluster(f"vc{n}", n // cpn, cpn, a.rate,
+                                                   core_share=share), owner=str(os.getpid()))
         copies = cpn if a.replay_copies == "node" else n
         rows = []
         try:
@@ -289,18 +275,23 @@ def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
                 d = out / f"N{n}" / name
                 try:
                     with app_environment(recipe):
-                        rows.append(validate_on_cluster(name, recipe, d, c, a.rounds, copies))
-                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                        rows.append(predict_saved(name, recipe, d, n // cpn, cpn, share)
+                                    if c is None else
+                                    validate_on_cluster(name, recipe, d, c, a.rounds, copies))
+                except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
                     print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
                     rows.append({"app": name, "package": recipe["package"], "N": n,
                                  "outcome": refusal(str(e))})
         finally:
-            down(c.name, log=lambda s: None)
+            if c is not None:
+                down(c.name, log=lambda s: None)
         if rows:
             df = pd.DataFrame(rows)
+            (out / f"N{n}").mkdir(parents=True, exist_ok=True)
             df.to_csv(out / f"N{n}" / "results.csv", index=False)
+            again = " (predicted again from saved runs)" if c is None else ""
             md.append(f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
-                      f"{a.rate / 1e9:g} Gbit/s links\n\n" + markdown(df, recipes))
+                      f"{a.rate / 1e9:g} Gbit/s links{again}\n\n" + markdown(df, recipes))
             print(md[-1], flush=True)
     return "\n\n".join(md)
 
