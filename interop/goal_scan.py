@@ -107,6 +107,48 @@ def _line(data, p, n):
     return (stop if stop >= 0 else end), end + 1
 
 
+# words kept per line: the longest form, "l1: send 8b to 1 tag 5", has 7
+MAX_WORDS = 8
+
+
+@njit(cache=True, inline="always")
+def _split(data, p, n, ws, we):
+    """Split the line starting at ``p`` into blank-separated words, in one
+    pass (content ends at "//"): the first MAX_WORDS words' bounds go to
+    ``ws``/``we``, the rest to empty (0, 0).  Returns (words found, start
+    of the next line)."""
+    k = 0
+    s = -1                                  # the open word's start
+    while p < n:
+        c = data[p]
+        if c == 10:
+            break
+        comment = c == 47 and p + 1 < n and data[p + 1] == 47
+        if comment or c == 32 or c == 9 or c == 13:
+            if s >= 0:
+                if k < MAX_WORDS:
+                    ws[k] = s
+                    we[k] = p
+                k += 1
+                s = -1
+            if comment:                     # the rest of the line
+                while p < n and data[p] != 10:
+                    p += 1
+                break
+        elif s < 0:
+            s = p
+        p += 1
+    if s >= 0:
+        if k < MAX_WORDS:
+            ws[k] = s
+            we[k] = p
+        k += 1
+    for i in range(min(k, MAX_WORDS), MAX_WORDS):
+        ws[i] = 0
+        we[i] = 0
+    return k, p + 1
+
+
 @njit(cache=True, inline="always")
 def _has_colon(data, s, e):
     for i in range(s, e):
@@ -195,16 +237,18 @@ def scan(data, p, stop, nops, ndeps, nranks, op_rank, op_kind, op_peer, op_size,
     pending = np.empty(16, np.int64)
     npend = 0
     block_at = 0
+    ws = np.zeros(MAX_WORDS, np.int64)      # the line's words: data[ws[i]:we[i]]
+    we = np.zeros(MAX_WORDS, np.int64)
     while p < n:
         if p >= stop and rank < 0:
             return nops, ndeps, nranks, MORE, p
         start = p
-        end, p = _line(data, p, n)
-        s1, e1 = _word(data, start, end)
-        if s1 == e1:
+        nwords, p = _split(data, p, n, ws, we)
+        if nwords == 0:
             continue
+        s1, e1 = ws[0], we[0]
         if _is(data, s1, e1, w_num):
-            s2, e2 = _word(data, e1, end)
+            s2, e2 = ws[1], we[1]
             v, ok = _int(data, s2, e2)
             if not ok or v < 0 or v >= 2**31:
                 return nops, ndeps, nranks, SYNTAX, start
@@ -213,14 +257,14 @@ def scan(data, p, stop, nops, ndeps, nranks, op_rank, op_kind, op_peer, op_size,
         if nranks < 0:
             return nops, ndeps, nranks, NO_NUM_RANKS, start
         if _is(data, s1, e1, w_rank):
-            s2, e2 = _word(data, e1, end)
+            s2, e2 = ws[1], we[1]
             brace = e2 > s2 and data[e2 - 1] == 123            # "rank 0{"
             v, ok = _int(data, s2, e2 - 1 if brace else e2)
-            s3, e3 = _word(data, e2, end)
+            s3, e3 = ws[2], we[2]
             if not brace:
                 if not _is(data, s3, e3, w_open):
                     return nops, ndeps, nranks, SYNTAX, start
-                s3, e3 = _word(data, e3, end)
+                s3, e3 = ws[3], we[3]
             if not ok or v < 0 or s3 != e3:
                 return nops, ndeps, nranks, SYNTAX, start
             if v >= nranks:
@@ -257,11 +301,13 @@ def scan(data, p, stop, nops, ndeps, nranks, op_rank, op_kind, op_peer, op_size,
         if colon >= 0:                               # "label:" then an operation
             if colon == s1:
                 return nops, ndeps, nranks, SYNTAX, start
+            i = 1                                    # the next word
             if colon + 1 < e1:                       # "l1:send", no blank between
                 s2, e2 = colon + 1, e1
             else:
-                s2, e2 = _word(data, e1, end)
-            s3, e3 = _word(data, e2, end)
+                s2, e2 = ws[1], we[1]
+                i = 2
+            s3, e3 = ws[i], we[i]
             v, ok = _int(data, s3, e3)
             if _is(data, s2, e2, w_calc):
                 if not ok:
@@ -276,17 +322,17 @@ def scan(data, p, stop, nops, ndeps, nranks, op_rank, op_kind, op_peer, op_size,
                     return nops, ndeps, nranks, SYNTAX, start
                 # "8b": the size, its unit optional
                 size, ok = _int(data, s3, e3 - 1 if e3 > s3 and data[e3 - 1] == 98 else e3)
-                s4, e4 = _word(data, e3, end)
-                s5, e5 = _word(data, e4, end)
+                s4, e4 = ws[i + 1], we[i + 1]
+                s5, e5 = ws[i + 2], we[i + 2]
                 peer, ok2 = _int(data, s5, e5)
                 if not ok or not ok2 or not _is(data, s4, e4, word):
                     return nops, ndeps, nranks, SYNTAX, start
                 if peer < -1 or peer >= nranks:
                     return nops, ndeps, nranks, PEER_RANGE, start
                 tag, ns = 0, 0
-                s6, e6 = _word(data, e5, end)
+                s6, e6 = ws[i + 3], we[i + 3]
                 if _is(data, s6, e6, w_tag):
-                    s7, e7 = _word(data, e6, end)
+                    s7, e7 = ws[i + 4], we[i + 4]
                     tag, ok = _int(data, s7, e7)
                     if not ok:
                         return nops, ndeps, nranks, SYNTAX, start
@@ -319,11 +365,10 @@ def scan(data, p, stop, nops, ndeps, nranks, op_rank, op_kind, op_peer, op_size,
             nops += 1
             continue
         # "lA requires lB" / "lA irequires lB"
-        s2, e2 = _word(data, e1, end)
-        s3, e3 = _word(data, e2, end)
-        s4, e4 = _word(data, e3, end)
+        s2, e2 = ws[1], we[1]
+        s3, e3 = ws[2], we[2]
         req = _is(data, s2, e2, w_req)
-        if not (req or _is(data, s2, e2, w_ireq)) or s3 == e3 or s4 != e4:
+        if not (req or _is(data, s2, e2, w_ireq)) or s3 == e3 or nwords > 3:
             return nops, ndeps, nranks, SYNTAX, start
         a = _op_of(data, s1, e1, stamp, slot, block, named)
         b = _op_of(data, s3, e3, stamp, slot, block, named)

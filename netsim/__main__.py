@@ -347,8 +347,27 @@ def _band_warning(t: float, band: list) -> str | None:
             f"or with more repeats, to narrow it")
 
 
+def _load_compiler_without_blas_check() -> None:
+    """Load numba's CPU target before the first compiled call, skipping
+    its BLAS check: numba imports scipy.linalg to learn whether compiled
+    code may call BLAS, 0.15 s of the simulator's 1 s start-up, and no
+    compiled code here does linear algebra.  The block is lifted at once,
+    so a later ``import scipy.linalg`` works as usual."""
+    name = "scipy.linalg.cython_blas"
+    if name in sys.modules:                 # already paid for
+        return
+    sys.modules[name] = None                # type: ignore[assignment]  # import fails fast
+    try:
+        from numba.core.registry import cpu_target
+        cpu_target.target_context.refresh()
+    finally:
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]
+
+
 def main(argv=None) -> int:
     a = _parser().parse_args(argv)
+    _load_compiler_without_blas_check()
     from .predict import run, write_timeline
     try:
         plat = _platform(a)

@@ -62,6 +62,9 @@ def test_goal_reader_takes_every_form_and_names_the_line_at_fault(tmp_path):
         "num_ranks 2\nrank 0 {\nl1: calc 5\n": r"bad.goal:2: this rank block is not closed",
         "// nothing\n": r"bad.goal: empty GOAL file",
         "num_ranks 2\nrank 0 {\nl1:recv 8b from 5\n}\n": r"bad.goal:3: peer 5 out of range",
+        "num_ranks 2\nrank 0 {\nl1: calc 5\nl2: calc 5\nl2 requires l1 l1\n}\n":
+            r"bad.goal:5: cannot parse 'l2 requires l1 l1'",
+        "num_ranks 2\nrank 0 { 1\n}\n": r"bad.goal:2: cannot parse",
     }
     for text, message in bad.items():
         (tmp_path / "bad.goal").write_text(text)
@@ -76,6 +79,11 @@ def test_goal_reader_takes_every_form_and_names_the_line_at_fault(tmp_path):
                                        "4294967296\n}\n")
     with pytest.raises(ScheduleError, match=r"bad.goal:3: tag out of range"):
         read_goal(str(tmp_path / "bad.goal"))
+    # a comment may start inside a word; a line of blanks and a comment is empty
+    (tmp_path / "c.goal").write_text("num_ranks 1\nrank 0{// block\nl1: calc 5//ns\n \t\n"
+                                     "  // only a comment\nl2: send 8b to 0 tag 1//x\n}\n")
+    s = read_goal(str(tmp_path / "c.goal"))
+    assert list(s.dur * 1e9) == pytest.approx([5, 0]) and list(s.tag) == [-1, 1]
     (tmp_path / "bad.goal").write_text("")
     with pytest.raises(ScheduleError, match=r"bad.goal: empty GOAL file"):
         read_goal(str(tmp_path / "bad.goal"))

@@ -1,6 +1,7 @@
 """The simulator: hand-computed cases, collectives, contention, deadlock,
 GOAL round trips, and predictions on real traces of the examples."""
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -939,3 +940,17 @@ def test_a_sender_that_polls_holds_its_rendezvous_over_an_intercommunicator(tmp_
     # 20,000 bytes: three pieces of 8 KiB, three polling intervals
     assert times[8192] - times[0] == pytest.approx(3 * gap, rel=1e-6)
     assert load_platform(str(tmp_path / "p8192.yaml")).intercomm_poll_bytes == 8192
+
+
+def test_simulator_start_up_skips_only_numbas_blas_check():
+    # python -m netsim loads numba without its scipy.linalg import; SciPy
+    # stays importable afterwards, and the compiled loop still runs
+    code = ("import sys, numpy as np\n"
+            "from netsim.__main__ import _load_compiler_without_blas_check as f\n"
+            "f()\n"
+            "import numba.np.arraymath as am\n"
+            "assert not am._HAVE_BLAS and 'scipy.linalg' not in sys.modules\n"
+            "import scipy.linalg\n"
+            "assert scipy.linalg.solve(np.eye(2), np.ones(2)).tolist() == [1.0, 1.0]\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
