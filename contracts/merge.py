@@ -127,8 +127,9 @@ RANK_INFO_TYPES = {"rank": int, "host": str, "pid": int, "complete": bool, "stat
 # written when the rank closes its trace: absent while it runs
 AT_CLOSE = ("events", "unmodelled")
 # optional at close: the process's CPU seconds and those of its threads
-# besides the main one (instrument/writer.py: threads_cpu)
-THREAD_KEYS = ("cpu", "other_threads_cpu")
+# besides the main one (instrument/writer.py: threads_cpu), and the calls
+# another thread began while the rank was inside MPI (overlapped_calls)
+THREAD_KEYS = ("cpu", "other_threads_cpu", "overlapped_calls")
 # threads besides the main one above this share of a rank's CPU seconds,
 # and above OTHER_THREADS_SECONDS, are said (trace_warnings): the tracer's
 # own watcher and the clock's ticks (10 ms) stay below both
@@ -516,7 +517,7 @@ def merge(trace_dir: str, keep_raw: bool | None = None, quiet: bool = False,
 def trace_warnings(meta: dict) -> dict:
     """What a merged trace's meta says later stages cannot account for, in
     words: ``{"invisible": ..., "below_python": ..., "threads": ...,
-    "unmodelled": ...}``
+    "overlapped": ..., "unmodelled": ...}``
     (keys present only when there is something to say).  The tracer, ``show``, netsim and the report
     all say it this way."""
     def most(calls: dict) -> str:           # the most frequent functions, with counts
@@ -559,6 +560,17 @@ def trace_warnings(meta: dict) -> dict:
             f"overstate the computation wherever they stand for it (python -m extrapolate): "
             f"trace with one thread per rank (OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1) or "
             f"extrapolate replayed computation (--compute)")
+    overlapped = [(r.get("rank"), int(seconds(r, "overlapped_calls"))) for r in ranks
+                  if seconds(r, "overlapped_calls") > 0]
+    if overlapped:
+        out["overlapped"] = (
+            f"{sum(k for _, k in overlapped)} MPI calls began on one thread while another "
+            f"thread of the same rank was inside MPI ("
+            + ", ".join(f"rank {r}: {k}" for r, k in overlapped[:8])
+            + (", ..." if len(overlapped) > 8 else "")
+            + "): a rank's trace is one sequence in the order its calls returned, each "
+            "starting where the one before it ended, so the threads' overlap is not "
+            "simulated (each such call waited, in the trace, for the one before it)")
     unmodelled = meta.get("unmodelled") or {}
     if unmodelled:
         out["unmodelled"] = (

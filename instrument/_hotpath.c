@@ -126,6 +126,10 @@ static int do_flush(void) {
 }
 
 static int64_t req_counter = 0;      /* request ids of this rank */
+/* the last written event's end (wall since the origin, CPU), and how many
+ * calls began before it: calls of several threads that overlapped */
+static double prev_end = 0, prev_cpu = 0;
+static int64_t overlapped_calls = 0;
 
 /* new_req() -> the next request id */
 static PyObject *new_req(PyObject *self, PyObject *unused) {
@@ -182,7 +186,15 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
         r->poll_gap = t0 > poll_last ? t0 - poll_last : 0.0;
         t0 = poll_t0; c0 = poll_c0; polls = 0;
     }
+    /* The trace is one sequence per rank, in return order.  A call that
+     * another thread began while the rank's previous call was running
+     * starts, in the trace, where that call returned: the time it waited
+     * until then is the other call's. */
+    if (t0 - origin < prev_end) { t0 = prev_end + origin; overlapped_calls++; }
+    if (c0 < prev_cpu) c0 = prev_cpu;
+    if (c < c0) c = c0;
     r->t_start = t0 - origin; r->t_end = t - origin; r->cpu_start = c0; r->cpu_end = c;
+    prev_end = r->t_end; prev_cpu = c;
     nevents++;
     if (used >= cap || t - last_flush > flush_every) {
         int rc = do_flush();
@@ -205,6 +217,10 @@ static PyObject *late_call(void) {
 
 static PyObject *late(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(late_calls);
+}
+
+static PyObject *overlapped(PyObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(overlapped_calls);
 }
 
 /* leave(slot, op, comm, peer, tag, sbytes, rbytes, req): the common event */
@@ -264,6 +280,7 @@ static PyObject *start(PyObject *self, PyObject *args) {
     if (m == MAP_FAILED) return PyErr_NoMemory();
     buf = m;
     cap = capacity; used = 0; nevents = 0; polls = 0;
+    prev_end = prev_cpu = 0; overlapped_calls = 0;
     last_end = last_flush = wall();
     last_cpu = cpu();
     Py_XSETREF(on_flush, Py_NewRef(a));
@@ -314,6 +331,8 @@ static PyMethodDef methods[] = {
     {"held_in_call", held_in_call, METH_NOARGS,
      "Whether buffered events wait while the application is inside an MPI call."},
     {"late", late, METH_NOARGS, "Calls made after the trace was closed (untraced)."},
+    {"overlapped", overlapped, METH_NOARGS,
+     "Calls begun (on another thread) before the rank's previous call returned."},
     {"now", now, METH_NOARGS, "The tracer's clock (CLOCK_MONOTONIC seconds)."},
     {"new_req", new_req, METH_NOARGS, "The next request id of this rank."},
     {NULL, NULL, 0, NULL}

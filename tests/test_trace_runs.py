@@ -746,3 +746,28 @@ def test_cpu_seconds_of_threads_besides_the_main_one_are_said(tmp_path, coverage
     trace_of_cov, _ = coverage_trace
     assert all("other_threads_cpu" in r for r in trace_of_cov.meta["ranks"])
     assert "threads" not in trace_warnings(trace_of_cov.meta)
+
+
+def test_calls_of_two_threads_inside_mpi_at_once_make_one_sequence(tmp_path):
+    """A helper thread's receive begins before the main thread's send and
+    receive and returns after them (a task pool's result threads do
+    this): the rank's trace keeps its calls in return order, the helper's
+    starting where the call before it returned, counts the overlap and
+    says so; the trace merges, shows and simulates."""
+    from contracts.merge import trace_warnings
+    from contracts.trace import load_trace
+    p = trace(2, tmp_path / "t", [APPS / "overlapping_threads.py"])
+    assert "rank 0 got 10 then 14" in p.stdout
+    assert "began on one thread while another thread" in p.stderr, p.stderr
+    t = load_trace(str(tmp_path / "t"))
+    r0 = t.meta["ranks"][0]
+    assert r0["overlapped_calls"] >= 1 and "overlapped_calls" not in t.meta["ranks"][1]
+    assert "rank 0: " in trace_warnings(t.meta)["overlapped"]
+    ev = t.events[t.events["rank"] == 0]
+    assert (ev["t_start"].to_numpy()[1:] >= ev["t_end"].to_numpy()[:-1]).all()
+    # in return order: the main thread's calls, then the helper's receive
+    assert list(ev["op"]) == ["init", "send", "recv", "send", "recv", "finalize"]
+    assert list(ev["tag"])[1:5] == [0, 2, 3, 1]
+    run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
+         str(ROOT / "config" / "platforms" / "ib-cluster.yaml"), "-o", str(tmp_path / "p.json")])
+    assert json.loads((tmp_path / "p.json").read_text())["predicted_time"] > 0
