@@ -41,6 +41,7 @@ import json
 import mmap
 import os
 import struct
+import threading
 import time
 import zlib
 
@@ -159,9 +160,19 @@ class LogWriter:
         self.flush_bytes = flush_bytes
         self.seen: dict[bytes, int] = {}   # digest of a large payload -> its offset
         self.late = 0                      # calls after the log was closed (atexit handlers)
+        # threads of the rank call MPI at once (a task pool's result
+        # threads): one record at a time, or two interleave their bytes
+        # and share an index
+        self._lock = threading.RLock()
 
     def write(self, op: str, peer: int, tag: int, result=None, payloads=(), nbytes: int = 0,
               comm: int = -1) -> None:
+        """Append one record (``op`` with its peer, tag, result and payloads)."""
+        with self._lock:
+            self._write(op, peer, tag, result, payloads, nbytes, comm)
+
+    def _write(self, op: str, peer: int, tag: int, result, payloads, nbytes: int,
+               comm: int) -> None:
         if self.f.closed:
             if self.limit is None:
                 self.late += 1             # the call went to MPI as usual, unlogged
@@ -213,20 +224,22 @@ class LogWriter:
 
     def flush(self) -> None:
         # the watcher thread, after the log was closed or a write failed
-        if self.f.closed or self.failed:
-            return
-        self.f.flush()
-        self.pending, self.flushed = 0, time.monotonic()
+        with self._lock:
+            if self.f.closed or self.failed:
+                return
+            self.f.flush()
+            self.pending, self.flushed = 0, time.monotonic()
 
     def close(self, status: str = "complete") -> None:
         """Write the end record and, beside the log, its completion status."""
-        if self.f.closed:
-            return
-        try:
-            self.write("end", -1, -1, status)
-            self.f.close()
-        except (OSError, LogError):
-            status = "the log could not be completed (disk full?)"
+        with self._lock:
+            if self.f.closed:
+                return
+            try:
+                self._write("end", -1, -1, status, (), 0, -1)
+                self.f.close()
+            except (OSError, LogError):
+                status = "the log could not be completed (disk full?)"
         # what a replay elsewhere must install (python -m replay pack)
         modules = self.modules() if self.modules else []
         done = {"rank": self.rank, "status": status, "records": self.index,
