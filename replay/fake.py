@@ -151,6 +151,7 @@ class Replayer:
         # application's besides the caller (see hand_over())
         self._threads = 1
         self._others = 0
+        self.threaded = False      # a call came from a thread besides the main one
         self._sleep_cost = 0.0     # measured by install(), before the application's threads
         # (method, self, args, kwargs) of the last call, where overhead()
         # may repeat it; else None
@@ -245,6 +246,8 @@ class Replayer:
         call ``call`` (a kinds.Call) made with the same peer, tag, sizes
         and communicator as recorded.  Returns (result, payloads)."""
         self.last_call = None       # the caller sets it again where it may be repeated
+        if threading.current_thread() is not threading.main_thread():
+            self.threaded = True
         if self.cut is not None:
             rec = self.log.peek()
             if rec is not None and rec[0] == "end":
@@ -305,6 +308,15 @@ class Replayer:
 
     def diverged(self, what: str, cause: str = ""):
         """Stop the replay: ``what`` happened at this rank's current event."""
+        if self.threaded and cause == _CAUSE:
+            # a log is one sequence per rank: the order in which threads
+            # calling MPI at once happened to return when recorded
+            cause = ("Likely cause: this rank calls MPI from more than one thread (the "
+                     "application runs other threads), and the order in which their calls "
+                     "came back when recorded is not the order they make them in this "
+                     "replay; a rank whose threads call MPI at once (a task pool's result "
+                     "threads) cannot be replayed alone.  Or "
+                     + _CAUSE.removeprefix("Likely cause: "))
         raise Divergence(f"rank {self.rank}: event {self.seq} (the trace's seq; log record "
                          f"{self.log.index - 1}): {what}." + (f"  {cause}" if cause else ""))
 

@@ -771,3 +771,13 @@ def test_calls_of_two_threads_inside_mpi_at_once_make_one_sequence(tmp_path):
     run([sys.executable, "-m", "netsim", str(tmp_path / "t"), "--platform",
          str(ROOT / "config" / "platforms" / "ib-cluster.yaml"), "-o", str(tmp_path / "p.json")])
     assert json.loads((tmp_path / "p.json").read_text())["predicted_time"] > 0
+    # recorded whole (one record at a time), but not replayable alone: the
+    # replay names the threads as the likely cause
+    d = str(tmp_path)
+    run([sys.executable, "-m", "cluster", d + "/t", "-o", d + "/reps.csv"])
+    mpirun(2, ["-m", "instrument", "record", "--reps", d + "/reps.csv", "-o", d + "/log",
+               APPS / "overlapping_threads.py"])
+    r = subprocess.run([sys.executable, "-m", "replay", "--reps", d + "/reps.csv", "--log",
+                        d + "/log", "-o", d + "/rep", str(APPS / "overlapping_threads.py")],
+                       capture_output=True, text=True, cwd=ROOT, env=mpi_env())
+    assert r.returncode != 0 and "calls MPI from more than one thread" in r.stderr, r.stderr

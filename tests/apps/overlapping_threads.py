@@ -4,6 +4,7 @@ last, while the main thread sends and receives.  The helper's call
 begins first and returns last (rank 1 answers it only after the main
 thread's last send)."""
 import threading
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -15,6 +16,7 @@ late, early, out = np.zeros(4), np.zeros(4), np.arange(4.0)
 if comm.rank == 0:
     helper = threading.Thread(target=comm.Recv, args=(late,), kwargs={"source": 1, "tag": 1})
     helper.start()
+    time.sleep(0.05)                             # the helper is inside its receive by now
     comm.Send(out, dest=1, tag=0)
     comm.Recv(early, source=1, tag=2)
     comm.Send(early, dest=1, tag=3)              # only then does rank 1 answer the helper
