@@ -1,6 +1,8 @@
 """Validation above N=2 on this machine: an emulated cluster of virtual cores.
 
     python bench/virtual_cores.py check [--out DIR] [--markdown]
+    python bench/virtual_cores.py extrapolate --recipes bench/apps/virtual_extrapolate.yaml
+                                        --ranks 64 [--small "16 32"] [--rounds 3]
     python bench/virtual_cores.py table [--ranks "8 16"] [--apps jacobi,cg]
                                         [--recipes FILE] [--rounds 5]
                                         [--cores-per-node 2] [--rate 1gbit]
@@ -44,6 +46,15 @@ every emulated node runs on the same two CPUs, whose caches and memory
 all N ranks share.  Replayed on node 0's two cores alone, uneven's
 slowest class computed 5.5-6.2 s at N = 16 where the real run's took
 7.5 s and more (its trace, all ranks on the host at once: 7.3-7.8 s).
+``extrapolate``, trace extrapolation against a real run beyond the traced
+N: for each N of ``--ranks`` (64), a cluster of N virtual cores; per
+application (bench/apps/virtual_extrapolate.yaml) traces at the small N
+(``--small`` or the recipe's ``small``: 16 and 32), each recorded and its
+representatives replayed on the cluster's cores (the target's
+computation at the small N), ``python -m extrapolate --compute`` to N,
+one network measurement per cluster (messages up to 64 KiB) fitted,
+netsim with the classes'
+variability and without, against ``--rounds`` real runs at N: OUT/X<N>/.
 ``--budget S`` starts no application after S seconds; ``--predict-only``
 predicts again from what an earlier table saved under ``--out`` (after a
 change to the model or the fit).  Writes
@@ -73,10 +84,13 @@ from run import (  # noqa: E402
     app_args,
     app_environment,
     env,
+    error_interval,
+    expand_round,
     host_stages,
     load_recipes,
     markdown,
     measure_network,
+    noise_floor,
     predict_app,
     refusal,
     replay_round,
@@ -252,6 +266,144 @@ def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share:
     return row
 
 
+def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small: list[int],
+                            rounds: int, network: Path) -> dict:
+    """An application's trace extrapolated from the ``small`` N to the
+    cluster's N, against real runs at N there; its row.  At each small N:
+    trace, cluster and record on the host, replay the representatives on
+    the cluster's virtual cores (a copy on every core, as the table does),
+    expand; then python -m extrapolate --compute from those traces and
+    tables, the cluster's ``network`` measurement fitted, the prediction
+    with the classes' variability, and ``rounds`` real runs at N."""
+    n = c.nodes * c.cores_per_node
+    app = app_args(recipe)
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    print(f"{name} (from N={'/'.join(map(str, small))} to {n}, {c.nodes} x "
+          f"{c.cores_per_node} virtual cores of {c.core_share:g}): {' '.join(recipe['app'])}",
+          flush=True)
+    traces, computes = [], []
+    for k in small:
+        dk = d / f"N{k}"
+        dk.mkdir()
+        host_stages(app, dk, k, timeout=TIMEOUT)
+        replay_round(app, dk, k, 1, timeout=TIMEOUT, load=n, bind=c.core)
+        traces.append(str(dk / "trace"))
+        computes.append(str(expand_round(dk, 1)))
+    sh([PY, "-m", "extrapolate", *traces, "--ranks", str(n), "-o", str(d / "trace"), "--force",
+        "--compute", *computes], d / "extrapolate.log")
+    shutil.copy(network, d / "pingpong1.csv")
+    runs = []
+    for k in range(1, rounds + 1):
+        runs.append(measure(app, n, 1, c.mpiexec, env=env(), log=lambda s: None,
+                            timeout=TIMEOUT)["measured"])
+        (d / "runs.json").write_text(json.dumps(runs))
+        print(f"    run {k}/{rounds}: {runs[-1]:.4f} s", flush=True)
+    return predict_extrapolated(name, recipe, d, small, c.nodes, c.cores_per_node,
+                                c.core_share)
+
+
+def predict_extrapolated(name: str, recipe: dict, d: Path, small: list[int], nodes: int,
+                         cpn: int, share: float) -> dict:
+    """The row of an extrapolation saved in ``d``: the fitted platform,
+    netsim on the extrapolated trace with the classes' variability and
+    without, against the real runs' median."""
+    runs = json.loads((d / "runs.json").read_text())
+    sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
+        "--nodes", str(nodes), "--name", "virtual-cores", "-o", str(d / "platform.yaml")],
+       d / "fit.log")
+    base = [PY, "-m", "netsim", str(d / "trace"), "--platform", str(d / "platform.yaml")]
+    sh(base + ["--class-variability", "-o", str(d / "prediction.json")], d / "simulate.log")
+    sh(base + ["-o", str(d / "prediction-plain.json")], d / "simulate-plain.log")
+    p = json.loads((d / "prediction.json").read_text())
+    plain = json.loads((d / "prediction-plain.json").read_text())["predicted_time"]
+    measured = statistics.median(runs)
+    lo, hi = error_interval([p["predicted_time"]], runs)
+    row = {"app": name, "package": recipe["package"], "from": "/".join(map(str, small)),
+           "N": nodes * cpn, "share": share, "predicted": p["predicted_time"],
+           "band": p["band"], "plain": plain, "measured": measured, "measured_each": runs,
+           "error": p["predicted_time"] / measured - 1, "error_low": lo, "error_high": hi,
+           "error_plain": plain / measured - 1, "noise_floor": noise_floor(runs),
+           "band_holds": p["band"][0] <= measured <= p["band"][1]}
+    (d / "row.json").write_text(json.dumps(row))
+    print(f"    predicted {row['predicted']:.3f} s (band {row['band'][0]:.3f}-"
+          f"{row['band'][1]:.3f}), measured {measured:.3f} s, error "
+          f"{100 * row['error']:+.1f} %", flush=True)
+    return row
+
+
+def extrapolation_markdown(rows: list[dict]) -> str:
+    """The extrapolation rows as a markdown table."""
+    head = ("| app | package | from N | to N | predicted s (band) | without variability | "
+            "measured s: median (rounds) | error (95 % interval) | noise floor | band holds "
+            "measured |\n|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        if "predicted" not in r:
+            lines.append(f"| {r['app']} | {r['package']} | {r['from']} | {r['N']} | "
+                         f"{r['outcome']} | | | | | |")
+            continue
+        each = ", ".join(f"{x:.3f}" for x in r["measured_each"])
+        lines.append(
+            f"| {r['app']} | {r['package']} | {r['from']} | {r['N']} | {r['predicted']:.3f} "
+            f"({r['band'][0]:.3f}-{r['band'][1]:.3f}) | {100 * r['error_plain']:+.1f} % | "
+            f"{r['measured']:.3f} ({each}) | {100 * r['error']:+.1f} % "
+            f"({100 * r['error_low']:+.0f} to {100 * r['error_high']:+.0f}) | "
+            f"+-{100 * r['noise_floor']:.1f} % | {'yes' if r['band_holds'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def extrapolation(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
+    """Every named application extrapolated to each N of ``--ranks`` from
+    the ``--small`` N (or its recipe's ``small``), on a cluster of N
+    virtual cores."""
+    md = []
+    for n in a.ranks:
+        cpn = min(a.cores_per_node, n)
+        share = share_for(n)
+        c = None if a.predict_only else up(Cluster(f"vc{n}", n // cpn, cpn, a.rate,
+                                                   core_share=share), owner=str(os.getpid()))
+        rows = []
+        # one network measurement for every application: on cores of 0.025
+        # CPU it takes minutes, and the apps' messages stay below 64 KiB
+        network = out / f"X{n}" / "pingpong1.csv"
+        try:
+            if c is not None:
+                measure_network(network, c.mpiexec, ("--repeats", "3", "--max-bytes",
+                                                      str(1 << 16)),
+                                timeout=TIMEOUT, ranks=min(n, cpn + 1))
+            for name in names:
+                if a.budget and time.time() - start > a.budget:
+                    print(f"N={n} {name}: not started, the budget of {a.budget} s is spent",
+                          flush=True)
+                    continue
+                recipe = dict(recipes[name], ranks=n)
+                small = a.small or [int(k) for k in recipe.get("small", [])]
+                d = out / f"X{n}" / name
+                try:
+                    with app_environment(recipe):
+                        rows.append(predict_extrapolated(name, recipe, d, small, n // cpn, cpn,
+                                                         share) if c is None else
+                                    extrapolated_on_cluster(name, recipe, d, c, small,
+                                                            a.rounds, network))
+                except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
+                    print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+                    rows.append({"app": name, "package": recipe["package"], "N": n,
+                                 "from": "/".join(map(str, small)),
+                                 "outcome": refusal(str(e))})
+        finally:
+            if c is not None:
+                down(c.name, log=lambda s: None)
+        if rows:
+            (out / f"X{n}").mkdir(parents=True, exist_ok=True)
+            (out / f"X{n}" / "results.json").write_text(json.dumps(rows))
+            md.append(f"## Extrapolated to N={n}: {n // cpn} nodes x {cpn} virtual cores of "
+                      f"{share:g} CPU, {a.rate / 1e9:g} Gbit/s links\n\n"
+                      + extrapolation_markdown(rows))
+            print(md[-1], flush=True)
+    return "\n\n".join(md)
+
+
 def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
     md = []
     for n in sorted(a.ranks, reverse=True):     # the largest, scarcest, first
@@ -301,7 +453,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("what", choices=("check", "table"))
+    ap.add_argument("what", choices=("check", "table", "extrapolate"))
     ap.add_argument("--out", default=str(HERE / "virtual_cores" / "results"))
     ap.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     ap.add_argument("--rounds", type=int, default=5, help="rounds per application (default 5)")
@@ -322,6 +474,8 @@ def main(argv=None) -> int:
                          "host's caches and memory, so the real run's ranks slow each "
                          "other down across nodes too) or on one node's cores (node: as "
                          "on a real cluster)")
+    ap.add_argument("--small", type=lambda s: [int(x) for x in s.replace(",", " ").split()],
+                    help="extrapolate: the small N traced (default: the recipe's small)")
     ap.add_argument("--loops", type=int, default=400_000,
                     help="check: the kernel's additions (default 400000: about 20 ms free)")
     ap.add_argument("--no-dilation", action="store_true",
@@ -348,10 +502,13 @@ def main(argv=None) -> int:
         unknown = [x for x in names if x not in recipes]
         if unknown:
             ap.error(f"unknown app(s) {unknown}; recipes: {', '.join(recipes)}")
+        if a.what == "extrapolate" and not a.small and \
+                any(not recipes[x].get("small") for x in names):
+            ap.error("extrapolate: give --small, or a 'small' list in every recipe")
         too_many = [n for n in a.ranks if share_for(n) * n > MAX_LOAD * CPUS]
         if too_many:
             ap.error(f"N={too_many}: more virtual cores than this machine lends")
-        text = table(a, recipes, names, out, start)
+        text = (table if a.what == "table" else extrapolation)(a, recipes, names, out, start)
         (out / "TABLES.md").write_text(f"# Virtual cores, {time.strftime('%Y-%m-%d')}\n\n"
                                        + text + "\n")
     if a.markdown:

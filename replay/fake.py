@@ -35,6 +35,7 @@ from __future__ import annotations
 import inspect
 import os
 import resource
+import sys
 import threading
 import time
 from typing import Any
@@ -317,8 +318,14 @@ class Replayer:
                      "replay; a rank whose threads call MPI at once (a task pool's result "
                      "threads) cannot be replayed alone.  Or "
                      + _CAUSE.removeprefix("Likely cause: "))
-        raise Divergence(f"rank {self.rank}: event {self.seq} (the trace's seq; log record "
+        err = Divergence(f"rank {self.rank}: event {self.seq} (the trace's seq; log record "
                          f"{self.log.index - 1}): {what}." + (f"  {cause}" if cause else ""))
+        if threading.current_thread() is not threading.main_thread():
+            # raised here it would end this thread only, and the main
+            # thread would wait for it until the watchdog's limit
+            print(f"replay: error: {err}", file=sys.stderr, flush=True)
+            os._exit(2)
+        raise err
 
 
 RP: Replayer | None = None
