@@ -158,8 +158,9 @@ class Recorder:
     def _finish_info(self, status: str):
         self.info.update(status=status, complete=(status == "complete"),
                          events=self.n, unmodelled=self.unmodelled)
-        if self._hot.overlapped():
-            self.info["overlapped_calls"] = self._hot.overlapped()
+        overlapped = self._hot.overlapped()
+        if overlapped:
+            self.info["overlapped_calls"] = overlapped
         now = threads_cpu()
         if now and self._threads0:
             self.info.update({k: round(max(now[k] - self._threads0[k], 0.0), 3) for k in now})

@@ -47,18 +47,6 @@ def _blank(c):
 
 
 @njit(cache=True)
-def _word(data, p, end):
-    """The next blank-separated word in data[p:end]: (start, stop); start ==
-    stop when there is none."""
-    while p < end and _blank(data[p]):
-        p += 1
-    s = p
-    while p < end and not _blank(data[p]):
-        p += 1
-    return s, p
-
-
-@njit(cache=True)
 def _is(data, s, e, text):
     """Whether data[s:e] spells ``text`` (a uint8 array)."""
     if e - s != len(text):
@@ -94,19 +82,6 @@ def _hash(data, s, e):
     return h
 
 
-@njit(cache=True)
-def _line(data, p, n):
-    """The line starting at ``p``: (end of its content before any "//"
-    comment, start of the next line)."""
-    end = p
-    stop = -1
-    while end < n and data[end] != 10:
-        if stop < 0 and data[end] == 47 and end + 1 < n and data[end + 1] == 47:
-            stop = end
-        end += 1
-    return (stop if stop >= 0 else end), end + 1
-
-
 # words kept per line: the longest form, "l1: send 8b to 1 tag 5", has 7
 MAX_WORDS = 8
 
@@ -124,7 +99,7 @@ def _split(data, p, n, ws, we):
         if c == 10:
             break
         comment = c == 47 and p + 1 < n and data[p + 1] == 47
-        if comment or c == 32 or c == 9 or c == 13:
+        if comment or _blank(c):
             if s >= 0:
                 if k < MAX_WORDS:
                     ws[k] = s
@@ -281,10 +256,8 @@ def scan(data, p, stop, nops, ndeps, nranks, op_rank, op_kind, op_peer, op_size,
                 return nops, ndeps, nranks, OUTSIDE, start
             for k in range(npend):
                 at = pending[k]
-                lend, _ = _line(data, at, n)
-                sa, ea = _word(data, at, lend)
-                s2, e2 = _word(data, ea, lend)
-                sb, eb = _word(data, e2, lend)
+                _split(data, at, n, ws, we)      # the "}" line's words are done with
+                sa, ea, s2, e2, sb, eb = ws[0], we[0], ws[1], we[1], ws[2], we[2]
                 a = _op_of(data, sa, ea, stamp, slot, block, named)
                 b = _op_of(data, sb, eb, stamp, slot, block, named)
                 if a < 0 or b < 0:
