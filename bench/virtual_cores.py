@@ -64,6 +64,7 @@ markdown.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -353,99 +354,122 @@ def extrapolation_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def cluster_for(a, n: int, cpn: int, share: float):
+    """The emulated cluster of N = ``n`` virtual cores (None with
+    --predict-only, which measures nothing), taken down afterwards."""
+    c = None if a.predict_only else up(Cluster(f"vc{n}", n // cpn, cpn, a.rate,
+                                               core_share=share), owner=str(os.getpid()))
+    try:
+        yield c
+    finally:
+        if c is not None:
+            down(c.name, log=lambda s: None)
+
+
+def each_app(a, recipes: dict, names: list[str], n: int, start: float, one) -> list[dict]:
+    """``one(name, recipe)`` for every named application at N = ``n`` (its
+    recipe at n ranks, compared, on the fitted platform), while --budget
+    lasts; an application that fails gets a row saying why."""
+    rows = []
+    for name in names:
+        if a.budget and time.time() - start > a.budget:
+            print(f"N={n} {name}: not started, the budget of {a.budget} s is spent", flush=True)
+            continue
+        recipe = dict(recipes[name], ranks=n, compare=True)
+        recipe.pop("platform", None)
+        try:
+            with app_environment(recipe):
+                rows.append(one(name, recipe))
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
+            print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+            rows.append({"app": name, "package": recipe["package"], "N": n,
+                         "outcome": refusal(str(e))})
+    return rows
+
+
+def node_cores(a, n: int) -> int | None:
+    """Virtual cores per node at N = ``n`` (--cores-per-node, at most n);
+    None, said, where n is not a multiple of them."""
+    cpn = min(a.cores_per_node, n)
+    if n % cpn:
+        print(f"N={n}: not a multiple of {cpn} cores per node; skipped", flush=True)
+        return None
+    return cpn
+
+
 def extrapolation(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
     """Every named application extrapolated to each N of ``--ranks`` from
     the ``--small`` N (or its recipe's ``small``), on a cluster of N
     virtual cores."""
-    md = []
-    for n in a.ranks:
-        cpn = min(a.cores_per_node, n)
-        share = share_for(n)
-        c = None if a.predict_only else up(Cluster(f"vc{n}", n // cpn, cpn, a.rate,
-                                                   core_share=share), owner=str(os.getpid()))
-        rows = []
-        # one network measurement for every application: on cores of 0.025
-        # CPU it takes minutes, and the apps' messages stay below 64 KiB
-        network = out / f"X{n}" / "pingpong1.csv"
-        try:
-            if c is not None:
-                measure_network(network, c.mpiexec, ("--repeats", "3", "--max-bytes",
-                                                      str(1 << 16)),
-                                timeout=TIMEOUT, ranks=min(n, cpn + 1))
-            for name in names:
-                if a.budget and time.time() - start > a.budget:
-                    print(f"N={n} {name}: not started, the budget of {a.budget} s is spent",
-                          flush=True)
-                    continue
-                recipe = dict(recipes[name], ranks=n)
-                small = a.small or [int(k) for k in recipe.get("small", [])]
-                d = out / f"X{n}" / name
-                try:
-                    with app_environment(recipe):
-                        rows.append(predict_extrapolated(name, recipe, d, small, n // cpn, cpn,
-                                                         share) if c is None else
-                                    extrapolated_on_cluster(name, recipe, d, c, small,
-                                                            a.rounds, network))
-                except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
-                    print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
-                    rows.append({"app": name, "package": recipe["package"], "N": n,
-                                 "from": "/".join(map(str, small)),
-                                 "outcome": refusal(str(e))})
-        finally:
-            if c is not None:
-                down(c.name, log=lambda s: None)
-        if rows:
-            (out / f"X{n}").mkdir(parents=True, exist_ok=True)
-            (out / f"X{n}" / "results.json").write_text(json.dumps(rows))
-            md.append(f"## Extrapolated to N={n}: {n // cpn} nodes x {cpn} virtual cores of "
-                      f"{share:g} CPU, {a.rate / 1e9:g} Gbit/s links\n\n"
-                      + extrapolation_markdown(rows))
-            print(md[-1], flush=True)
-    return "\n\n".join(md)
+    return "\n\n".join(filter(None, (extrapolated_at(a, recipes, names, n, out, start)
+                                      for n in a.ranks)))
+
+
+def extrapolated_at(a, recipes: dict, names: list[str], n: int, out: Path,
+                    start: float) -> str:
+    """The extrapolation to N = ``n``: OUT/X<n>/, and its markdown."""
+    def small_of(recipe: dict) -> list[int]:
+        return a.small or [int(k) for k in recipe.get("small", [])]
+
+    cpn = node_cores(a, n)
+    if cpn is None:
+        return ""
+    share = share_for(n)
+    d = out / f"X{n}"
+    # one network measurement for every application: on cores of 0.025
+    # CPU it takes minutes, and the apps' messages stay below 64 KiB
+    network = d / "pingpong1.csv"
+    with cluster_for(a, n, cpn, share) as c:
+        if c is not None:
+            measure_network(network, c.mpiexec, ("--repeats", "3", "--max-bytes", str(1 << 16)),
+                            timeout=TIMEOUT, ranks=min(n, cpn + 1))
+        rows = each_app(a, recipes, names, n, start, lambda name, recipe: (
+            predict_extrapolated(name, recipe, d / name, small_of(recipe), n // cpn, cpn, share)
+            if c is None else
+            extrapolated_on_cluster(name, recipe, d / name, c, small_of(recipe), a.rounds,
+                                    network)))
+    if not rows:
+        return ""
+    for r in rows:                              # a failed one's row too
+        r.setdefault("from", "/".join(map(str, small_of(recipes[r["app"]]))))
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "results.json").write_text(json.dumps(rows))
+    md = (f"## Extrapolated to N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
+          f"{a.rate / 1e9:g} Gbit/s links\n\n" + extrapolation_markdown(rows))
+    print(md, flush=True)
+    return md
 
 
 def table(a, recipes: dict, names: list[str], out: Path, start: float) -> str:
-    md = []
-    for n in sorted(a.ranks, reverse=True):     # the largest, scarcest, first
-        cpn = min(a.cores_per_node, n)
-        if n % cpn:
-            print(f"N={n}: not a multiple of {cpn} cores per node; skipped", flush=True)
-            continue
-        share = share_for(n)
-        c = None if a.predict_only else up(Cluster(f"vc{n}", n // cpn, cpn, a.rate,
-                                                   core_share=share), owner=str(os.getpid()))
-        copies = cpn if a.replay_copies == "node" else n
-        rows = []
-        try:
-            for name in names:
-                if a.budget and time.time() - start > a.budget:
-                    print(f"N={n} {name}: not started, the budget of {a.budget} s is spent",
-                          flush=True)
-                    continue
-                recipe = dict(recipes[name], ranks=n, compare=True)
-                recipe.pop("platform", None)
-                d = out / f"N{n}" / name
-                try:
-                    with app_environment(recipe):
-                        rows.append(predict_saved(name, recipe, d, n // cpn, cpn, share)
-                                    if c is None else
-                                    validate_on_cluster(name, recipe, d, c, a.rounds, copies))
-                except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
-                    print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
-                    rows.append({"app": name, "package": recipe["package"], "N": n,
-                                 "outcome": refusal(str(e))})
-        finally:
-            if c is not None:
-                down(c.name, log=lambda s: None)
-        if rows:
-            df = pd.DataFrame(rows)
-            (out / f"N{n}").mkdir(parents=True, exist_ok=True)
-            df.to_csv(out / f"N{n}" / "results.csv", index=False)
-            again = " (predicted again from saved runs)" if c is None else ""
-            md.append(f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
-                      f"{a.rate / 1e9:g} Gbit/s links{again}\n\n" + markdown(df, recipes))
-            print(md[-1], flush=True)
-    return "\n\n".join(md)
+    """The whole method against real runs at each N of ``--ranks``, the
+    largest (the scarcest) first."""
+    return "\n\n".join(filter(None, (table_at(a, recipes, names, n, out, start)
+                                      for n in sorted(a.ranks, reverse=True))))
+
+
+def table_at(a, recipes: dict, names: list[str], n: int, out: Path, start: float) -> str:
+    """The table at N = ``n``: OUT/N<n>/, and its markdown."""
+    cpn = node_cores(a, n)
+    if cpn is None:
+        return ""
+    share = share_for(n)
+    copies = cpn if a.replay_copies == "node" else n
+    d = out / f"N{n}"
+    with cluster_for(a, n, cpn, share) as c:
+        rows = each_app(a, recipes, names, n, start, lambda name, recipe: (
+            predict_saved(name, recipe, d / name, n // cpn, cpn, share) if c is None else
+            validate_on_cluster(name, recipe, d / name, c, a.rounds, copies)))
+    if not rows:
+        return ""
+    df = pd.DataFrame(rows)
+    d.mkdir(parents=True, exist_ok=True)
+    df.to_csv(d / "results.csv", index=False)
+    again = " (predicted again from saved runs)" if a.predict_only else ""
+    md = (f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
+          f"{a.rate / 1e9:g} Gbit/s links{again}\n\n" + markdown(df, recipes))
+    print(md, flush=True)
+    return md
 
 
 def main(argv=None) -> int:
