@@ -180,7 +180,8 @@ class ShrunkLogLog:
             s2 = (self.nu0 * self.sigma0 ** 2 + rss) / (self.nu0 + n)
         return coef, cov, s2, self.nu0 + n
 
-    def _log_sd(self, df):
+    def log_sd(self, df):
+        """The posterior predictive standard deviation of ln T at ``df``."""
         X = self._X(df)
         return np.sqrt(self.s2_ + np.einsum("ij,jk,ik->i", X, self.cov_, X))
 
@@ -188,11 +189,11 @@ class ShrunkLogLog:
         return np.exp(self._X(df) @ self.coef_)
 
     def predict_std(self, df):
-        return self.predict(df) * self._log_sd(df)
+        return self.predict(df) * self.log_sd(df)
 
     def interval(self, df, level: float = 0.9):
         """The posterior predictive interval at ``level``: (low, high)."""
-        half = student_t.ppf(0.5 + level / 2, self.dof_) * self._log_sd(df)
+        half = student_t.ppf(0.5 + level / 2, self.dof_) * self.log_sd(df)
         mid = self._X(df) @ self.coef_
         return np.exp(mid - half), np.exp(mid + half)
 

@@ -9,7 +9,7 @@ from conftest import ROOT, run
 from scaling import ABC, NPT, PMNF, LogLinear, ShrunkLogLog, reduce
 from scaling import grids as G
 from scaling import hetero as H
-from scaling.auto import Auto, repeat_spread
+from scaling.auto import CALIBRATION_WEIGHT, Auto, calibration, repeat_spread
 from scaling.metric import efficiency, metric
 
 
@@ -281,9 +281,32 @@ def test_a_candidate_answers_only_where_several_cuts_show_it_better():
     assert a.answering(table([512], [1])) == [a.overrides_[1]]
     assert a.predict(table([512], [1]))[0] == pytest.approx(100 / 512 + 5, rel=0.01)
     short = Auto().fit(amdahl.iloc[:4])
-    assert short.overrides_ == {} and short.why == "the prior"
+    assert short.overrides_ == {} and "doubling(s) out" not in short.why
     r = short.ranking_
     assert (r[r["model"] == a.overrides_[1]]["cuts"] < 2).all()
+
+
+def test_the_interval_is_scaled_by_the_series_own_rolling_origin_misses():
+    """The prior's interval assumes a series as rough as the families it was
+    tuned on.  A smooth power law misses by less on every cut, so its
+    interval narrows; one that zigzags misses by more, so it widens; each
+    by the pooled root mean square of the standardised misses."""
+    q = 2.0 ** np.arange(0, 8)
+    smooth = Auto().fit(table(q, 1000 / q ** 0.9))
+    rough = Auto().fit(table(q, 1000 / q ** 0.9 * np.where(np.arange(8) % 2, 1.6, 0.6)))
+    at = table([256], [1])
+    for a in (smooth, rough):
+        prior = a.fitted_["shrunk"]
+        lo, hi = a.interval(at)
+        plo, phi = prior.interval(at)
+        assert np.log(hi / lo)[0] == pytest.approx(a.scale_ * np.log(phi / plo)[0])
+    assert smooth.scale_ < 1 < rough.scale_
+    assert "interval x" in smooth.why
+    # the pooling: 4 cuts of z = 2 (2 points each) against the weight of 4
+    res = pd.DataFrame({"cut": [2, 2, 4, 4, 8, 8, 16, 16], "z": [2.0, -2.0] * 4})
+    assert calibration(res) == pytest.approx(np.sqrt((CALIBRATION_WEIGHT + 16)
+                                                     / (CALIBRATION_WEIGHT + 4)))
+    assert calibration(res.iloc[:0]) == 1.0
 
 
 def test_auto_never_predicts_a_non_positive_time():
