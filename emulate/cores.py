@@ -12,10 +12,11 @@ are also pinned to one of this machine's CPUs (round-robin, as MPICH's
 
 Why these quotas: they are per group (a rank and whatever it starts),
 inherited across fork and exec, and need nothing from the application.
-SCHED_DEADLINE would quantise finer (microseconds) but refuses a task
-that forks (hydra's proxies, a pyenv shim, any subprocess fail with
-EAGAIN), and cgroup v2's ``cpu.max`` is the same mechanism, not mounted
-for writing here.
+SCHED_DEADLINE can fork only with its reset-on-fork flag (the children
+then run unthrottled), cannot be pinned, and is enforced at the
+scheduler's tick like the quota, so it quantises no finer here
+(bench/probes/deadline_probe.py); cgroup v2's ``cpu.max`` is the same
+mechanism as the quota, not mounted for writing here.
 
 The groups live under ``/sys/fs/cgroup/cpu/repreplay-emulate/``, one
 folder per cluster, ``NAME-OWNER``: OWNER is the process id of an
