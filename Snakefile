@@ -237,7 +237,8 @@ checkpoint cluster:
 
 rule find_loops:
     """Step 3a: find each representative's main loop, where its replay may
-    stop after a warm-up and replay.partial iterations (or why it may not)."""
+    stop after a warm-up and replay.partial iterations, auto: as many as a
+    precise mean needs (or why it may not)."""
     input:
         trace=f"{RUN}/trace",
         reps=f"{RUN}/representatives.csv",

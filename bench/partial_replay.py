@@ -1,6 +1,6 @@
 """Partial replay against whole replay: what it saves and what it changes.
 
-    python bench/partial_replay.py [--apps jacobi,cg,...] [--rounds 3] [--iterations 10]
+    python bench/partial_replay.py [--apps jacobi,cg,...] [--rounds 3] [--iterations auto]
                                    [--out DIR] [--markdown]
 
 Per application, at N=2 on this machine: trace, cluster, plan the partial
@@ -36,16 +36,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
 PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
-# 1,000 iterations each, sizes chosen for a whole replay of 10 s or more,
-# so that the replay's start-up (about 1 s: the interpreter, NumPy, MPI)
-# does not bound the time a partial replay saves
+# 1,000 iterations each, sizes chosen for a whole replay of 20-40 s, so
+# that the replay's start-up (about 1.5 s: the interpreter, NumPy, MPI)
+# and the set-up do not bound the time a partial replay saves
 APPS = {
-    "jacobi": ["examples/jacobi.py", "--n", "2048", "--iters", "1000", "--check", "10"],
-    "cg": ["examples/cg.py", "--n", "2000000", "--iters", "1000"],
-    "rma_halo": ["examples/rma_halo.py", "--n", "400000", "--iters", "1000"],   # GBs of log
+    "jacobi": ["examples/jacobi.py", "--n", "3072", "--iters", "1000", "--check", "10"],
+    "cg": ["examples/cg.py", "--n", "8000000", "--iters", "1000"],
+    "uneven": ["examples/uneven.py", "--iters", "1000", "--work", "800000", "--classes", "2"],
     # third-party: mpi4py-fft's transforms (two drivers), mpi4py's RMA counter
-    "fft-poisson": ["bench/apps/fft_poisson.py", "--n", "48", "--solves", "1000"],
-    "fft-navier-stokes": ["bench/apps/fft_navier_stokes.py", "--n", "32", "--steps", "1000"],
+    "fft-poisson": ["bench/apps/fft_poisson.py", "--n", "96", "--solves", "1000"],
+    "fft-navier-stokes": ["bench/apps/fft_navier_stokes.py", "--n", "64", "--steps", "1000"],
     "nxtval-rma": ["bench/apps/nxtval_loop.py", "--draws", "1000"],
 }
 
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--apps", default=",".join(APPS), help="comma-separated, of " + ", ".join(APPS))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--iterations", type=int, default=10, help="replay.loops --iterations")
+    ap.add_argument("--iterations", default="auto", help="replay.loops --iterations")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "partial_replay"))
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
     a = ap.parse_args(argv)

@@ -2,18 +2,29 @@
 
 An iterative application repeats the same communication sequence every
 iteration, and its computation between those calls repeats too.  So a
-representative need not be replayed for the whole run: the set-up, one
+representative need not be replayed for the whole run: the set-up, a
 warm-up and ``k`` more iterations are replayed, each span's target time
 is taken as its mean over those ``k`` iterations, and the remaining
 iterations get those times.  The warm-up is the loop's first iteration,
 or more where the host trace shows the first iterations slower than the
 rest (caches, allocations, ranks still starting): as many as it takes,
 up to a quarter of the loop, for ``k`` iterations to stand for all the
-later ones (:func:`_warm_up`).  A replay of a 1,000-iteration run then costs
-about ``k + 1`` iterations of the target node instead of 1,000.
+later ones (:func:`_warm_up`).
+
+``k`` is chosen from the host trace unless given (:func:`measured`): as
+many iterations as make their mean known within ``PRECISION`` (two
+standard errors of the host's noise from iteration to iteration) and
+span at least ``WINDOW`` seconds of computation (so that a preempted
+tick or a busy neighbour averages out), at least ``MIN_MEASURED``; the
+warm-up and ``k`` together at most ``MAX_SHARE`` of the loop, so that a
+long loop costs the target node a twentieth of the whole replay or less
+(its start-up and set-up come on top: a tenfold saving in all).
+Where that bound leaves the mean less precise, the plan says how
+precise.
 
 The loop is found in the host trace of the rank: each event's signature
-(op, communicator, peer, tag, bytes sent and received, call site) made
+(op, communicator, peer, bytes sent and received, call site; not the
+tag, which some codes set to the step number) made
 into an integer, and the longest stretch of the sequence that repeats with
 the smallest period.  Partial replay is used only where it is safe, and
 :func:`plan` says why not otherwise:
@@ -36,6 +47,7 @@ ratio of target to host time over the replayed iterations.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +57,15 @@ from contracts.raw_trace import FLAG_BELOW_PYTHON
 
 # the columns of a trace's events that make an event's signature: what
 # must repeat for two iterations to be the same (not `req`: request ids
-# grow from one iteration to the next)
-SIGNATURE = ["op", "comm", "peer", "tag", "sbytes", "rbytes", "site"]
+# grow from one iteration to the next; not `tag`: codes that number their
+# messages by the step, which changes nothing of the work between calls)
+SIGNATURE = ["op", "comm", "peer", "sbytes", "rbytes", "site"]
 DRIFT = 0.05
+# the automatic choice of k (:func:`measured`)
+PRECISION = 0.01
+WINDOW = 0.5
+MIN_MEASURED = 3
+MAX_SHARE = 0.05
 # candidate periods tried, at most: distances back to earlier events with
 # the same signature as one event in the middle of the run
 CANDIDATES = 256
@@ -81,6 +99,7 @@ class Plan:
     cut: int | None
     reason: str
     warmup: int = 0          # the loop's first iterations replayed but not measured
+    precision: float = float("nan")   # two standard errors of their mean, relative (host)
 
     def describe(self) -> str:
         """One line for the logs and the report."""
@@ -88,11 +107,14 @@ class Plan:
             return f"rank {self.rank}: whole replay ({self.reason})"
         lp = self.loop
         assert lp is not None
-        return (f"rank {self.rank}: partial replay of events 0-{self.cut} of {self.events} "
+        said = (f"rank {self.rank}: partial replay of events 0-{self.cut} of {self.events} "
                 f"({self.events / (self.cut + 1):.1f}x fewer): the loop of {lp.period} calls "
                 f"from event {lp.start} repeats {lp.iterations} times; {self.warmup} warm-up "
                 f"and {self.replayed} iterations replayed, the other "
                 f"{lp.iterations - self.warmup - self.replayed} expanded from them")
+        if self.precision == self.precision:
+            said += f" (their mean within {self.precision:.1%} on the host's noise)"
+        return said
 
 
 def signatures(events: pd.DataFrame) -> np.ndarray:
@@ -150,33 +172,73 @@ def find_loop(sig: np.ndarray, min_iterations: int = 4) -> Loop | None:
     return best
 
 
-def plan(rank: int, events: pd.DataFrame, iterations: int, column: str = "cpu") -> Plan:
+def plan(rank: int, events: pd.DataFrame, iterations: int | None,
+         column: str = "cpu") -> Plan:
     """Whether and where to cut rank ``rank``'s replay (its trace events in
-    ``seq`` order): a warm-up iteration and ``iterations`` more of its main
-    loop, where that is safe (the module's docstring); ``iterations`` 0:
-    whole replays."""
+    ``seq`` order): a warm-up and ``iterations`` more of its main loop,
+    where that is safe (the module's docstring); ``iterations`` None: as
+    many as :func:`measured` says; 0: whole replays."""
     n = len(events)
 
     def whole(reason: str, loop: Loop | None = None) -> Plan:
         return Plan(rank, n, loop, 0, None, reason)
-    if iterations <= 0:
+    if iterations is not None and iterations <= 0:
         return whole("partial replay off")
     if "flags" in events.columns and (events["flags"].to_numpy() & FLAG_BELOW_PYTHON).any():
         return whole("it made MPI calls below Python, whose log is not cut")
-    loop = find_loop(signatures(events), min_iterations=2 * (iterations + 1))
+    least = 2 * ((iterations or MIN_MEASURED) + 1)
+    loop = find_loop(signatures(events), min_iterations=least)
     if loop is None:
-        return whole(f"no communication sequence repeats {2 * (iterations + 1)} times or more")
+        return whole(f"no communication sequence repeats {least} times or more")
+    if loop.end - loop.start < n / 2:
+        # the rest would be the host's times scaled: not a replay
+        return whole(f"its loop ({lp_said(loop)}) holds {loop.end - loop.start} of its {n} "
+                     f"events", loop)
     host = events[column].to_numpy(dtype=float)
     per_iteration = host[loop.start:loop.end].reshape(loop.iterations, loop.period).sum(axis=1)
-    warmup, gap = _warm_up(per_iteration, iterations)
+    k = iterations or measured(per_iteration)
+    warmup, gap = _warm_up(per_iteration, k)
     if warmup is None:
-        return whole(f"the host's computation per iteration drifts: {iterations} iterations "
+        return whole(f"the host's computation per iteration drifts: {k} iterations "
                      f"after any warm-up take {gap:+.1%} of the median of the iterations after "
                      f"them", loop)
-    cut = loop.start + (warmup + iterations) * loop.period
+    room = int(MAX_SHARE * loop.iterations) - warmup
+    if iterations is None and room >= MIN_MEASURED:     # the warm-up counts against the share
+        k = min(k, room)
+    cut = loop.start + (warmup + k) * loop.period
     if cut + 1 > n / 2:
         return whole(f"the replay would keep {cut + 1} of {n} events", loop)
-    return Plan(rank, n, loop, iterations, cut, "", warmup)
+    return Plan(rank, n, loop, k, cut, "", warmup, _precision(per_iteration, k))
+
+
+def lp_said(loop: Loop) -> str:
+    """A loop in a few words."""
+    return f"{loop.period} calls x {loop.iterations} from event {loop.start}"
+
+
+def _noise(per_iteration: np.ndarray) -> tuple[float, float]:
+    """The typical iteration's time and its robust relative spread (the
+    first iteration left out: it is the set-up's)."""
+    rest = per_iteration[1:] if len(per_iteration) > 1 else per_iteration
+    mid = float(np.median(rest))
+    if mid <= 0:
+        return 0.0, 0.0
+    return mid, float(1.4826 * np.median(np.abs(rest - mid)) / mid)
+
+
+def _precision(per_iteration: np.ndarray, k: int) -> float:
+    """Two standard errors of the mean of ``k`` iterations, relative."""
+    return 2 * _noise(per_iteration)[1] / np.sqrt(k)
+
+
+def measured(per_iteration: np.ndarray) -> int:
+    """How many iterations to measure (the module's docstring): enough for
+    ``PRECISION`` and ``WINDOW``, at least ``MIN_MEASURED``, at most
+    ``MAX_SHARE`` of the loop less one warm-up iteration."""
+    mid, cv = _noise(per_iteration)
+    want = max(MIN_MEASURED, math.ceil((2 * cv / PRECISION) ** 2),
+               math.ceil(WINDOW / mid) if mid > 0 else MIN_MEASURED)
+    return max(MIN_MEASURED, min(want, int(MAX_SHARE * len(per_iteration)) - 1))
 
 
 def _warm_up(per_iteration: np.ndarray, k: int) -> tuple[int | None, float]:
@@ -253,7 +315,7 @@ def fill(prefix: dict[str, np.ndarray], loop: Loop, host: np.ndarray, warmup: in
     return out
 
 
-def plan_table(trace_dir: str, ranks: list[int], iterations: int) -> pd.DataFrame:
+def plan_table(trace_dir: str, ranks: list[int], iterations: int | None) -> pd.DataFrame:
     """The plan of every rank in ``ranks`` (contracts/partial.py's columns)."""
     from contracts.trace import load_trace
     cols = ["rank", "seq", "cpu", "flags"] + SIGNATURE
@@ -288,12 +350,22 @@ def main(argv=None) -> int:
     ap.add_argument("trace", help="trace directory (python -m instrument trace)")
     ap.add_argument("reps", help="representatives CSV (python -m cluster)")
     ap.add_argument("-o", "--output", required=True, help="the plan, CSV")
-    ap.add_argument("--iterations", type=int, default=10,
-                    help="loop iterations to measure after the warm-up (default 10; 0: "
-                         "replay every representative's whole run)")
+    ap.add_argument("--iterations", default="auto",
+                    help="loop iterations to measure after the warm-up: auto (default: enough "
+                         f"for their mean within {PRECISION * 100:g} %% on the host's noise and "
+                         f"{WINDOW:g} s of computation, at least {MIN_MEASURED}, the warm-up "
+                         f"and they at most {MAX_SHARE * 100:g} %% of the loop), a number, or 0: "
+                         "replay every representative's whole run")
     a = ap.parse_args(argv)
-    if a.iterations < 0:
-        ap.error("--iterations must be >= 0")
+    if a.iterations == "auto":
+        a.iterations = None
+    else:
+        try:
+            a.iterations = int(a.iterations)
+        except ValueError:
+            ap.error(f"--iterations: auto or a whole number, not {a.iterations!r}")
+        if a.iterations < 0:
+            ap.error("--iterations must be >= 0")
     try:
         size = load_trace(a.trace, columns=["rank"]).size
         ranks = representative_ranks(a.reps, size)

@@ -49,6 +49,37 @@ def test_a_drifting_or_short_loop_is_replayed_whole_saying_why():
     assert "below Python" in plan(0, below, 10).reason
 
 
+def test_the_measured_iterations_follow_the_host_noise_within_a_twentieth_of_the_loop():
+    """By default the plan measures as many iterations as make their mean
+    precise on the host's noise and span half a second, at least 3, the
+    warm-up and they at most a twentieth of the loop."""
+    rng = np.random.default_rng(1)
+
+    def auto(per, n=1000, noise=0.002):
+        return plan(0, _events(per * (1 + noise * rng.standard_normal(n))), None)
+    short = auto(1e-3)              # 1 ms: half a second is 500 of them, over the twentieth
+    assert short.warmup + short.replayed == 50 and short.cut == 50
+    assert 45 <= auto(1e-2, noise=0.01).replayed <= 55      # half a second of 10 ms
+    assert auto(0.2).replayed == 3                          # three 0.2 s iterations
+    rough = auto(0.2, n=2000, noise=0.04)                   # about (2 x 4 % / 1 %)^2
+    assert 55 <= rough.replayed <= 75 and rough.precision == pytest.approx(0.01, rel=0.02)
+    assert "their mean within" in short.describe()
+    # a loop that holds little of the run: the rest would be host times, not a replay
+    ev = _events(np.full(160, 1e-3))
+    ev.loc[:59, "site"] = np.arange(60) + 2
+    ev.loc[100:, "site"] = np.arange(60) + 62
+    few = plan(0, ev, None)
+    assert few.cut is None and "holds 40 of its 160 events" in few.reason
+
+
+def test_a_tag_that_counts_the_steps_does_not_hide_the_loop():
+    """Codes that tag each step's messages with the step number still
+    repeat the same calls: the loop is found."""
+    ev = _events(np.full(400, 1e-3))
+    ev["tag"] = np.arange(400)
+    assert plan(0, ev, 10).cut == 11
+
+
 def test_fill_takes_the_mean_of_the_replayed_iterations_and_scales_the_tail():
     lp = Loop(start=2, period=3, iterations=10)          # events 2..31, then 32..33
     host = np.full(34, 2.0)
