@@ -43,7 +43,7 @@ messages of a NIC:
   ``route_ptr``/``route_links``), adds P to each link's queue, in the
   order messages reach it, and arrives as many seconds later as the
   longest queue it met (and a link slower than its NIC: ``link_bt``),
-  plus ``hop_latency`` per link crossed.
+  plus the latency of each link crossed (``link_lat``).
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -167,12 +167,13 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
              o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room,
-             route, route_ptr, route_links, hop_latency, link_bt, level_bt):
+             route, route_ptr, route_links, link_lat, link_bt, level_bt):
     """Run the schedule.  Returns (start, end, matched, coll_last,
     link_busy, events); events is OUT_OF_ROOM if the heap needed more than
     ``room`` entries; link_busy the seconds each topology link carried a
     message.  ``route`` is empty without a topology; ``link_bt`` gives each
-    link's byte time (0: the message's level's, ``level_bt``).
+    link's byte time (0: the message's level's, ``level_bt``), ``link_lat``
+    its latency.
 
     ``ndeps`` (each op's number of dependencies) is counted down in place;
     the graph's arrays give op indices in one integer type, which the
@@ -388,8 +389,10 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             r = route[op]
             lv = _level(core[rank[op]], core[peer[op]], span)
             late = 0.0                             # beyond the NIC's own time
+            through = 0.0                          # the links' latencies
             for q in range(route_ptr[r], route_ptr[r + 1]):
                 i = route_links[q]
+                through += link_lat[i]
                 hold = occupy[op]
                 if link_bt[i] > 0.0:               # a link of its own speed
                     hold = (occupy[op] * link_bt[i] / level_bt[lv] if level_bt[lv] > 0.0
@@ -398,8 +401,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 late = max(late, s - t + hold - occupy[op])
                 link_free[i] = s + hold
                 link_busy[i] += hold
-            hops = route_ptr[r + 1] - route_ptr[r]
-            _push(ht, hp, hn, t + late + lat[lv] + hops * hop_latency + wire[op],
+            _push(ht, hp, hn, t + late + lat[lv] + through + wire[op],
                   op * 8 + (ARRIVE if eager[op] else DATA))
             hn += 1
         elif ev == CTS:                            # the sender may now send the data

@@ -45,8 +45,9 @@ the nodes, their links contended: ``{kind: fat_tree, leaf_nodes,
 up_links}`` or ``{kind: fat_tree, down, up}`` (any depth), ``{kind:
 torus, dims}`` or ``{kind: dragonfly, groups, routers,
 nodes_per_router}`` with optional ``local_links``,
-``global_links``, ``routing``, ``seed`` and ``global_byte_time``; a fat
-tree's ``level_byte_times``;
+``global_links``, ``routing``, ``seed``, ``global_byte_time`` and
+``global_latency``; a fat tree's ``level_byte_times`` and
+``level_latencies``;
 ``hop_latency`` and ``link_byte_time`` for any;
 netsim/topology.py says what each means; contention implied; the levels'
 latencies and byte times stay the links'); ``network.pack_byte_time`` (seconds per byte
@@ -471,11 +472,12 @@ def _check(d, source: str, schema: bool = True) -> None:
 
 
 # what each kind of topology needs, and takes besides hop_latency
-_TOPOLOGY_KEYS = {"fat_tree": (("leaf_nodes", "up_links"), ("level_byte_times",)),
+_TOPOLOGY_KEYS = {"fat_tree": (("leaf_nodes", "up_links"),
+                              ("level_byte_times", "level_latencies")),
                   "torus": (("dims",), ()),
                   "dragonfly": (("groups", "routers", "nodes_per_router"),
                                 ("local_links", "global_links", "routing", "seed",
-                                 "global_byte_time"))}
+                                 "global_byte_time", "global_latency"))}
 # what every kind takes
 _TOPOLOGY_ANY = ["hop_latency", "link_byte_time"]
 
@@ -493,12 +495,12 @@ def _check_topology(t: dict, nodes: int, source: str) -> None:
     for k in need:
         if k not in t:
             raise PlatformError(f"{where}: a {t['kind']} needs '{k}'")
-    if t["kind"] == "fat_tree" and "level_byte_times" in t:
-        levels = len(t["down"]) if "down" in t else 2
-        if len(t["level_byte_times"]) > levels - 1:
-            raise PlatformError(f"{where}: level_byte_times lists {len(t['level_byte_times'])} "
-                                f"link levels; a {levels}-level tree has {levels - 1} above "
-                                f"its leaves")
+    for key in ("level_byte_times", "level_latencies"):
+        if t["kind"] == "fat_tree" and key in t:
+            levels = len(t["down"]) if "down" in t else 2
+            if len(t[key]) > levels - 1:
+                raise PlatformError(f"{where}: {key} lists {len(t[key])} link levels; a "
+                                    f"{levels}-level tree has {levels - 1} above its leaves")
     foreign = sorted(set(t) - set(need) - set(may) - {"kind", *_TOPOLOGY_ANY})
     if foreign:
         raise PlatformError(f"{where}: {foreign} do not apply to a {t['kind']}; it takes "

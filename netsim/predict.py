@@ -82,15 +82,14 @@ def run(s: Schedule, platform) -> Result:
         # (on the wire, not on the NIC: a new array, occupy keeps its own)
         wire = wire + s.held
     ctx, coll = np.ascontiguousarray(s.ctx), np.ascontiguousarray(s.coll)
-    route, route_ptr, route_links, link_bt = _routes(s, sends, core, platform)
-    hop_latency = platform.topology.hop_latency if platform.topology else 0.0
+    route, route_ptr, route_links, link_lat, link_bt = _routes(s, sends, core, platform)
     (start, end, matched, coll_last, busy, events), secs = _with_room(
         # numba's compiled functions: mypy cannot count the unpacked graph
         s, lambda graph, room: engine.simulate(  # type: ignore[call-arg]
             s.kind, s.rank, s.peer, s.size, s.tag, ctx, s.dur, coll, s.coll_need, *graph, core,
             platform.cores_per_node, span, lat, wire, occupy, platform.o_send, platform.o_recv,
             platform.O_send, platform.O_recv, platform.gap, eager, s.reply, platform.contention,
-            s.nranks, room, route, route_ptr, route_links, hop_latency, link_bt, bt))
+            s.nranks, room, route, route_ptr, route_links, link_lat, link_bt, bt))
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))
     _finite(end)
@@ -102,12 +101,14 @@ def run(s: Schedule, platform) -> Result:
 def _routes(s: Schedule, sends: np.ndarray, core: np.ndarray, platform):
     """The topology lowered for this run (netsim/topology.py): per op its
     route (-1: none; an empty array without a topology), the routes' links
-    as compressed rows, and each link's byte time (0: the message's level's).
+    as compressed rows, each link's latency and its byte time (0: the
+    message's level's).
     Routes are computed once per pair of nodes that exchanges a message,
     not per message."""
     topo = platform.topology
     if topo is None:
-        return np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64),
+                np.zeros(0), np.zeros(0))
     from .topology import lower
     nnodes = platform.nodes
     route = np.full(len(s.kind), -1, np.int64)
@@ -115,7 +116,7 @@ def _routes(s: Schedule, sends: np.ndarray, core: np.ndarray, platform):
     cpn = platform.cores_per_node
     route[idx], ptr, links = lower(topo, core[s.rank[idx]] // cpn, core[s.peer[idx]] // cpn,
                                    nnodes)
-    return route, ptr, links, topo.byte_times(nnodes)
+    return route, ptr, links, topo.latencies(nnodes), topo.byte_times(nnodes)
 
 
 def _link_loads(platform, busy: np.ndarray, predicted: float):

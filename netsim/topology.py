@@ -42,7 +42,11 @@ message on every link of its route; the NICs stay the engine's own
 Parallel links (U spines, local and global lanes) are chosen by the
 destination node, modulo their number: static routing, like a switch's
 destination-based tables.  ``hop_latency`` (seconds, default 0) is added
-per link crossed, on top of the network level's latency;
+per link crossed, on top of the network level's latency, or a link's own
+latency where given: a fat tree's ``level_latencies`` [l1, ...] for the
+links from level 1 (the leaves) up, level 2 up, ..., a dragonfly's
+``global_latency`` for its global links (the long cables between
+groups);
 ``link_byte_time`` (seconds per byte, default: the message's network
 level's) is the links' own speed, a dragonfly's ``global_byte_time``
 its global links', a fat tree's ``level_byte_times`` [b1, ...] those of
@@ -76,6 +80,8 @@ class Topology:
     hop_latency: float = 0.0
     link_byte_time: float = 0.0       # 0: as the message's network level
     level_byte_times: list = field(default_factory=list)   # fat_tree, per level above leaves
+    level_latencies: list = field(default_factory=list)    # fat_tree, per level above leaves
+    global_latency: float | None = None   # dragonfly's global links (None: hop_latency)
     global_byte_time: float = 0.0     # dragonfly's global links (0: link_byte_time)
 
     @classmethod
@@ -86,19 +92,35 @@ class Topology:
         t.down = [int(x) for x in t.down]
         t.up = [int(x) for x in t.up]
         t.level_byte_times = [float(x) for x in t.level_byte_times]
+        t.level_latencies = [float(x) for x in t.level_latencies]
         return t
 
     def describe(self) -> dict:
         """The parameters that mean something for this kind (for the report)."""
-        tree = (("down", "up") if self.down else ("leaf_nodes", "up_links")) + (
-            ("level_byte_times",) if self.level_byte_times else ())
+        tree = (("down", "up") if self.down else ("leaf_nodes", "up_links")) + tuple(
+            k for k in ("level_byte_times", "level_latencies") if getattr(self, k))
         own = {"fat_tree": tree, "torus": ("dims",),
                "dragonfly": ("groups", "routers", "nodes_per_router", "local_links",
                              "global_links", "routing", "seed")}[self.kind]
         return {"kind": self.kind, **{k: getattr(self, k) for k in own},
                 "hop_latency": self.hop_latency, "link_byte_time": self.link_byte_time,
                 **({"global_byte_time": self.global_byte_time} if self.kind == "dragonfly"
-                   else {})}
+                   else {}),
+                **({"global_latency": self.global_latency}
+                   if self.kind == "dragonfly" and self.global_latency is not None else {})}
+
+    def latencies(self, nnodes: int) -> np.ndarray:
+        """Seconds of latency of each link: ``hop_latency``, or the link's
+        level's (fat tree) or the global links' (dragonfly) where given."""
+        lat = np.full(self.nlinks(nnodes), float(self.hop_latency))
+        if self.kind == "dragonfly" and self.global_latency is not None:
+            lat[self.groups * self.routers * self.routers * self.local_links:] = \
+                self.global_latency
+        if self.kind == "fat_tree" and self.level_latencies:
+            m, _, _, first, n = self._tree_offsets(nnodes)
+            for lv, x in enumerate(self.level_latencies, start=1):
+                lat[first[lv]:first[lv + 1] if lv + 1 < len(m) else n] = x
+        return lat
 
     def byte_times(self, nnodes: int) -> np.ndarray:
         """Seconds per byte of each link (0: as the message's network level)."""

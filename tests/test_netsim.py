@@ -328,6 +328,31 @@ def test_random_placement_is_a_seeded_permutation_of_cores():
     assert len(set(platform(placement={"random": 0}).core_of(5))) == 5
 
 
+def test_links_of_their_own_latency():
+    """A link's own latency in place of hop_latency: a fat tree's per level
+    of links, a dragonfly's global links; the others keep hop_latency."""
+    o, L, G, h = 0.5 * US, 7 * US, 4e-9, 0.25 * US
+    alone = o + L + 1000 * G + o
+    # 3 levels: node 0 -> node 4 (under one level-2 switch) crosses two
+    # level-1 links (up, down); node 0 -> node 7, two of each level
+    tree = {"kind": "fat_tree", "down": [2, 2, 2], "up": [1, 1], "hop_latency": h,
+            "level_latencies": [1 * US, 3 * US]}
+    assert flows([(0, 4)], tree).predicted_time == pytest.approx(alone + 2 * US, rel=1e-12)
+    assert flows([(0, 14)], tree).predicted_time == pytest.approx(alone + 8 * US, rel=1e-12)
+    # a level not listed keeps hop_latency
+    first = tree | {"level_latencies": [1 * US]}
+    assert flows([(0, 14)], first).predicted_time == pytest.approx(alone + 2 * US + 2 * h,
+                                                                    rel=1e-12)
+    # a dragonfly: node 0 -> node 4 takes a local link, then the global one
+    fly = {"kind": "dragonfly", "groups": 2, "routers": 2, "nodes_per_router": 2,
+           "hop_latency": h, "global_latency": 2 * US}
+    assert flows([(0, 8)], fly).predicted_time == pytest.approx(alone + h + 2 * US, rel=1e-12)
+    with pytest.raises(PlatformError, match="do not apply to a torus"):
+        platform(network={"topology": {"kind": "torus", "dims": [8], "global_latency": h}})
+    with pytest.raises(PlatformError, match="level_latencies lists 3 link levels"):
+        platform(network={"topology": tree | {"level_latencies": [h, h, h]}})
+
+
 def test_a_topology_names_its_fault():
     with pytest.raises(PlatformError, match="do not apply to a torus"):
         platform(network={"topology": {"kind": "torus", "leaf_nodes": 2, "dims": [8]}})
