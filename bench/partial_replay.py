@@ -43,9 +43,12 @@ APPS = {
     "jacobi": ["examples/jacobi.py", "--n", "3072", "--iters", "1000", "--check", "10"],
     "cg": ["examples/cg.py", "--n", "8000000", "--iters", "1000"],
     "uneven": ["examples/uneven.py", "--iters", "1000", "--work", "800000", "--classes", "2"],
-    # third-party: mpi4py-fft's transforms (two drivers), mpi4py's RMA counter
-    "fft-poisson": ["bench/apps/fft_poisson.py", "--n", "96", "--solves", "1000"],
+    # third-party: mpi4py-fft's transforms (two drivers), pylops-mpi's CGLS,
+    # mpi4py's RMA counter
+    "fft-poisson": ["bench/apps/fft_poisson.py", "--n", "128", "--solves", "1000"],
     "fft-navier-stokes": ["bench/apps/fft_navier_stokes.py", "--n", "64", "--steps", "1000"],
+    "pylops-cgls": ["bench/apps/pylops_cgls.py", "--rows", "6000", "--cols", "4000",
+                    "--iters", "1000"],
     "nxtval-rma": ["bench/apps/nxtval_loop.py", "--draws", "1000"],
 }
 
