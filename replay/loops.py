@@ -29,8 +29,9 @@ into an integer, and the longest stretch of the sequence that repeats with
 the smallest period.  Partial replay is used only where it is safe, and
 :func:`plan` says why not otherwise:
 
-- no stretch repeats at least ``2 (k + 1)`` times, or the cut would
-  replay more than half of the events (little to save);
+- no stretch repeats at least ``2 (k + 1)`` times, the cut would
+  replay more than half of the events (little to save), or the loop holds
+  less than half of them (the rest would be host times, not a replay);
 - the host trace's computation per iteration drifts: after no warm-up
   does the median of ``k`` iterations come within ``DRIFT`` of the median
   of the iterations after them, or within what the host's own noise from
@@ -84,6 +85,10 @@ class Loop:
     def end(self) -> int:
         """The first event after the loop's last full iteration."""
         return self.start + self.period * self.iterations
+
+    def said(self) -> str:
+        """The loop in a few words."""
+        return f"{self.period} calls x {self.iterations} from event {self.start}"
 
 
 @dataclass(frozen=True)
@@ -192,7 +197,7 @@ def plan(rank: int, events: pd.DataFrame, iterations: int | None,
         return whole(f"no communication sequence repeats {least} times or more")
     if loop.end - loop.start < n / 2:
         # the rest would be the host's times scaled: not a replay
-        return whole(f"its loop ({lp_said(loop)}) holds {loop.end - loop.start} of its {n} "
+        return whole(f"its loop ({loop.said()}) holds {loop.end - loop.start} of its {n} "
                      f"events", loop)
     host = events[column].to_numpy(dtype=float)
     per_iteration = host[loop.start:loop.end].reshape(loop.iterations, loop.period).sum(axis=1)
@@ -209,11 +214,6 @@ def plan(rank: int, events: pd.DataFrame, iterations: int | None,
     if cut + 1 > n / 2:
         return whole(f"the replay would keep {cut + 1} of {n} events", loop)
     return Plan(rank, n, loop, k, cut, "", warmup, _precision(per_iteration, k))
-
-
-def lp_said(loop: Loop) -> str:
-    """A loop in a few words."""
-    return f"{loop.period} calls x {loop.iterations} from event {loop.start}"
 
 
 def _noise(per_iteration: np.ndarray) -> tuple[float, float]:
