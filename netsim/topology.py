@@ -112,27 +112,28 @@ class Topology:
     def latencies(self, nnodes: int) -> np.ndarray:
         """Seconds of latency of each link: ``hop_latency``, or the link's
         level's (fat tree) or the global links' (dragonfly) where given."""
-        lat = np.full(self.nlinks(nnodes), float(self.hop_latency))
-        if self.kind == "dragonfly" and self.global_latency is not None:
-            lat[self.groups * self.routers * self.routers * self.local_links:] = \
-                self.global_latency
-        if self.kind == "fat_tree" and self.level_latencies:
-            m, _, _, first, n = self._tree_offsets(nnodes)
-            for lv, x in enumerate(self.level_latencies, start=1):
-                lat[first[lv]:first[lv + 1] if lv + 1 < len(m) else n] = x
-        return lat
+        return self._per_link(self.hop_latency, self.global_latency, self.level_latencies,
+                              nnodes)
 
     def byte_times(self, nnodes: int) -> np.ndarray:
         """Seconds per byte of each link (0: as the message's network level)."""
-        bt = np.full(self.nlinks(nnodes), float(self.link_byte_time))
-        if self.kind == "dragonfly" and self.global_byte_time:
-            bt[self.groups * self.routers * self.routers * self.local_links:] = \
-                self.global_byte_time
-        if self.kind == "fat_tree" and self.level_byte_times:
+        return self._per_link(self.link_byte_time, self.global_byte_time or None,
+                              self.level_byte_times, nnodes)
+
+    def _per_link(self, default: float, global_links: float | None, levels: list,
+                  nnodes: int) -> np.ndarray:
+        """One value per link: ``default``, a dragonfly's global links'
+        (``global_links``, None: the default) and a fat tree's per level of
+        links from the leaves up (``levels``, the levels not listed: the
+        default)."""
+        out = np.full(self.nlinks(nnodes), float(default))
+        if self.kind == "dragonfly" and global_links is not None:
+            out[self.groups * self.routers * self.routers * self.local_links:] = global_links
+        if self.kind == "fat_tree" and levels:
             m, _, _, first, n = self._tree_offsets(nnodes)
-            for lv, b in enumerate(self.level_byte_times, start=1):
-                bt[first[lv]:first[lv + 1] if lv + 1 < len(m) else n] = b
-        return bt
+            for lv, x in enumerate(levels, start=1):
+                out[first[lv]:first[lv + 1] if lv + 1 < len(m) else n] = x
+        return out
 
     def capacity(self) -> int | None:
         """How many nodes the topology holds (None: any number)."""
