@@ -19,8 +19,10 @@ adds the 1,048,576-rank halo+allreduce (one iteration) to check that 1M
 ranks fit in memory.  ``--topology`` runs the same on a 4:1 tapered fat
 tree of 16 nodes per leaf (its links contended) and on the same platform
 without it (NIC contention only), side by side: the lowering's and the
-links' cost, as a ratio of whole-run seconds.  The first call compiles the engine (numba, cached
-on disk afterwards); a warm-up run keeps that out of the figures.
+links' cost, as a ratio of whole-run seconds; ``--flows`` adds the same
+tree with ``sharing: rtt_flows`` (max-min flows, netsim/flows.py).  The
+first call compiles the engine (numba, cached on disk afterwards); a
+warm-up run keeps that out of the figures.
 Goal: >= 1M events/s on one core; 1M ranks within 24 GB.
 """
 from __future__ import annotations
@@ -174,6 +176,8 @@ def main():
     ap.add_argument("--ranks", default="1024,16384,262144")
     ap.add_argument("--ops", type=int, default=4_000_000, help="about this many ops per run")
     ap.add_argument("--million", action="store_true", help="also 1,048,576 ranks (memory)")
+    ap.add_argument("--flows", action="store_true",
+                    help="with --topology: the fat tree with sharing: rtt_flows too")
     ap.add_argument("--topology", action="store_true",
                     help="each case also on a tapered fat tree, against NIC contention alone")
     a = ap.parse_args()
@@ -208,21 +212,29 @@ def topology_ratio(a) -> None:
     import time
     net = dict(PLATFORM["network"], contention=True)
     plain = from_dict(dict(PLATFORM, network=net), "contention")
-    tree = from_dict(dict(PLATFORM, network=dict(net, topology={
-        "kind": "fat_tree", "leaf_nodes": 16, "up_links": 4})), "fat-tree")
-    run(halo_allreduce(64, 2), plain)
-    run(halo_allreduce(64, 2), tree)
+    fat_tree = {"kind": "fat_tree", "leaf_nodes": 16, "up_links": 4}
+    tree = from_dict(dict(PLATFORM, network=dict(net, topology=fat_tree)), "fat-tree")
+    flows = from_dict(dict(PLATFORM, network=dict(net, topology=dict(
+        fat_tree, sharing="rtt_flows"))), "fat-tree-flows")
+    platforms = (("plain", plain), ("tree", tree)) + ((("flows", flows),) if a.flows else ())
+    for _, plat in platforms:
+        run(halo_allreduce(64, 2), plat)
     print(f"{'workload':<20}{'ranks':>9}{'ops':>12}{'NIC only s':>12}{'fat tree s':>12}"
-          f"{'ratio':>7}{'peak GB':>9}")
+          f"{'ratio':>7}" + (f"{'flows s':>10}{'ratio':>7}" if a.flows else "")
+          + f"{'peak GB':>9}")
     for name, p, _, s in cases(a):
-        best = {"plain": float("inf"), "tree": float("inf")}
+        best = {key: float("inf") for key, _ in platforms}
         for _ in range(1 if p >= (1 << 20) else 3):
-            for key, plat in (("plain", plain), ("tree", tree)):
+            for key, plat in platforms:
+                if key == "flows" and p >= (1 << 20):
+                    continue
                 t0 = time.perf_counter()
                 run(s, plat)
                 best[key] = min(best[key], time.perf_counter() - t0)
+        flowing = (f"{best['flows']:>10.2f}{best['flows'] / best['plain']:>7.2f}"
+                   if a.flows else "")
         print(f"{name:<20}{p:>9}{len(s):>12}{best['plain']:>12.2f}{best['tree']:>12.2f}"
-              f"{best['tree'] / best['plain']:>7.2f}{peak_gb():>9.2f}", flush=True)
+              f"{best['tree'] / best['plain']:>7.2f}{flowing}{peak_gb():>9.2f}", flush=True)
         del s
 
 

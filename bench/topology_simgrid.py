@@ -2,7 +2,8 @@
 
     python bench/topology_simgrid.py [--ranks 64,256] [--bytes 1048576]
         [--patterns alltoall,allreduce,permutation,halo3d]
-        [--platforms full,4:1,3-level,torus,dragonfly] [--markdown]
+        [--platforms full,4:1,3-level,torus,dragonfly]
+        [--sharing queues,rtt_flows] [--markdown]
 
 Synthetic communication at P ranks, one per node, written once as a
 netsim schedule and once as SimGrid time-independent traces of the same
@@ -25,8 +26,13 @@ a 3-D torus, written for SimGrid as a Full zone with netsim's
 own routes (dimension order) and a NIC link each way per node, because
 SimGrid's TORUS cluster has no NIC: a node there sends on its six links
 at once, where netsim's LogGP node injects one message at a time.
-Reported: both simulated times, netsim over SimGrid, and per pattern
-whether both order the platforms alike.
+Every link carries the same 1 us in both (netsim: the fabric level's 2 us
+for the two NIC links, ``hop_latency`` per switch link), so that routes
+of more links are slower to share in both (SimGrid's flows share a
+bottleneck in inverse proportion to their route's latency; netsim's
+``sharing: rtt_flows`` does the same).  Reported: SimGrid's simulated
+time, netsim's over it for each link sharing model (``--sharing``), and
+per model whether both order the platforms alike.
 
 Goals (docs/METHODS.md, "Topologies"): within 5 % of SimGrid on every
 case, the same ordering of platforms, the taper's slow-down about
@@ -111,26 +117,28 @@ def dragonfly_shape(p: int) -> tuple[int, int]:
     return g, routers // g
 
 
-def topology(platform: str, p: int) -> dict:
+def topology(platform: str, p: int, sharing: str = "queues") -> dict:
     """netsim's ``network.topology`` for a platform of the bench."""
     if platform in ("full", "4:1"):
         return {"kind": "fat_tree", "leaf_nodes": LEAF,
-                "up_links": LEAF if platform == "full" else LEAF // 4}
+                "up_links": LEAF if platform == "full" else LEAF // 4, "hop_latency": LAT,
+                "sharing": sharing}
     if platform == "3-level":
         # 8 nodes per leaf, 4 leaves per level-2 switch: 2:1 at both levels
-        return {"kind": "fat_tree", "down": [LEAF, 4, p // (4 * LEAF)], "up": [LEAF // 2, 2]}
+        return {"kind": "fat_tree", "down": [LEAF, 4, p // (4 * LEAF)], "up": [LEAF // 2, 2],
+                "hop_latency": LAT, "sharing": sharing}
     if platform == "torus":
         # a route is two NIC links, a fat tree's two switch links more
-        return {"kind": "torus", "dims": list(grid3(p)), "hop_latency": LAT}
+        return {"kind": "torus", "dims": list(grid3(p)), "hop_latency": LAT, "sharing": sharing}
     g, r = dragonfly_shape(p)
     fly = {"kind": "dragonfly", "groups": g, "routers": r, "nodes_per_router": ROUTER_NODES,
-           "hop_latency": LAT}
+           "hop_latency": LAT, "sharing": sharing}
     if platform == "dragonfly-2x":            # global links twice as fast
         fly["global_byte_time"] = 1 / (2 * BW)
     return fly
 
 
-def netsim_time(phases: list[Phase], platform: str) -> float:
+def netsim_time(phases: list[Phase], platform: str, sharing: str = "queues") -> float:
     from netsim import Builder, from_dict
     from netsim import run as simulate
     from netsim.engine import RECV, SEND
@@ -147,7 +155,7 @@ def netsim_time(phases: list[Phase], platform: str) -> float:
                 now[r].append(B.op(SEND, r, prev[r], peer=d, size=nbytes, tag=0))
         prev = [[(x, False) for x in ops] if ops else prev[r] for r, ops in enumerate(now)]
     most = max(n for _, n in phases)
-    topo = topology(platform, p)
+    topo = topology(platform, p, sharing)
     # SimGrid adds the latencies of a route's links: two NIC links, and a
     # fat tree's two switch links between leaves (the messages are
     # bandwidth-bound: 1 us either way is noise); netsim: the fabric
@@ -241,39 +249,44 @@ def main(argv=None) -> int:
     ap.add_argument("--bytes", type=int, default=1 << 20, help="bytes per message")
     ap.add_argument("--patterns", default="alltoall,allreduce,permutation,halo3d")
     ap.add_argument("--platforms", default=",".join(PLATFORMS))
+    ap.add_argument("--sharing", default="queues,rtt_flows",
+                    help="netsim's link sharing models to compare (queues, flows, rtt_flows)")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args(argv)
     if shutil.which("smpirun") is None or not os.path.exists(REPLAYER):
         print("topology_simgrid: needs SimGrid (apt-get install libsimgrid-dev)", file=sys.stderr)
         return 2
     rows = []
+    sharings = a.sharing.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         for p in map(int, a.ranks.split(",")):
             for name in a.patterns.split(","):
                 phases = pattern(name, p, a.bytes)
                 for plat in a.platforms.split(","):
-                    ns = netsim_time(phases, plat)
                     work = Path(tmp) / f"{name}{p}_{plat.replace(':', '')}"
                     sg = simgrid_time(phases, plat, work)
-                    row = {"pattern": name, "ranks": p, "platform": plat, "netsim_s": ns,
-                           "simgrid_s": sg, "ratio": ns / sg}
+                    row = {"pattern": name, "ranks": p, "platform": plat, "simgrid_s": sg}
+                    for sharing in sharings:
+                        row[sharing] = netsim_time(phases, plat, sharing) / sg
                     rows.append(row)
                     print(f"topology_simgrid: {row}", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)
     # the same ordering of platforms per case, in both simulators: every pair
     # SimGrid tells apart (by more than 1 %) netsim orders alike
-    def alike(g):
-        ns, sg = list(g.netsim_s), list(g.simgrid_s)
+    def alike(g, sharing):
+        ns, sg = list(g[sharing] * g.simgrid_s), list(g.simgrid_s)
         return all((ns[i] < ns[j]) == (sg[i] < sg[j]) for i in range(len(g))
                    for j in range(len(g)) if abs(sg[i] / sg[j] - 1) > 0.01)
-    order = df.groupby(["pattern", "ranks"]).apply(alike, include_groups=False) \
-        .rename("same_order").reset_index()
-    df = df.merge(order, on=["pattern", "ranks"])
+    cases = df.groupby(["pattern", "ranks"])
+    print("netsim / SimGrid per link sharing model:\n")
     print(df.to_markdown(index=False, floatfmt=".4g") if a.markdown else df.to_string())
-    print(f"\n|netsim / SimGrid - 1|: mean {np.mean(np.abs(df.ratio - 1)):.1%}, "
-          f"max {np.max(np.abs(df.ratio - 1)):.1%}; within 5 %: "
-          f"{int((np.abs(df.ratio - 1) <= 0.05).sum())} of {len(df)}; platforms ordered alike "
-          f"in {int(order.same_order.sum())} of {len(order)} cases")
+    print()
+    for sharing in sharings:
+        off = np.abs(df[sharing] - 1)
+        order = cases.apply(lambda g, s=sharing: alike(g, s), include_groups=False)
+        print(f"- {sharing}: |netsim / SimGrid - 1| mean {off.mean():.1%}, max {off.max():.1%}; "
+              f"within 5 %: {int((off <= 0.05).sum())} of {len(df)}; platforms ordered alike "
+              f"in {int(order.sum())} of {len(order)} cases")
     return 0
 
 

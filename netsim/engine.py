@@ -43,7 +43,13 @@ messages of a NIC:
   ``route_ptr``/``route_links``), adds P to each link's queue, in the
   order messages reach it, and arrives as many seconds later as the
   longest queue it met (and a link slower than its NIC: ``link_bt``),
-  plus the latency of each link crossed (``link_lat``).
+  plus the latency of each link crossed (``link_lat``);
+* with a topology's ``sharing: flows`` (or ``rtt_flows``), a message
+  between nodes is instead a flow from its start (above) to its last
+  byte, holding both NICs and its route's links at a rate that the
+  FLOWS event solves again, for every flow in flight, whenever flows
+  start or end (netsim/flows.py); it arrives its route's latency after
+  its last byte left.
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -55,9 +61,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .flows import share, workspace
+
 CALC, SEND, RECV, COLL = 0, 1, 2, 3
-# event kinds in the heap; HOP: a message entering the links of its route
-READY, ARRIVE, CTS, DATA, HOP = 0, 1, 2, 3, 4
+# event kinds in the heap; HOP: a message entering the links of its route;
+# FLOWS: flows started or ended, their rates to solve again (sharing: flows)
+READY, ARRIVE, CTS, DATA, HOP, FLOWS = 0, 1, 2, 3, 4, 5
 
 
 # The matching-queue search and unlink, and the injection through a node's
@@ -151,6 +160,23 @@ def _matches(ctx, peer, tag, rank, recv, send):
             and (tag[recv] < 0 or tag[recv] == tag[send]))
 
 
+@njit(cache=True, inline="always")
+def _route_latency(r, lv, lat, route_ptr, route_links, link_lat):
+    """A message's latency: its level's, plus that of its route's links."""
+    through = 0.0
+    if r >= 0:
+        for q in range(route_ptr[r], route_ptr[r + 1]):
+            through += link_lat[route_links[q]]
+    return lat[lv] + through
+
+
+@njit(cache=True, inline="always")
+def _flow_latency(op, r, lv, lat, route_ptr, route_links, link_lat, wire, occupy):
+    """From a flow's last byte leaving to its arrival: its route's
+    latency and its wire time beyond its NIC's."""
+    return _route_latency(r, lv, lat, route_ptr, route_links, link_lat) + wire[op] - occupy[op]
+
+
 @njit(cache=True)
 def _clear_queued(link, head):
     """Set ``link`` to -1 for every op in the lists starting at ``head``."""
@@ -167,13 +193,17 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
              o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room,
-             route, route_ptr, route_links, link_lat, link_bt, level_bt):
+             route, route_ptr, route_links, link_lat, link_bt, level_bt, flows, rtt):
     """Run the schedule.  Returns (start, end, matched, coll_last,
     link_busy, events); events is OUT_OF_ROOM if the heap needed more than
     ``room`` entries; link_busy the seconds each topology link carried a
     message.  ``route`` is empty without a topology; ``link_bt`` gives each
     link's byte time (0: the message's level's, ``level_bt``), ``link_lat``
-    its latency.
+    its latency.  With ``flows`` (a topology's ``sharing: flows``), a
+    message between nodes is a flow instead, sharing its NICs and links
+    max-min fairly with the others in flight (netsim/flows.py); with
+    ``rtt`` too (``sharing: rtt_flows``), in inverse proportion to its
+    route's latency, as TCP shares a bottleneck.
 
     ``ndeps`` (each op's number of dependencies) is counted down in place;
     the graph's arrays give op indices in one integer type, which the
@@ -197,6 +227,24 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     routed = len(route) == n
     link_free = np.zeros(len(link_bt))
     link_busy = np.zeros(len(link_bt))
+    # flows in flight (sharing: flows): work left (seconds at the NIC's
+    # speed), rate, when each ends at that rate; the links' numbers for the
+    # NICs come after the topology's
+    flows = flows and routed
+    rtt = rtt and flows
+    nf = n if flows else 0
+    fl_left = np.zeros(nf)
+    fl_rate = np.zeros(nf)
+    fl_end = np.zeros(nf)
+    fl_unit = np.ones(nf)
+    fl_phi = np.ones(nf)                   # each flow's weight in the sharing
+    fl_out = np.zeros(nf, np.int64)
+    fl_in = np.zeros(nf, np.int64)
+    act = np.empty(nf, np.int64)
+    na = 0
+    fl_clock = 0.0                         # when the flows' work left was counted
+    fl_due = -1.0                          # when the pending FLOWS event is
+    cap, weight, count, first, used = workspace(len(link_bt) + 2 * nnodes if flows else 0)
     # matching queues per rank (posted receives, unexpected messages) and
     # each collective's arrived members: singly linked lists through
     # ``link``, which once an op is matched holds its partner instead
@@ -254,9 +302,11 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 # for the NIC only, its overhead follows what the CPU is busy with
                 s = max(t, nic_free[h]) if reply[op] else max(t, cpu_free[h], nic_free[h])
                 busy = max(s, cpu_free[h])
+                # a flow shares its NIC with the others instead of queueing
+                fl = flows and core[h] // cores_per_node != core[d] // cores_per_node
                 if eager[op]:
                     cpu_free[h] = busy + o_s + sz * O_s
-                    nic_free[h] = s + gap + occupy[op]
+                    nic_free[h] = s + gap + (0.0 if fl else occupy[op])
                 else:                            # a request to send: no payload yet
                     cpu_free[h] = busy + o_s
                     nic_free[h] = s + gap
@@ -267,12 +317,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 nn = 1
                 if eager[op]:
                     dep = s + o_s
-                    if contention and lv > 0 and (core[h] // cores_per_node
-                                                  != core[d] // cores_per_node):
+                    if contention and lv > 0 and not fl and (core[h] // cores_per_node
+                                                             != core[d] // cores_per_node):
                         node = core[h] // cores_per_node
                         dep = max(dep, out_free[node])
                         out_free[node] = dep + occupy[op]
-                    if routed and route[op] >= 0:
+                    if fl or (routed and route[op] >= 0):
                         _push(ht, hp, hn, dep, op * 8 + HOP)
                     else:
                         _push(ht, hp, hn, dep + L + W, op * 8 + ARRIVE)
@@ -343,7 +393,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             d = peer[op]                          # the receiving rank
             h = rank[op]
             sz = size[op]
-            if (ev == DATA or eager[op]) and contention:
+            if (ev == DATA or eager[op]) and contention and not flows:
                 if core[h] // cores_per_node != core[d] // cores_per_node:
                     node = core[d] // cores_per_node
                     t = max(t, in_free[node] + occupy[op])
@@ -379,6 +429,86 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     else:
                         link[unex_tail[d]] = op
                     unex_tail[d] = op
+        elif ev == HOP and flows:
+            # a flow starts: it holds its NICs and route until its work is
+            # done at the rates the FLOWS event solves for (at this instant,
+            # once every flow starting now has joined)
+            lv = _level(core[rank[op]], core[peer[op]], span)
+            r = route[op]
+            if r >= 0:
+                for q in range(route_ptr[r], route_ptr[r + 1]):
+                    i = route_links[q]
+                    link_busy[i] += (occupy[op] * link_bt[i] / level_bt[lv]
+                                     if link_bt[i] > 0.0 and level_bt[lv] > 0.0
+                                     else size[op] * link_bt[i] if link_bt[i] > 0.0
+                                     else occupy[op])
+            if occupy[op] <= 0.0:
+                _push(ht, hp, hn, t + _flow_latency(op, r, lv, lat, route_ptr, route_links,
+                                                    link_lat, wire, occupy),
+                      op * 8 + (ARRIVE if eager[op] else DATA))
+                hn += 1
+            else:
+                fl_left[op] = occupy[op]
+                fl_rate[op] = 0.0
+                fl_end[op] = np.inf
+                fl_unit[op] = (level_bt[lv] if level_bt[lv] > 0.0
+                               else occupy[op] / size[op] if size[op] > 0 else 1.0)
+                if rtt:                            # TCP-like: rate ~ 1 / round trip
+                    fl_phi[op] = 1.0 / max(_route_latency(r, lv, lat, route_ptr, route_links,
+                                                          link_lat), 1e-12)
+                fl_out[op] = len(link_bt) + core[rank[op]] // cores_per_node
+                fl_in[op] = len(link_bt) + nnodes + core[peer[op]] // cores_per_node
+                act[na] = op
+                na += 1
+                if fl_due != t:
+                    if hn == room:
+                        return start, end, link, coll_last, link_busy, OUT_OF_ROOM
+                    _push(ht, hp, hn, t, n * 8 + FLOWS)
+                    hn += 1
+                    fl_due = t
+        elif ev == FLOWS:
+            if t == fl_due:                       # else superseded by a later one
+                fl_due = -1.0
+                for a in range(na):
+                    fl_left[act[a]] -= fl_rate[act[a]] * (t - fl_clock)
+                fl_clock = t
+                # the flows done now: their last byte is through
+                a = 0
+                while a < na:
+                    m = act[a]
+                    if fl_end[m] > t:
+                        a += 1
+                        continue
+                    act[a] = act[na - 1]
+                    na -= 1
+                    lv = _level(core[rank[m]], core[peer[m]], span)
+                    _push(ht, hp, hn, t + _flow_latency(m, route[m], lv, lat, route_ptr,
+                                                        route_links, link_lat, wire, occupy),
+                          m * 8 + (ARRIVE if eager[m] else DATA))
+                    hn += 1
+                    if not eager[m]:               # rendezvous data: the send is done
+                        end[m] = t + wire[m] - occupy[m]
+                        if nn == len(note_op):
+                            note_op = np.concatenate((note_op, np.empty(nn, np.int64)))
+                            note_t = np.concatenate((note_t, np.empty(nn)))
+                            note_isstart = np.concatenate((note_isstart, np.empty(nn, np.bool_)))
+                        note_op[nn] = m
+                        note_t[nn] = end[m]
+                        note_isstart[nn] = False
+                        nn += 1
+                share(act, na, fl_rate, fl_unit, fl_phi, route, route_ptr, route_links, link_bt,
+                      contention, fl_out, fl_in, cap, weight, count, first, used)
+                due = np.inf
+                for a in range(na):
+                    m = act[a]
+                    fl_end[m] = t + fl_left[m] / fl_rate[m] if fl_rate[m] > 0.0 else np.inf
+                    due = min(due, fl_end[m])
+                if due < np.inf:
+                    if hn == room:
+                        return start, end, link, coll_last, link_busy, OUT_OF_ROOM
+                    _push(ht, hp, hn, due, n * 8 + FLOWS)
+                    hn += 1
+                    fl_due = due
         elif ev == HOP:
             # a message entering the links of its route (cut-through: all at
             # once, as its bytes stream through them): each link is a queue
@@ -411,23 +541,26 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             L, W = lat[lv], wire[op]
             sz = size[op]
             s = max(t, nic_free[h]) if reply[op] else max(t, cpu_free[h], nic_free[h])
+            fl = flows and core[h] // cores_per_node != core[d] // cores_per_node
             cpu_free[h] = max(s, cpu_free[h]) + o_s + sz * O_s
-            nic_free[h] = s + gap + occupy[op]
+            nic_free[h] = s + gap + (0.0 if fl else occupy[op])
             dep = s + o_s
-            if contention and lv > 0 and core[h] // cores_per_node != core[d] // cores_per_node:
+            if (contention and lv > 0 and not fl
+                    and core[h] // cores_per_node != core[d] // cores_per_node):
                 node = core[h] // cores_per_node
                 dep = max(dep, out_free[node])
                 out_free[node] = dep + occupy[op]
-            if routed and route[op] >= 0:
+            if fl or (routed and route[op] >= 0):
                 _push(ht, hp, hn, dep, op * 8 + HOP)
             else:
                 _push(ht, hp, hn, dep + L + W, op * 8 + DATA)
             hn += 1
-            end[op] = dep + W
-            note_op[0] = op
-            note_t[0] = end[op]
-            note_isstart[0] = False
-            nn = 1
+            if not fl:                             # a flow's send is done when it is
+                end[op] = dep + W
+                note_op[0] = op
+                note_t[0] = end[op]
+                note_isstart[0] = False
+                nn = 1
         if ev == -1:
             # a receive (op) met its message (link[op]) at time t
             r = op

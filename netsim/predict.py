@@ -83,13 +83,15 @@ def run(s: Schedule, platform) -> Result:
         wire = wire + s.held
     ctx, coll = np.ascontiguousarray(s.ctx), np.ascontiguousarray(s.coll)
     route, route_ptr, route_links, link_lat, link_bt = _routes(s, sends, core, platform)
+    sharing = platform.topology.sharing if platform.topology is not None else "queues"
     (start, end, matched, coll_last, busy, events), secs = _with_room(
         # numba's compiled functions: mypy cannot count the unpacked graph
         s, lambda graph, room: engine.simulate(  # type: ignore[call-arg]
             s.kind, s.rank, s.peer, s.size, s.tag, ctx, s.dur, coll, s.coll_need, *graph, core,
             platform.cores_per_node, span, lat, wire, occupy, platform.o_send, platform.o_recv,
             platform.O_send, platform.O_recv, platform.gap, eager, s.reply, platform.contention,
-            s.nranks, room, route, route_ptr, route_links, link_lat, link_bt, bt))
+            s.nranks, room, route, route_ptr, route_links, link_lat, link_bt, bt,
+            sharing in ("flows", "rtt_flows"), sharing == "rtt_flows"))
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))
     _finite(end)

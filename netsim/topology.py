@@ -53,6 +53,10 @@ its global links', a fat tree's ``level_byte_times`` [b1, ...] those of
 the links from level 1 (the leaves) up, level 2 up, ... (0: the
 default): a message holds a link that much longer (or shorter) than its
 NIC, and is that much later through a slower one.
+``sharing`` says how messages share the links: ``queues`` (the default:
+each link serves them in the order they reach it), ``flows`` (max-min
+fair rates of every flow in flight, netsim/flows.py) or ``rtt_flows``
+(those rates in inverse proportion to each route's latency, as TCP's).
 """
 from __future__ import annotations
 
@@ -83,6 +87,7 @@ class Topology:
     level_latencies: list = field(default_factory=list)    # fat_tree, per level above leaves
     global_latency: float | None = None   # dragonfly's global links (None: hop_latency)
     global_byte_time: float = 0.0     # dragonfly's global links (0: link_byte_time)
+    sharing: str = "queues"           # or "flows": max-min sharing (netsim/flows.py)
 
     @classmethod
     def from_dict(cls, d: dict) -> Topology:
@@ -104,6 +109,7 @@ class Topology:
                              "global_links", "routing", "seed")}[self.kind]
         return {"kind": self.kind, **{k: getattr(self, k) for k in own},
                 "hop_latency": self.hop_latency, "link_byte_time": self.link_byte_time,
+                "sharing": self.sharing,
                 **({"global_byte_time": self.global_byte_time} if self.kind == "dragonfly"
                    else {}),
                 **({"global_latency": self.global_latency}

@@ -328,6 +328,64 @@ def test_random_placement_is_a_seeded_permutation_of_cores():
     assert len(set(platform(placement={"random": 0}).core_of(5))) == 5
 
 
+def first_then_compute(pairs, topology, after):
+    """Messages sent at once (``pairs`` of ranks, the test platform, 1,001
+    bytes each); the first message's receiver then computes ``after``
+    seconds: the predicted time tells when that message was through."""
+    B = Builder(16)
+    for k, (src, dst) in enumerate(pairs):
+        B.op(SEND, src, [], peer=dst, size=1001, tag=0)
+        r = B.op(RECV, dst, [], peer=src, size=1001, tag=0)
+        if k == 0:
+            B.op(CALC, dst, [(r, False)], dur=after)
+    net = {"eager_limit": 100000, "topology": topology}
+    return simulate(B.done(), platform(network=net)).predicted_time
+
+
+def test_flows_share_a_link_at_once_and_by_round_trip():
+    o, L, G, h = 0.5 * US, 7 * US, 4e-9, 0.25 * US
+    P = 1000 * G
+    alone = o + L + P + o
+    D = 10 * P
+    tapered = {"kind": "fat_tree", "leaf_nodes": 2, "up_links": 1}
+    pairs = ((0, 4), (2, 6))           # nodes 0, 1 of leaf 0 to nodes 2, 3 of leaf 1
+    # queues serve the first message whole, then the second ...
+    assert first_then_compute(pairs, tapered, D) == pytest.approx(alone + D, rel=1e-12)
+    # ... flows share the up link at half the rate each: both through at 2P
+    for sharing in ("flows", "rtt_flows"):          # the same round trips
+        assert first_then_compute(pairs, tapered | {"sharing": sharing}, D) == \
+            pytest.approx(alone + P + D, rel=1e-12)
+    # a ring: node 1 -> 2 (one link) and node 0 -> 2 (two links) share node
+    # 1's +x link and node 2's NIC; the one-link flow is computed on
+    ring = {"kind": "torus", "dims": [8], "hop_latency": h}
+    near_first = ((2, 5), (0, 4))
+    assert first_then_compute(near_first, ring | {"sharing": "flows"}, D) == \
+        pytest.approx(o + 2 * P + L + h + o + D, rel=1e-12)
+    # rtt_flows: rates in inverse proportion to the route's latency, so the
+    # near flow is through once it has done P at rate phi_near / (phi_near + phi_far)
+    near, far = 1 / (L + h), 1 / (L + 2 * h)
+    through = P * (near + far) / near
+    assert first_then_compute(near_first, ring | {"sharing": "rtt_flows"}, D) == \
+        pytest.approx(o + through + L + h + o + D, rel=1e-12)
+
+
+@pytest.mark.parametrize("sharing", ["flows", "rtt_flows"])
+def test_flows_alone_on_their_links_are_timed_as_queues(sharing):
+    """Where no link is shared, flows change nothing: eager and rendezvous
+    ping-pongs across a tree, and a shift in which every route is its own."""
+    tree = {"kind": "fat_tree", "down": [2, 2, 2], "up": [2, 2]}
+    for size in (1001, 200000):                      # eager, rendezvous
+        B = pingpong(0, 14, size, nranks=16)
+        net = {"topology": tree}
+        queues = simulate(B, platform(network=net)).predicted_time
+        B = pingpong(0, 14, size, nranks=16)
+        flowing = simulate(B, platform(network={"topology": tree | {"sharing": sharing}}))
+        assert flowing.predicted_time == pytest.approx(queues, rel=1e-12)
+    shift = [(r, (r + 2) % 16) for r in range(0, 16, 2)]
+    assert flows(shift, tree | {"sharing": sharing}).predicted_time == \
+        pytest.approx(flows(shift, tree).predicted_time, rel=1e-12)
+
+
 def test_links_of_their_own_latency():
     """A link's own latency in place of hop_latency: a fat tree's per level
     of links, a dragonfly's global links; the others keep hop_latency."""
