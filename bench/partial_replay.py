@@ -1,7 +1,7 @@
 """Partial replay against whole replay: what it saves and what it changes.
 
     python bench/partial_replay.py [--apps jacobi,cg,...] [--rounds 3] [--iterations auto]
-                                   [--out DIR] [--markdown]
+                                   [--out DIR] [--markdown] [--keep-page-reporting]
 
 Per application, at N=2 on this machine: trace, cluster, plan the partial
 replay (python -m replay.loops), record the representatives twice (whole
@@ -33,6 +33,9 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench" / "apps"))
+from run import page_reporting_off  # noqa: E402
+
 BIN = Path(sys.executable).parent
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").exists() else "mpiexec"
 PLATFORM = ROOT / "config" / "platforms" / "this-machine.yaml"
@@ -139,13 +142,17 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", default="auto", help="replay.loops --iterations")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "partial_replay"))
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    ap.add_argument("--keep-page-reporting", action="store_true",
+                    help="leave the kernel's free page reporting on (by default, as root, it "
+                         "is stopped for the run and restored: bench/apps/run.py)")
     a = ap.parse_args(argv)
     rows = []
-    for n in a.apps.split(","):
-        try:
-            rows.append(measure(n, Path(a.out) / n, a.rounds, a.iterations))
-        except SystemExit as e:     # one application that does not run: said, the rest go on
-            print(f"partial_replay: {n}: skipped: {str(e)[-800:]}", file=sys.stderr)
+    with page_reporting_off(a.keep_page_reporting):
+        for n in a.apps.split(","):
+            try:
+                rows.append(measure(n, Path(a.out) / n, a.rounds, a.iterations))
+            except SystemExit as e:     # one that does not run: said, the rest go on
+                print(f"partial_replay: {n}: skipped: {str(e)[-800:]}", file=sys.stderr)
     df = pd.DataFrame(rows)
     if a.markdown:
         print("| app | loop (calls x iterations) | events replayed | log cut | replay time cut "

@@ -508,6 +508,40 @@ def error_interval(predicted: list[float], measured: list[float], level: float =
     return float(lo), float(hi)
 
 
+PAGE_REPORTING = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+NO_BLOCK = 11           # above the largest block the kernel frees (order 10): none reported
+
+
+@contextlib.contextmanager
+def page_reporting_off(keep: bool):
+    """Free page reporting stopped for the benchmark and restored after.
+    This host is a virtual machine whose kernel hands blocks of free
+    memory back to its hypervisor; a process that touches such memory
+    again pays a fault in the hypervisor per page, which the guest counts
+    as the process's CPU time, dilated 1/F on a virtual core: runs and
+    replays after a pause were 1.2-1.7x slower than right after another
+    (bench/probes/host_speed_probe.py); at full speed the same costs a
+    tenth of a memory-heavy run.  With reporting stopped, memory once
+    touched stays the guest's.  ``keep``: leave it as it is.  Needs root
+    (else says so and goes on)."""
+    old = PAGE_REPORTING.read_text().strip() if PAGE_REPORTING.exists() else None
+    if keep or old is None:
+        yield
+        return
+    try:
+        PAGE_REPORTING.write_text(str(NO_BLOCK))
+        print(f"free page reporting stopped ({PAGE_REPORTING}: {old} -> {NO_BLOCK}; "
+              "restored at the end)", flush=True)
+    except OSError as e:
+        print(f"free page reporting left on ({PAGE_REPORTING}: {e.strerror})", flush=True)
+        yield
+        return
+    try:
+        yield
+    finally:
+        PAGE_REPORTING.write_text(old)
+
+
 def noise_floor(measured: list[float], level: float = 0.95, draws: int = 10000,
                 seed: int = 1) -> float:
     """This machine's own noise on an application: the half width of the
@@ -673,6 +707,9 @@ def main(argv=None) -> int:
     ap.add_argument("--table", action="store_true",
                     help="print the table of the results saved under OUT and stop (nothing "
                          "is run)")
+    ap.add_argument("--keep-page-reporting", action="store_true",
+                    help="leave the kernel's free page reporting on (by default, as root, it "
+                         "is stopped while the rounds run and restored: page_reporting_off)")
     ap.add_argument("--bind", action="store_true",
                     help="bind each rank of the real runs to a core (MPICH's -bind-to core), "
                          "as the replays bind each copy")
@@ -693,24 +730,25 @@ def main(argv=None) -> int:
     out = Path(a.out)
     platform = PLATFORM if a.no_calibrate else None
     failed = []
-    for name in names if not a.table else []:
-        try:
-            with app_environment(recipes[name]):
-                if a.resimulate:
-                    resimulate(name, recipes[name], out, platform, a.combine)
-                else:
-                    validate_app(name, recipes[name], out, a.repeats, platform,
-                                 a.replay_repeats or a.repeats, a.combine,
-                                 1 if a.calibrate_once else None)
-        except RuntimeError as e:
-            print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
-            failed.append(name)
-            if not a.resimulate:              # the table shows why, in the stage's words
-                recipe = recipes[name]
-                (out / name).mkdir(parents=True, exist_ok=True)
-                (out / name / "row.json").write_text(json.dumps(
-                    {"app": name, "package": recipe["package"], "N": int(recipe["ranks"]),
-                     "outcome": refusal(str(e))}))
+    with page_reporting_off(a.keep_page_reporting or a.table or a.resimulate):
+        for name in names if not a.table else []:
+            try:
+                with app_environment(recipes[name]):
+                    if a.resimulate:
+                        resimulate(name, recipes[name], out, platform, a.combine)
+                    else:
+                        validate_app(name, recipes[name], out, a.repeats, platform,
+                                     a.replay_repeats or a.repeats, a.combine,
+                                     1 if a.calibrate_once else None)
+            except RuntimeError as e:
+                print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+                failed.append(name)
+                if not a.resimulate:              # the table shows why, in the stage's words
+                    recipe = recipes[name]
+                    (out / name).mkdir(parents=True, exist_ok=True)
+                    (out / name / "row.json").write_text(json.dumps(
+                        {"app": name, "package": recipe["package"], "N": int(recipe["ranks"]),
+                         "outcome": refusal(str(e))}))
     # the table: every app with a result under OUT, in recipe order (runs of
     # subsets accumulate)
     saved = [json.loads((out / n / "row.json").read_text()) for n in recipes
