@@ -178,11 +178,13 @@ def find_loop(sig: np.ndarray, min_iterations: int = 4) -> Loop | None:
 
 
 def plan(rank: int, events: pd.DataFrame, iterations: int | None,
-         column: str = "cpu") -> Plan:
+         column: str = "cpu", drift: float = DRIFT) -> Plan:
     """Whether and where to cut rank ``rank``'s replay (its trace events in
     ``seq`` order): a warm-up and ``iterations`` more of its main loop,
     where that is safe (the module's docstring); ``iterations`` None: as
-    many as :func:`measured` says; 0: whole replays."""
+    many as :func:`measured` says; 0: whole replays.  ``drift``: how far
+    the measured iterations' median may be from the later ones'
+    (:func:`_warm_up`)."""
     n = len(events)
 
     def whole(reason: str, loop: Loop | None = None) -> Plan:
@@ -202,7 +204,7 @@ def plan(rank: int, events: pd.DataFrame, iterations: int | None,
     host = events[column].to_numpy(dtype=float)
     per_iteration = host[loop.start:loop.end].reshape(loop.iterations, loop.period).sum(axis=1)
     k = iterations or measured(per_iteration)
-    warmup, gap = _warm_up(per_iteration, k)
+    warmup, gap = _warm_up(per_iteration, k, drift)
     if warmup is None:
         return whole(f"the host's computation per iteration drifts: {k} iterations "
                      f"after any warm-up take {gap:+.1%} of the median of the iterations after "
@@ -241,14 +243,15 @@ def measured(per_iteration: np.ndarray) -> int:
     return max(MIN_MEASURED, min(want, int(MAX_SHARE * len(per_iteration)) - 1))
 
 
-def _warm_up(per_iteration: np.ndarray, k: int) -> tuple[int | None, float]:
+def _warm_up(per_iteration: np.ndarray, k: int,
+             drift: float = DRIFT) -> tuple[int | None, float]:
     """The fewest warm-up iterations (at least 1, at most a quarter of the
     loop) after which ``k`` iterations stand for all the later ones.
 
     A run's first iterations are often slower (caches, allocations, ranks
     still starting): the warm-up lasts at least until the first iteration
-    within 2 DRIFT of the loop's median.  From there, ``k`` iterations
-    stand for the later ones when their median is within DRIFT of the
+    within 2 ``drift`` of the loop's median.  From there, ``k`` iterations
+    stand for the later ones when their median is within ``drift`` of the
     later ones' median, or within what the host's noise from iteration to
     iteration explains (three robust standard errors).  Medians, not
     means: one preempted iteration on the host is no drift.  A code whose
@@ -256,7 +259,7 @@ def _warm_up(per_iteration: np.ndarray, k: int) -> tuple[int | None, float]:
     seen, relative)."""
     n = len(per_iteration)
     typical = np.median(per_iteration[1:])
-    settled = np.nonzero(per_iteration[1:] <= typical * (1 + 2 * DRIFT))[0]
+    settled = np.nonzero(per_iteration[1:] <= typical * (1 + 2 * drift))[0]
     first = 1 + int(settled[0]) if len(settled) else n
     best = np.inf
     for w in range(first, max(first + 1, n // 4 + 1)):
@@ -268,7 +271,7 @@ def _warm_up(per_iteration: np.ndarray, k: int) -> tuple[int | None, float]:
             return w, 0.0
         spread = 1.4826 * np.median(np.abs(rest - mid))
         gap = np.median(measured) - mid
-        if abs(gap) <= max(DRIFT * mid, 3 * spread / np.sqrt(k)):
+        if abs(gap) <= max(drift * mid, 3 * spread / np.sqrt(k)):
             return w, gap / mid
         best = gap / mid if abs(gap / mid) < abs(best) else best
     return None, best
@@ -315,7 +318,8 @@ def fill(prefix: dict[str, np.ndarray], loop: Loop, host: np.ndarray, warmup: in
     return out
 
 
-def plan_table(trace_dir: str, ranks: list[int], iterations: int | None) -> pd.DataFrame:
+def plan_table(trace_dir: str, ranks: list[int], iterations: int | None,
+               drift: float = DRIFT) -> pd.DataFrame:
     """The plan of every rank in ``ranks`` (contracts/partial.py's columns)."""
     from contracts.trace import load_trace
     cols = ["rank", "seq", "cpu", "flags"] + SIGNATURE
@@ -323,7 +327,7 @@ def plan_table(trace_dir: str, ranks: list[int], iterations: int | None) -> pd.D
     ev = ev[ev["rank"].isin(ranks)].sort_values(["rank", "seq"])
     rows = []
     for r, g in ev.groupby("rank", sort=True):
-        pl = plan(int(r), g, iterations)
+        pl = plan(int(r), g, iterations, drift=drift)
         lp = pl.loop
         rows.append({"rank": pl.rank, "events": pl.events,
                      "start": lp.start if lp else -1, "period": lp.period if lp else -1,
@@ -356,6 +360,10 @@ def main(argv=None) -> int:
                          f"{WINDOW:g} s of computation, at least {MIN_MEASURED}, the warm-up "
                          f"and they at most {MAX_SHARE * 100:g} %% of the loop), a number, or 0: "
                          "replay every representative's whole run")
+    ap.add_argument("--drift", type=float, default=DRIFT,
+                    help="how far the measured iterations' median computation may be from "
+                         "the later ones' on the host before the rank is replayed whole (an "
+                         f"adaptive code; default {DRIFT:g}: {DRIFT * 100:g} %%)")
     a = ap.parse_args(argv)
     if a.iterations == "auto":
         a.iterations = None
@@ -366,10 +374,12 @@ def main(argv=None) -> int:
             ap.error(f"--iterations: auto or a whole number, not {a.iterations!r}")
         if a.iterations < 0:
             ap.error("--iterations must be >= 0")
+    if not a.drift > 0:
+        ap.error("--drift must be > 0")
     try:
         size = load_trace(a.trace, columns=["rank"]).size
         ranks = representative_ranks(a.reps, size)
-        table = plan_table(a.trace, ranks, a.iterations)
+        table = plan_table(a.trace, ranks, a.iterations, a.drift)
         write_partial(table, a.output)
     except (TraceError, RepresentativesError, OSError) as e:
         print(f"replay.loops: error: {e}", file=sys.stderr)
