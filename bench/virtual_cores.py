@@ -182,7 +182,9 @@ def quantisation(loops: int, iters: int, rounds: int = 3) -> list[dict]:
     same TCP links) and on virtual cores of share F, interleaved; a
     perfect emulation takes 1/F times the real cores' time per
     iteration, and what it takes beyond that, in the virtual cores' own
-    time, is what the quota's periods add per synchronisation."""
+    time, is what the quota's periods add per synchronisation.  ``uneven``:
+    a Barrier where one rank worked a third as long and waits (spinning
+    in MPI, on its own quota) for the other."""
     rows = []
     real = up(Cluster("vcr", 2, 1, 1e10), log=lambda s: None, owner=str(os.getpid()))
     try:
@@ -191,7 +193,7 @@ def quantisation(loops: int, iters: int, rounds: int = 3) -> list[dict]:
             c = up(Cluster("vcq", 2, 1, 1e10, core_share=share, core_period=period),
                    log=lambda s: None, owner=str(os.getpid()))
             try:
-                for op in ("barrier", "pingpong"):
+                for op in ("barrier", "pingpong", "uneven"):
                     args = ("sync", "--loops", str(loops), "--iters", str(iters), "--op", op)
                     ref, each = [], []
                     for _ in range(rounds):
@@ -218,11 +220,13 @@ def quantisation(loops: int, iters: int, rounds: int = 3) -> list[dict]:
 def check_markdown(dil: list[dict], quant: list[dict]) -> str:
     def cell(r, key):
         return f"{r[key]:.3f} ({r[key + '_lo']:.3f}-{r[key + '_hi']:.3f})"
-    out = ["| share F | concurrent virtual cores | wall x F / CPU (the quota) | CPU / free CPU "
-           "(the work's speed) | wall x F / free (dilation) |", "|---|---|---|---|---|"]
-    out += [f"| {r['share']:g} | {r['cores']} | {cell(r, 'quota')} | {cell(r, 'speed')} | "
-            f"{cell(r, 'total')} |" for r in dil]
-    out += ["", "| share F | period ms | sync | ms per iteration, real cores | on virtual "
+    out = []
+    if dil:                                     # none with --no-dilation
+        out = ["| share F | concurrent virtual cores | wall x F / CPU (the quota) | CPU / free "
+               "CPU (the work's speed) | wall x F / free (dilation) |", "|---|---|---|---|---|"]
+        out += [f"| {r['share']:g} | {r['cores']} | {cell(r, 'quota')} | {cell(r, 'speed')} | "
+                f"{cell(r, 'total')} |" for r in dil] + [""]
+    out += ["| share F | period ms | sync | ms per iteration, real cores | on virtual "
             "cores | added beyond 1/F, ms | of the iteration |", "|---|---|---|---|---|---|---|"]
     out += [f"| {r['share']:g} | {r['period_ms']:g} | {r['op']} | {r['real_ms']:.3f} | "
             f"{r['virtual_ms']:.2f} | {r['added_ms']:+.3f} | {100 * r['added_share']:+.1f} % |"

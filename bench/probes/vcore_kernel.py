@@ -1,13 +1,15 @@
 """A CPU-bound kernel and a synchronisation loop, timed in every rank.
 
     mpiexec -n M python bench/probes/vcore_kernel.py kernel --loops L
-    mpiexec -n M python bench/probes/vcore_kernel.py sync --loops L --iters I [--op barrier]
+    mpiexec -n M python bench/probes/vcore_kernel.py sync --loops L --iters I [--op OP]
 
 ``kernel``: every rank runs a pure-Python loop of L additions and prints
 its wall seconds (no MPI call in between): on a free core the loop's
 speed, on a virtual core of share F 1/F times that.  ``sync``: I
 iterations of {the loop of L additions; a Barrier (or, ``--op
-pingpong``, an 8-byte exchange between ranks 2i and 2i+1)}; every rank
+pingpong``, an 8-byte exchange between ranks 2i and 2i+1; ``--op
+uneven``, a Barrier after which odd ranks only worked L / 3, so that
+they wait for the others as a lighter class of ranks does)}; every rank
 prints its wall seconds per iteration.  Rank 0 prints one JSON line, a
 list of ``{"rank", "seconds", "cpu"}`` (CPU seconds beside wall).  Used by bench/virtual_cores.py.
 """
@@ -30,7 +32,7 @@ def main() -> None:
     ap.add_argument("mode", choices=("kernel", "sync"))
     ap.add_argument("--loops", type=int, default=1_000_000)
     ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--op", choices=("barrier", "pingpong"), default="barrier")
+    ap.add_argument("--op", choices=("barrier", "pingpong", "uneven"), default="barrier")
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
     work(a.loops // 10)                      # warm the interpreter's caches
@@ -43,9 +45,11 @@ def main() -> None:
         buf = bytearray(8)
         peer = comm.rank ^ 1
         t, c = time.perf_counter(), time.process_time()
+        # uneven: odd ranks work a third as long, then wait at the Barrier
+        mine = a.loops // 3 if a.op == "uneven" and comm.rank % 2 else a.loops
         for _ in range(a.iters):
-            work(a.loops)
-            if a.op == "barrier":
+            work(mine)
+            if a.op in ("barrier", "uneven"):
                 comm.Barrier()
             elif peer < comm.size:
                 if comm.rank % 2 == 0:
