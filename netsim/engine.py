@@ -244,6 +244,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     na = 0
     fl_clock = 0.0                         # when the flows' work left was counted
     fl_due = -1.0                          # when the pending FLOWS event is
+    solve_at = -1.0                        # when this event wants the rates solved
     cap, weight, count, first, used = workspace(len(link_bt) + 2 * nnodes if flows else 0)
     # matching queues per rank (posted receives, unexpected messages) and
     # each collective's arrived members: singly linked lists through
@@ -460,12 +461,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 fl_in[op] = len(link_bt) + nnodes + core[peer[op]] // cores_per_node
                 act[na] = op
                 na += 1
-                if fl_due != t:
-                    if hn == room:
-                        return start, end, link, coll_last, link_busy, OUT_OF_ROOM
-                    _push(ht, hp, hn, t, n * 8 + FLOWS)
-                    hn += 1
-                    fl_due = t
+                solve_at = t
         elif ev == FLOWS:
             if t == fl_due:                       # else superseded by a later one
                 fl_due = -1.0
@@ -504,11 +500,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     fl_end[m] = t + fl_left[m] / fl_rate[m] if fl_rate[m] > 0.0 else np.inf
                     due = min(due, fl_end[m])
                 if due < np.inf:
-                    if hn == room:
-                        return start, end, link, coll_last, link_busy, OUT_OF_ROOM
-                    _push(ht, hp, hn, due, n * 8 + FLOWS)
-                    hn += 1
-                    fl_due = due
+                    solve_at = due
         elif ev == HOP:
             # a message entering the links of its route (cut-through: all at
             # once, as its bytes stream through them): each link is a queue
@@ -582,6 +574,16 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 lv = _level(core[d], core[rank[m]], span)
                 _push(ht, hp, hn, s + o_r + lat[lv], m * 8 + CTS)
                 hn += 1
+        if solve_at >= 0.0:
+            # one FLOWS event pending at a time: a flow that starts now, or
+            # the next to end, moves it (the one it replaces is passed over)
+            if solve_at != fl_due:
+                if hn == room:
+                    return start, end, link, coll_last, link_busy, OUT_OF_ROOM
+                _push(ht, hp, hn, solve_at, n * 8 + FLOWS)
+                hn += 1
+                fl_due = solve_at
+            solve_at = -1.0
         # deliver notifications: dependants become ready when nothing is left
         for j in range(nn):
             o_, tt = note_op[j], note_t[j]
