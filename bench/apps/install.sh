@@ -30,9 +30,14 @@ fi
 # and Devito, whose examples ship in its wheel.  Devito 4.8 pins
 # numpy<=2.4.3, which would take the project's NumPy back below what the
 # SLURM executor plugin requires; it runs with the project's NumPy, so its
-# other requirements are installed and NumPy left as it is.
+# other requirements are installed and NumPy left as it is.  Devito itself
+# goes into a folder of its own (bench/apps/src/devito-site, on PYTHONPATH
+# only for its recipes): where it is importable, `import pylops` imports it,
+# and Devito turns mpi4py's automatic MPI initialisation off, so that every
+# pylops-mpi application fails at its first MPI call.
 "$PY" -m pip install -q numba-mpi
-"$PY" -m pip install -q --no-deps devito==4.8.23
+"$PY" -m pip uninstall -q -y devito 2>/dev/null || true
+"$PY" -m pip install -q --no-deps --upgrade --target "$HERE/src/devito-site" devito==4.8.23
 "$PY" -m pip install -q "sympy>=1.12.1,<1.15" "psutil>=5.1,<8" "py-cpuinfo<10" \
     "cgen>=2020.1,<2026" "codepy>=2019.1,<2025" "multidict<6.3" "anytree>=2.4.3,<=2.13.0"
 

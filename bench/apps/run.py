@@ -122,8 +122,10 @@ def app_args(recipe: dict) -> list[str]:
 
 @contextlib.contextmanager
 def app_environment(recipe: dict):
-    """The recipe's ``env`` set for every stage and run of its app."""
-    extra = {k: str(v) for k, v in (recipe.get("env") or {}).items()}
+    """The recipe's ``env`` set for every stage and run of its app (a value
+    starting with src/ names a folder under bench/apps/src/, as in ``app``)."""
+    extra = {k: str(HERE / str(v)) if str(v).startswith("src/") else str(v)
+             for k, v in (recipe.get("env") or {}).items()}
     saved = {k: os.environ.get(k) for k in extra}
     os.environ.update(extra)
     try:
