@@ -38,7 +38,12 @@ the smallest period.  Partial replay is used only where it is safe, and
   one iteration to the next explains (an adaptive code, a solver converging, a mesh
   refined: the replayed iterations would not stand for the others);
 - the rank made MPI calls below Python (their C log cannot be cut at the
-  same call).
+  same call);
+- with ``k`` chosen automatically, the loop computes less in all than
+  ``WINDOW`` / ``MAX_SHARE`` (10 s on the host): a twentieth of it spans
+  less than half a second, too short to average out the target's noise
+  and its warm-up, and the whole loop's replay costs little (nxtval-rma's
+  server, 2,500 iterations of 70 us, predicted 37 % high when cut).
 
 Where the replay stopped, :func:`fill` completes the vectors: inside the
 loop each position takes the mean of its ``k`` replayed iterations (its
@@ -203,6 +208,9 @@ def plan(rank: int, events: pd.DataFrame, iterations: int | None,
                      f"events", loop)
     host = events[column].to_numpy(dtype=float)
     per_iteration = host[loop.start:loop.end].reshape(loop.iterations, loop.period).sum(axis=1)
+    if iterations is None and per_iteration.sum() < WINDOW / MAX_SHARE:
+        return whole(f"its loop computes {per_iteration.sum():.3g} s in all: too little to "
+                     f"cut (a twentieth of it spans less than {WINDOW:g} s)", loop)
     k = iterations or measured(per_iteration)
     warmup, gap = _warm_up(per_iteration, k, drift)
     if warmup is None:
@@ -358,8 +366,9 @@ def main(argv=None) -> int:
                     help="loop iterations to measure after the warm-up: auto (default: enough "
                          f"for their mean within {PRECISION * 100:g} %% on the host's noise and "
                          f"{WINDOW:g} s of computation, at least {MIN_MEASURED}, the warm-up "
-                         f"and they at most {MAX_SHARE * 100:g} %% of the loop), a number, or 0: "
-                         "replay every representative's whole run")
+                         f"and they at most {MAX_SHARE * 100:g} %% of the loop; a loop of less "
+                         f"than {WINDOW / MAX_SHARE:g} s of computation replayed whole), a "
+                         "number, or 0: replay every representative's whole run")
     ap.add_argument("--drift", type=float, default=DRIFT,
                     help="how far the measured iterations' median computation may be from "
                          "the later ones' on the host before the rank is replayed whole (an "

@@ -60,9 +60,14 @@ def test_the_measured_iterations_follow_the_host_noise_within_a_twentieth_of_the
 
     def auto(per, n=1000, noise=0.002):
         return plan(0, _events(per * (1 + noise * rng.standard_normal(n))), None)
-    short = auto(1e-3)              # 1 ms: half a second is 500 of them, over the twentieth
+    assert 45 <= auto(1e-2, n=2000, noise=0.01).replayed <= 55   # half a second of 10 ms
+    # noise that asks for (2 x 20 % / 1 %)^2 iterations: the twentieth bounds them
+    short = auto(0.02, noise=0.2)
     assert short.warmup + short.replayed == 50 and short.cut == 50
-    assert 45 <= auto(1e-2, noise=0.01).replayed <= 55      # half a second of 10 ms
+    # a loop of 1 s in all: a twentieth of it is too short to measure, and
+    # its whole replay cheap
+    tiny = auto(1e-3)
+    assert tiny.cut is None and "computes 1 s in all" in tiny.reason
     assert auto(0.2).replayed == 3                          # three 0.2 s iterations
     rough = auto(0.2, n=2000, noise=0.04)                   # about (2 x 4 % / 1 %)^2
     assert 55 <= rough.replayed <= 75 and rough.precision == pytest.approx(0.01, rel=0.02)
