@@ -87,6 +87,25 @@ def predict(d: Path, replay_dir: Path) -> float:
     return json.loads(out.read_text())["predicted_time"]
 
 
+def room_for_whole_log(d: Path) -> None:
+    """Warn before recording where the whole log might not fit: at most
+    the bytes the representatives receive, against the free space under
+    ``d``.  Only a warning: a repeated payload is stored once, so the log
+    is often far smaller (fft-poisson: 1.1 GB of 34), but it can be that
+    large (fft-navier-stokes's took 16 GB, filling the disk midway)."""
+    from contracts.representatives import representative_ranks
+    from contracts.trace import load_trace
+    events = load_trace(str(d / "trace")).events
+    need = int(events.loc[events["rank"].isin(representative_ranks(str(d / "reps.csv"))),
+                          "rbytes"].sum())
+    free = shutil.disk_usage(d).free
+    if need > free:
+        print(f"partial_replay: warning: {d.name}'s whole log may take up to "
+              f"{need / 1e9:.1f} GB (the bytes its representatives receive); "
+              f"{free / 1e9:.1f} GB free under {d} (--out on a larger file system)",
+              file=sys.stderr, flush=True)
+
+
 def measure(name: str, d: Path, rounds: int, k: int) -> dict:
     app, py = APPS[name], sys.executable
     shutil.rmtree(d, ignore_errors=True)
@@ -96,6 +115,7 @@ def measure(name: str, d: Path, rounds: int, k: int) -> dict:
     sh([py, "-m", "replay.loops", d / "trace", d / "reps.csv", "-o", d / "partial.csv",
         "--iterations", k])
     plan = pd.read_csv(d / "partial.csv")
+    room_for_whole_log(d)
     logs = {"whole": d / "log_whole", "partial": d / "log_partial"}
     sh([MPIEXEC, "-n", "2", py, "-m", "instrument", "record", "--reps", d / "reps.csv",
         "-o", logs["whole"], *app])
