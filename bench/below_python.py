@@ -72,9 +72,10 @@ APPS = [
 def env(extra: dict) -> dict:
     """The apps runner's environment (one BLAS thread per rank, the
     repository on the path), with an application's own variables."""
-    e = {**apps_env(), **extra}
+    base = apps_env()
+    e = {**base, **extra}
     if "PYTHONPATH" in extra:                  # beside the repository's, not instead
-        e["PYTHONPATH"] = extra["PYTHONPATH"] + os.pathsep + apps_env()["PYTHONPATH"]
+        e["PYTHONPATH"] = extra["PYTHONPATH"] + os.pathsep + base["PYTHONPATH"]
     return e
 
 

@@ -373,16 +373,26 @@ def extrapolation_markdown(rows: list[dict]) -> str:
 
 
 @contextlib.contextmanager
-def cluster_for(a, n: int, cpn: int, share: float):
-    """The emulated cluster of N = ``n`` virtual cores (None with
-    --predict-only, which measures nothing), taken down afterwards."""
-    c = None if a.predict_only else up(Cluster(f"vc{n}", n // cpn, cpn, a.rate,
-                                               core_share=share), owner=str(os.getpid()))
+def virtual_cluster(name: str, n: int, cpn: int = 2, rate: float = 1e9,
+                    share: float | None = None, log=print):
+    """An emulated cluster of ``n`` virtual cores, ``n // cpn`` nodes of
+    ``cpn``, each core ``share`` of a CPU (default :func:`share_for`),
+    links of ``rate`` bits/s; owned by this process (stale once it is
+    gone) and taken down afterwards, also on error.  The table and the
+    probes of bench/probes/ that run on virtual cores use it."""
+    c = up(Cluster(name, n // cpn, cpn, rate, core_share=share or share_for(n)), log=log,
+           owner=str(os.getpid()))
     try:
         yield c
     finally:
-        if c is not None:
-            down(c.name, log=lambda s: None)
+        down(c.name, log=lambda s: None)
+
+
+def cluster_for(a, n: int, cpn: int, share: float):
+    """The emulated cluster of N = ``n`` virtual cores (None with
+    --predict-only, which measures nothing), taken down afterwards."""
+    return (contextlib.nullcontext() if a.predict_only
+            else virtual_cluster(f"vc{n}", n, cpn, a.rate, share))
 
 
 def each_app(a, recipes: dict, names: list[str], n: int, start: float, one) -> list[dict]:

@@ -208,9 +208,10 @@ def plan(rank: int, events: pd.DataFrame, iterations: int | None,
                      f"events", loop)
     host = events[column].to_numpy(dtype=float)
     per_iteration = host[loop.start:loop.end].reshape(loop.iterations, loop.period).sum(axis=1)
-    if iterations is None and per_iteration.sum() < WINDOW / MAX_SHARE:
-        return whole(f"its loop computes {per_iteration.sum():.3g} s in all: too little to "
-                     f"cut (a twentieth of it spans less than {WINDOW:g} s)", loop)
+    total = float(per_iteration.sum())
+    if iterations is None and total < WINDOW / MAX_SHARE:
+        return whole(f"its loop computes {total:.3g} s in all: too little to cut (a "
+                     f"twentieth of it spans less than {WINDOW:g} s)", loop)
     k = iterations or measured(per_iteration)
     warmup, gap = _warm_up(per_iteration, k, drift)
     if warmup is None:

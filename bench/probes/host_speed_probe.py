@@ -47,10 +47,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path[:0] = [str(ROOT), str(HERE.parent / "apps")]
+sys.path[:0] = [str(ROOT), str(HERE.parent), str(HERE.parent / "apps")]
 from run import PY, app_args, env, load_recipes, page_reporting_off  # noqa: E402
+from virtual_cores import virtual_cluster  # noqa: E402
 
-from emulate import Cluster, down, up  # noqa: E402
 from emulate.cores import CPU_CONTROLLER  # noqa: E402
 from emulate.isolate import MARK, enter, isolated  # noqa: E402
 from validate import measure  # noqa: E402
@@ -128,41 +128,38 @@ def probe(a) -> int:
     """The runs with the meters on, and what they show."""
     recipe = dict(load_recipes(a.recipes)[a.app], ranks=a.ranks)
     app = app_args(recipe)
-    share = round(0.8 * len(os.sched_getaffinity(0)) / a.ranks, 4)
     work = Path(f"/tmp/host_speed_probe.{os.getpid()}")
     work.mkdir()
     folder = os.path.join(CPU_CONTROLLER, f"repreplay-meter-{os.getpid()}")
-    c = up(Cluster("hsp", a.ranks // 2, 2, 1e9, core_share=share), log=lambda s: None,
-           owner=str(os.getpid()))
-    procs = meters(folder, a.meter_share, work)
     windows = []
-    try:
-        if a.first:
-            first = app_args(dict(load_recipes(a.recipes)[a.first], ranks=a.ranks))
-            s = measure(first, a.ranks, 1, c.mpiexec, env=env(), log=lambda s: None,
-                        timeout=1800)["measured"]
-            print(f"{a.first} first: {s:.3f} s", flush=True)
-        for k in range(a.runs):
-            if a.flush:
-                for n in range(c.nodes):
-                    subprocess.run(["ip", "-n", c.namespace(n), "tcp_metrics", "flush", "all"],
-                                   check=True)
-            t0, v0 = time.time(), vmstat()
-            s = measure(app, a.ranks, 1, c.mpiexec, env=env(), log=lambda s: None,
-                        timeout=1800)["measured"]
-            windows.append((t0, time.time(), s))
-            v1 = vmstat()
-            print(f"run {k + 1}: {s:.3f} s; " + ", ".join(
-                f"{key} {v1[key] - v0[key]}" for key in VMSTAT), flush=True)
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-            p.wait()
-        down(c.name, log=lambda s: None)
-        for g in os.listdir(folder) if os.path.isdir(folder) else []:
-            if os.path.isdir(os.path.join(folder, g)):
-                os.rmdir(os.path.join(folder, g))
-        os.rmdir(folder)
+    with virtual_cluster("hsp", a.ranks, log=lambda s: None) as c:
+        procs = meters(folder, a.meter_share, work)
+        try:
+            if a.first:
+                first = app_args(dict(load_recipes(a.recipes)[a.first], ranks=a.ranks))
+                s = measure(first, a.ranks, 1, c.mpiexec, env=env(), log=lambda s: None,
+                            timeout=1800)["measured"]
+                print(f"{a.first} first: {s:.3f} s", flush=True)
+            for k in range(a.runs):
+                if a.flush:
+                    for n in range(c.nodes):
+                        subprocess.run(["ip", "-n", c.namespace(n), "tcp_metrics", "flush", "all"],
+                                       check=True)
+                t0, v0 = time.time(), vmstat()
+                s = measure(app, a.ranks, 1, c.mpiexec, env=env(), log=lambda s: None,
+                            timeout=1800)["measured"]
+                windows.append((t0, time.time(), s))
+                v1 = vmstat()
+                print(f"run {k + 1}: {s:.3f} s; " + ", ".join(
+                    f"{key} {v1[key] - v0[key]}" for key in VMSTAT), flush=True)
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+                p.wait()
+            for g in os.listdir(folder) if os.path.isdir(folder) else []:
+                if os.path.isdir(os.path.join(folder, g)):
+                    os.rmdir(os.path.join(folder, g))
+            os.rmdir(folder)
     samples = [r for f in work.glob("meter*.json") for r in json.loads(f.read_text())]
     speed_all = statistics.median(1 / u for _, u, _ in samples)
     rows = []

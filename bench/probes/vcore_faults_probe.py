@@ -39,10 +39,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path[:0] = [str(ROOT), str(HERE.parent / "apps")]
+sys.path[:0] = [str(ROOT), str(HERE.parent), str(HERE.parent / "apps")]
 from run import PY, env, page_reporting_off  # noqa: E402
+from virtual_cores import virtual_cluster  # noqa: E402
 
-from emulate import Cluster, down, up  # noqa: E402
 from emulate.isolate import MARK, enter, isolated  # noqa: E402
 
 KERNEL = r"""
@@ -77,26 +77,20 @@ def main() -> int:
     if os.environ.get(MARK) != "1":
         return isolated([PY, str(Path(__file__).resolve())] + sys.argv[1:])
     enter()
-    share = round(0.8 * len(os.sched_getaffinity(0)) / a.ranks, 4)
     e = dict(env(), MPIR_CVAR_ENABLE_HEAVY_YIELD="0")
-    with page_reporting_off(False):
-        c = up(Cluster("faults", a.ranks // 2, 2, 1e9, core_share=share),
-               owner=str(os.getpid()))
-        try:
-            for k in range(a.rounds):
-                for mode in ("sync", "free"):
-                    p = subprocess.run([c.mpiexec, "-n", str(a.ranks), PY, "-c", KERNEL, mode],
-                                       env=e, check=True, capture_output=True, text=True,
-                                       timeout=600)
-                    ranks = json.loads(p.stdout.strip().splitlines()[-1])
+    with page_reporting_off(False), virtual_cluster("faults", a.ranks) as c:
+        for k in range(a.rounds):
+            for mode in ("sync", "free"):
+                p = subprocess.run([c.mpiexec, "-n", str(a.ranks), PY, "-c", KERNEL, mode],
+                                   env=e, check=True, capture_output=True, text=True,
+                                   timeout=600)
+                ranks = json.loads(p.stdout.strip().splitlines()[-1])
 
-                    def col(j, scale=1.0, ranks=ranks):
-                        return [round(statistics.median(r[i][j] for r in ranks) * scale, 4)
-                                for i in range(6)]
-                    print(f"round {k + 1} {mode}: CPU s per unit {col(0, 1 / 3)}, "
-                          f"minor faults {col(1)}, system s {col(2)}", flush=True)
-        finally:
-            down(c.name, log=lambda s: None)
+                def col(j, scale=1.0, ranks=ranks):
+                    return [round(statistics.median(r[i][j] for r in ranks) * scale, 4)
+                            for i in range(6)]
+                print(f"round {k + 1} {mode}: CPU s per unit {col(0, 1 / 3)}, "
+                      f"minor faults {col(1)}, system s {col(2)}", flush=True)
     return 0
 
 

@@ -47,10 +47,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path[:0] = [str(ROOT), str(HERE.parent / "apps")]
+sys.path[:0] = [str(ROOT), str(HERE.parent), str(HERE.parent / "apps")]
 from run import PY, app_args, env, load_recipes, page_reporting_off  # noqa: E402
+from virtual_cores import virtual_cluster  # noqa: E402
 
-from emulate import Cluster, down, up  # noqa: E402
+from emulate import Cluster  # noqa: E402
 from emulate.isolate import MARK, enter, isolated  # noqa: E402
 
 PR_SET_TIMERSLACK = 29
@@ -86,24 +87,19 @@ def main() -> int:
     recipes = load_recipes(a.recipes)
     modes = {"spin": ("0", 0), "sleep, 50 us slack": ("1", 0),
              f"sleep, {a.slack_us} us slack": ("1", a.slack_us * 1000)}
-    share = round(0.8 * len(os.sched_getaffinity(0)) / a.ranks, 4)
-    with page_reporting_off(False):
-        c = up(Cluster("waitp", a.ranks // 2, 2, 1e9, core_share=share),
-               owner=str(os.getpid()))
-        try:
-            rows = []
-            for name in a.apps.split(","):
-                app = app_args(dict(recipes[name], ranks=a.ranks))
-                print(f"{name}: warm-up {span(c, app, a.ranks, '0', 0):.3f} s", flush=True)
-                spans: dict[str, list[float]] = {m: [] for m in modes}
-                for k in range(a.rounds):
-                    for m, (y, slack) in modes.items():
-                        spans[m].append(span(c, app, a.ranks, y, slack))
-                        print(f"  {name} round {k + 1} {m}: {spans[m][-1]:.3f} s", flush=True)
-                rows += [(name, m, statistics.median(s), min(s), max(s))
-                         for m, s in spans.items()]
-        finally:
-            down(c.name, log=lambda s: None)
+    with page_reporting_off(False), virtual_cluster("waitp", a.ranks) as c:
+        rows = []
+        for name in a.apps.split(","):
+            app = app_args(dict(recipes[name], ranks=a.ranks))
+            print(f"{name}: warm-up {span(c, app, a.ranks, '0', 0):.3f} s", flush=True)
+            spans: dict[str, list[float]] = {m: [] for m in modes}
+            for k in range(a.rounds):
+                for m, (y, slack) in modes.items():
+                    spans[m].append(span(c, app, a.ranks, y, slack))
+                    print(f"  {name} round {k + 1} {m}: {spans[m][-1]:.3f} s", flush=True)
+            rows += [(name, m, statistics.median(s), min(s), max(s))
+                     for m, s in spans.items()]
+        share = c.core_share
     print(f"\nN = {a.ranks}, F = {share:g}, {a.rounds} interleaved rounds, "
           f"{time.strftime('%Y-%m-%d')}\n")
     print("| app | waiting ranks | span s: median (range) |\n|---|---|---|")
