@@ -395,12 +395,13 @@ rule expand:
         replayed=lambda w, input: os.path.dirname(input.replayed[0]),
         scale=config["replay"]["scale"],
         vector=CL["vector"],
+        faults="" if config["replay"]["fault_charge"] else "--no-fault-charge",
     conda:
         ENV
     shell:
         "{params.py} -m replay.expand {input.trace} {input.reps} {params.replayed} "
         "-o {output.compute} --variability {output.variability} --scale {params.scale} "
-        "--vector {params.vector} > {log} 2>&1"
+        "--vector {params.vector} {params.faults} > {log} 2>&1"
 
 
 rule simulate:

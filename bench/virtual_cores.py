@@ -30,7 +30,8 @@ each N, a cluster of N / C nodes of C cores (``--cores-per-node``) at a
 share F = 0.8 x CPUs / N of a CPU each (N = 16 on 2 CPUs: 0.1), links of
 ``--rate``.  Per application (bench/apps/examples.yaml's, or
 ``--recipes``): trace, cluster and record on the host (plain mpiexec,
-oversubscribed: only the communication is taken from there); then
+oversubscribed: only the communication and the page faults per span are
+taken from there; with the cluster's MPI transport, HOST_MPI); then
 ``--rounds`` rounds of a replay of the representatives (N copies, one
 on each virtual core, replay --bind-command; ``--replay-copies node``:
 C copies on node 0's cores only), and a real run on the cluster (python -m validate's
@@ -61,7 +62,8 @@ that hands free memory back to its hypervisor, a run touching it again
 pays a hypervisor fault per page as its own CPU time, dilated 1/F.
 ``--budget S`` starts no application after S seconds; ``--predict-only``
 predicts again from what an earlier table saved under ``--out`` (after a
-change to the model or the fit).  Writes
+change to the model or the fit; with ``--no-fault-charge``, the same
+replays expanded without the page faults' charge).  Writes
 OUT/N<N>/<app>/... and OUT/N<N>/results.csv; OUT/TABLES.md collects the
 markdown.
 """
@@ -84,6 +86,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE / "apps")]
 from run import (  # noqa: E402
+    EXPAND_OPTIONS,
     MPIEXEC,
     PY,
     app_args,
@@ -107,9 +110,16 @@ from emulate import Cluster, down, up  # noqa: E402
 from emulate.__main__ import parse_rate  # noqa: E402
 from emulate.cores import MAX_LOAD, unavailable  # noqa: E402
 from emulate.isolate import MARK, enter, isolated  # noqa: E402
+from emulate.launch import TRANSPORT  # noqa: E402
 from validate import measure  # noqa: E402
 
 KERNEL = HERE / "probes" / "vcore_kernel.py"
+# The host's trace and record run the cluster's MPI transport (libfabric's
+# TCP provider, no shared memory) over loopback: what the MPI allocates in
+# its calls shapes the application's heap, and with it the page faults the
+# replay charges (replay.expand.fault_charge); uneven's real runs fault
+# 20,000 pages every other iteration over TCP, none over shared memory
+HOST_MPI = {**TRANSPORT, "FI_TCP_IFACE": "lo"}
 CPUS = len(os.sched_getaffinity(0))
 TIMEOUT = 1800
 
@@ -245,7 +255,7 @@ def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: in
     d.mkdir(parents=True)
     print(f"{name} (N={n}, {c.nodes} x {c.cores_per_node} virtual cores of "
           f"{c.core_share:g}): {' '.join(recipe['app'])}", flush=True)
-    host_stages(app, d, n, count_c_calls=True, timeout=TIMEOUT)
+    host_stages(app, d, n, count_c_calls=True, timeout=TIMEOUT, mpi_env=HOST_MPI)
     warm_up(app, n, c)
     runs = []
     for k in range(1, rounds + 1):
@@ -305,7 +315,7 @@ def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small:
     for k in small:
         dk = d / f"N{k}"
         dk.mkdir()
-        host_stages(app, dk, k, timeout=TIMEOUT)
+        host_stages(app, dk, k, timeout=TIMEOUT, mpi_env=HOST_MPI)
         replay_round(app, dk, k, 1, timeout=TIMEOUT, load=n, bind=c.core)
         traces.append(str(dk / "trace"))
         computes.append(str(expand_round(dk, 1)))
@@ -535,7 +545,13 @@ def main(argv=None) -> int:
                          "stopped for the run and restored: see page_reporting_off)")
     ap.add_argument("--no-dilation", action="store_true",
                     help="check: the quantisation rows only")
+    ap.add_argument("--no-fault-charge", action="store_true",
+                    help="expand without charging the page faults the traced run took "
+                         "beyond the replay's (replay.expand --no-fault-charge): with "
+                         "--predict-only, what the charge changes on the same replays")
     a = ap.parse_args(argv)
+    if a.no_fault_charge:
+        EXPAND_OPTIONS.append("--no-fault-charge")
     why = unavailable()
     if why:
         print(f"virtual_cores: {why}", file=sys.stderr)

@@ -42,7 +42,10 @@ EVENT_SCHEMA = pa.schema([
     ("flags", pa.int16()), ("started", pa.string()),
     ("scounts", _I64_LIST), ("rcounts", _I64_LIST),
     ("polls", pa.int64()), ("poll_cpu", pa.float64()), ("poll_gap", pa.float64()),
+    ("faults", pa.int64()),
 ])
+# columns that traces merged by an older tracer lack: read as -1 (not counted)
+LATER_COLUMNS = ("faults",)
 
 COMMS_COLUMNS = ["comm", "key", "kind", "how", "members", "remote", "size", "parent_local",
                  "created_by_rank"]
@@ -385,6 +388,7 @@ def _source_frame(trace_dir: str, rank: int, g: _Globals, ev_ext: str, side_ext:
         "flags": ev["flags"].astype(np.int16),
         "polls": ev["polls"],
         "poll_cpu": ev["poll_cpu"], "poll_gap": ev["poll_gap"],
+        "faults": ev["faults"],
         "cpu_start": ev["cpu_start"], "cpu_end": ev["cpu_end"],
     })
     _extras(df, ev, op, extras, names)

@@ -18,15 +18,17 @@ from __future__ import annotations
 import os
 import struct
 
-RECORD = struct.Struct("<13q6d")
-# Field order of RECORD (13 integers, then 6 doubles); merge.py reads the
+RECORD = struct.Struct("<14q6d")
+# Field order of RECORD (14 integers, then 6 doubles); merge.py reads the
 # file with the same layout.  ``polls``/``poll_cpu``/``poll_gap``: the empty
 # polls folded into the event (_hotpath.c), the CPU seconds they took and
-# the interval between the last of them and the event.
+# the interval between the last of them and the event.  ``faults``: the
+# process's minor page faults in the span before the event (-1: not
+# counted, as below Python).
 FIELDS = ["op", "comm", "peer", "tag", "sbytes", "rbytes", "req", "site",
-          "rpeer", "rtag", "newcomm", "flags", "polls",
+          "rpeer", "rtag", "newcomm", "flags", "polls", "faults",
           "t_start", "t_end", "cpu_start", "cpu_end", "poll_cpu", "poll_gap"]
-N_INT_FIELDS = 13
+N_INT_FIELDS = 14
 FLAG_ANY_SOURCE = 1
 FLAG_ANY_TAG = 2
 FLAG_NONE = 8            # a test/probe that found nothing (folded, never written)

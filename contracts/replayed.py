@@ -22,7 +22,15 @@ inside s      seconds of the call's own work between its messages, which
               delays what it sends later: mpi4py's unpickling and reducing
               in an allreduce of Python objects, before the broadcast of
               the result (replay/objects.py); 0 for other calls
+faults -      minor page faults in the span (from the previous call's
+              exit, folded polls included, as the tracer counts them);
+              -1 where not counted (calls answered below Python)
+fault_s s     this node's seconds per page fault, in the spans' clock
+              (replay.run.fault_seconds; the same on every row)
 =====  =====  ===========================================================
+
+``faults`` and ``fault_s`` are read as -1 and 0 from a replay that lacks
+them (written before they were kept): no fault is charged then.
 """
 from __future__ import annotations
 
@@ -35,6 +43,8 @@ import pandas as pd
 from contracts.tables import read_table
 
 COLUMNS = ("rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu", "inside")
+# kept since; a replay written before lacks them
+LATER = {"faults": -1, "fault_s": 0.0}
 
 
 class ReplayedError(ValueError):
@@ -50,7 +60,12 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
     poll_cpu and inside finite and >= 0, polls >= 0."""
     df = read_table(path, COLUMNS, ReplayedError, "replay", "python -m replay",
                     integers=("rank", "seq", "polls"),
-                    seconds=("comp", "cpu", "poll_cpu", "inside"))
+                    seconds=("comp", "cpu", "poll_cpu", "inside", "fault_s"))
+    for c, nil in LATER.items():
+        if c not in df.columns:
+            df[c] = nil
+    if not pd.api.types.is_integer_dtype(df["faults"]):
+        raise ReplayedError(f"{path}: column faults must hold integers")
     ranks = df["rank"].unique()
     if len(ranks) != 1 or (rank is not None and ranks[0] != rank):
         raise ReplayedError(f"{path}: must hold rank {rank if rank is not None else ranks[0]} "
@@ -62,6 +77,8 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
                             f"edited?)")
     if (df["polls"] < 0).any():
         raise ReplayedError(f"{path}: column polls must be >= 0")
+    if (df["faults"] < -1).any():
+        raise ReplayedError(f"{path}: column faults must be >= -1 (-1: not counted)")
     from mpimodel import ops
     unknown = ~df["op"].isin(set(ops.NAMES))
     if unknown.any():

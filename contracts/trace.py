@@ -88,7 +88,7 @@ def _read_tables(path: str, columns) -> Trace:
 
     from .trace_checks import check_comms, check_events, read_meta
     meta = read_meta(os.path.join(path, "meta.json"))
-    from .merge import COMMS_COLUMNS, EVENT_SCHEMA, TABLES, table_digest
+    from .merge import COMMS_COLUMNS, EVENT_SCHEMA, LATER_COLUMNS, TABLES, table_digest
     ev_path = os.path.join(path, "events.parquet")
     # every merge writes all four (topology empty without topologies): a
     # trace without one lost a file
@@ -119,6 +119,10 @@ def _read_tables(path: str, columns) -> Trace:
         # its first line: the rest can be the whole schema
         said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TraceError(f"{path}: cannot read trace tables: {said}") from e
+    for c in LATER_COLUMNS:
+        if c in need and c not in events.columns:
+            events[c] = -1
+            events[c] = events[c].astype("int64")
     lost = [c for c in need if c not in events.columns] + \
         [c for c in COMMS_COLUMNS if c not in comms.columns]
     if lost:

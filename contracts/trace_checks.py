@@ -104,7 +104,7 @@ def _names(types) -> str:
 
 # integer columns of the events table, and its columns of seconds
 INTEGERS = ("rank", "seq", "comm", "peer", "tag", "sbytes", "rbytes", "req", "rpeer", "rtag",
-            "flags", "polls")
+            "flags", "polls", "faults")
 SECONDS = ("comp", "cpu", "t_start", "t_end", "poll_cpu", "poll_gap")
 MAX_BYTES = 2 ** 48
 
@@ -161,6 +161,9 @@ def check_events(events: pd.DataFrame, meta: dict, path: str) -> None:
             where.bad(v < 0, f"{col} {{}} is negative", v)
             if col != "polls":
                 where.bad(v > MAX_BYTES, f"{col} {{}} is more than 2**48 bytes in one call", v)
+    if "faults" in events:
+        v = events["faults"].to_numpy()
+        where.bad(v < -1, "faults {} is negative (-1: not counted)", v)
     if {"rank", "t_start", "t_end"} <= set(events.columns):
         _check_clock(events, where)
 

@@ -4,7 +4,7 @@
  * Doing this in C keeps the added cost per call well under the 2 us goal
  * (pure Python needed about 4 us: frame access and struct packing dominate).
  *
- * Records have the layout of writer.RECORD ("<13q6d"); the buffer is written
+ * Records have the layout of writer.RECORD ("<14q6d"); the buffer is written
  * to the rank's .ev file descriptor by flush(), after calling the Python
  * callback that writes pending side records (sites, extras) first, so that
  * an event never refers to a site a crash could leave unwritten.
@@ -15,12 +15,14 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
 
 typedef struct {
     int64_t op, comm, peer, tag, sbytes, rbytes, req, site, rpeer, rtag, newcomm, flags, polls;
+    int64_t faults;
     double t_start, t_end, cpu_start, cpu_end, poll_cpu, poll_gap;
 } record_t;
 
@@ -36,6 +38,12 @@ static int64_t nevents = 0;
 static int fd = -1;
 static double origin = 0, last_end = 0, last_cpu = 0, last_flush = 0, flush_every = 1.0;
 static double slot_t[NSLOTS], slot_c[NSLOTS];
+/* the process's minor page faults at the last call's end, at the last
+ * written event's end, and at each pending call's entry: a span's faults
+ * are the memory the application touched for the first time, or again
+ * after malloc gave it back to the kernel (replay/expand.py charges the
+ * ones a replay does not meet) */
+static int64_t last_flt = 0, ev_flt = 0, slot_f[NSLOTS];
 /* the run of empty polls since the last recorded event: how many, the
  * wall and CPU clocks at the start of the first, the wall clock at the
  * start of the last */
@@ -57,6 +65,12 @@ static inline double wall(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static inline int64_t minor_faults(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (int64_t)u.ru_minflt;
 }
 
 static inline double cpu(void) {
@@ -139,10 +153,12 @@ static PyObject *new_req(PyObject *self, PyObject *unused) {
 /* enter() -> slot: time stamps of a call's entry, kept in a C slot */
 static PyObject *enter(PyObject *self, PyObject *unused) {
     double t = wall(), c;
-    if (t - last_end < SHORT) c = last_cpu + (t - last_end);
-    else c = cpu();
+    int64_t f;
+    /* a span this short has no time to fault many pages: no system calls */
+    if (t - last_end < SHORT) { c = last_cpu + (t - last_end); f = last_flt; }
+    else { c = cpu(); f = minor_faults(); }
     unsigned s = next_slot++ % NSLOTS;
-    slot_t[s] = t; slot_c[s] = c;
+    slot_t[s] = t; slot_c[s] = c; slot_f[s] = f;
     inside = 1;
     return PyLong_FromUnsignedLong(s);
 }
@@ -155,7 +171,9 @@ static PyObject *enter(PyObject *self, PyObject *unused) {
  * costs no site lookup per poll. */
 static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     double t = wall(), t0 = slot_t[s], c0 = slot_c[s], c;
-    c = (t - t0 < SHORT) ? c0 + (t - t0) : cpu();
+    int64_t f0 = slot_f[s];
+    if (t - t0 < SHORT) { c = c0 + (t - t0); last_flt = f0; }
+    else { c = cpu(); last_flt = minor_faults(); }
     last_end = t; last_cpu = c;
     inside = 0;
     if (v[10] & FLAG_NONE) {
@@ -179,6 +197,9 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
     r->sbytes = v[4]; r->rbytes = v[5]; r->req = v[6]; r->site = site;
     r->rpeer = v[7]; r->rtag = v[8]; r->newcomm = v[9]; r->flags = v[10];
     r->polls = polls;
+    /* from the last event's end to this call's entry, folded polls included */
+    r->faults = f0 > ev_flt ? f0 - ev_flt : 0;
+    ev_flt = last_flt;
     r->poll_cpu = r->poll_gap = 0.0;
     if (polls) {
         r->poll_cpu = c0 > poll_c0 ? c0 - poll_c0 : 0.0;
@@ -201,6 +222,7 @@ static inline int record(unsigned s, int64_t *v, int depth, PyObject *extra) {
         /* writing is the tracer's time, not the application's: the next
          * computation span starts after it */
         last_end = wall(); last_cpu = cpu();
+        last_flt = ev_flt = minor_faults();
         return rc;
     }
     return 0;
@@ -283,6 +305,7 @@ static PyObject *start(PyObject *self, PyObject *args) {
     prev_end = prev_cpu = 0; overlapped_calls = 0;
     last_end = last_flush = wall();
     last_cpu = cpu();
+    last_flt = ev_flt = minor_faults();
     Py_XSETREF(on_flush, Py_NewRef(a));
     Py_XSETREF(on_site, Py_NewRef(b));
     Py_XSETREF(side_list, Py_NewRef(c));

@@ -17,7 +17,7 @@ import time
 # merge (pandas, pyarrow) is imported only where used: every rank would
 # otherwise pay its import time before the application starts
 
-TRACER_VERSION = "1.1"   # 1.1: empty polls folded (polls, poll_cpu, poll_gap)
+TRACER_VERSION = "1.2"   # 1.1: empty polls folded; 1.2: page faults per span (faults)
 
 
 from contracts.output import write_json  # noqa: E402  (json only: no heavy imports)

@@ -37,6 +37,7 @@
 
 typedef struct {
     int64_t op, comm, peer, tag, sbytes, rbytes, req, site, rpeer, rtag, newcomm, flags, polls;
+    int64_t faults;                   /* -1: not counted below Python */
     double t_start, t_end, cpu_start, cpu_end, poll_cpu, poll_gap;
 } rr_record;
 
@@ -649,6 +650,7 @@ static void rr_put(const rr_span *s, void *ret, int64_t op, int64_t comm, int64_
     r->rpeer = rpeer; r->rtag = rtag; r->newcomm = newcomm;
     r->flags = flags | RR_FLAG_BELOW_PYTHON;
     r->polls = rr_polls;
+    r->faults = -1;
     r->poll_cpu = r->poll_gap = 0.0;
     if (rr_polls) {
         r->poll_cpu = c0 > rr_poll_c0 ? c0 - rr_poll_c0 : 0.0;

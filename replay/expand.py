@@ -1,6 +1,7 @@
 """Expand representatives' replayed vectors to every rank (docs/METHODS.md: the expand step).
 
     python -m replay.expand TRACE_DIR REPS.csv REPLAY_DIR -o COMPUTE.csv [--scale none|member]
+                            [--no-fault-charge]
 
 Every rank takes its representative's computation times, measured on the
 target node, segment by segment (``seq``): members of a cluster have the
@@ -31,6 +32,14 @@ bounds each span: ``low`` takes a disturbed span at its CPU time, ``high``
 at its wall time; with ``--repeats`` (REPLAY_DIR/repeat<k>/), the least
 and the most each span took over the repeats widen them.  netsim turns the
 two ends into the prediction's band.
+
+A span whose traced run took more page faults than its replay (memory
+malloc gave back to the kernel, faulted in again: the MPI's own
+allocations in its calls decide it, and a replayed call allocates
+otherwise) is charged the difference at the node's measured cost per
+fault (:func:`fault_charge`; docs/METHODS.md, "The application's own
+heap"); ``--no-fault-charge`` charges none, for a host whose MPI
+allocates otherwise than the target's.
 
 The start-up spans: the one before MPI initialisation is in no
 prediction (netsim starts the clock at init); the one from init to the
@@ -80,9 +89,9 @@ class ExpandError(Exception):
 
 
 def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "none",
-           column: str = "cpu", warn=print) -> pd.DataFrame:
+           column: str = "cpu", warn=print, faults: bool = True) -> pd.DataFrame:
     from contracts.trace import load_trace
-    ev = load_trace(trace_dir, columns=["rank", "seq", "op", column]).events
+    ev = load_trace(trace_dir, columns=["rank", "seq", "op", column, "faults"]).events
     host = {r: g for r, g in ev.groupby("rank", sort=True)}
     out = []
     rep_of = dict(zip(reps["rank"], reps["representative"]))
@@ -108,13 +117,17 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
                  f"and were answered empty; {rp['poll_cpu'].sum():.4g} s of CPU time between "
                  f"them counted as computation")
         part = read_partial_replay(path) if rp["op"].iat[-1] != "finalize" else {}
+        # -1: nothing charged (fault_charge)
+        traced_faults = h["faults"].to_numpy() if faults else np.full(len(h), -1)
         if part:
             target[rep] = _partial(rp, h[column].to_numpy(dtype=float), h["op"].to_numpy(),
-                                   part, path, replay_dir, rep, warn)
+                                   part, path, replay_dir, rep, warn,
+                                   traced_faults[:len(rp)])
         elif len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
-            target[rep] = (secs, *_band(rp, secs, replay_dir, rep),
-                           rp["inside"].to_numpy(dtype=float),
-                           _mean(rp, secs, replay_dir, rep, warn))
+            extra = fault_charge(rp, traced_faults, rep, warn)
+            comp, low, high, mean = (np.maximum(v + extra, 0.0) for v in (
+                secs, *_band(rp, secs, replay_dir, rep), _mean(rp, secs, replay_dir, rep, warn)))
+            target[rep] = (comp, low, high, rp["inside"].to_numpy(dtype=float), mean)
         else:
             hv = h[column].to_numpy()
             factor = secs[rp["op"].to_numpy() != "init"].sum() / max(hv[1:].sum(), 1e-300)
@@ -140,22 +153,54 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
     return pd.concat(out, ignore_index=True)
 
 
+def fault_charge(rp: pd.DataFrame, traced: np.ndarray, rep: int, warn=print) -> np.ndarray:
+    """Seconds to add to each span of replay ``rp``: the page faults its
+    traced run took there (``traced``, the trace's ``faults`` of the same
+    events) less those the replay took, at the node's own cost per fault
+    (``fault_s``); negative where the replay faulted more.
+
+    What malloc hands back to the kernel, to be faulted in again at the
+    next touch, depends on everything the process allocated, the MPI's
+    own buffers in its calls included; a replayed call allocates
+    otherwise, so a replay can run without the faults its real run pays
+    (docs/METHODS.md, "The application's own heap").  Nothing is charged
+    where either count is missing (-1: calls below Python, older files)
+    or the node's cost was not measured."""
+    mine = rp["faults"].to_numpy()
+    cost = float(rp["fault_s"].iat[0])
+    if cost <= 0 or len(traced) != len(mine) or (traced < 0).any() or (mine < 0).any():
+        return np.zeros(len(rp))
+    diff = (traced - mine).astype(float)
+    diff[rp["op"].to_numpy() == "init"] = 0.0     # before MPI: in no prediction
+    extra = diff * cost
+    total = float(extra.sum())
+    if abs(total) >= 1e-3:
+        warn(f"replay.expand: note: rank {rep}: its traced run took {int(diff.sum()):+d} page "
+             f"faults against its replay ({int((diff > 0).sum())} spans more, "
+             f"{int((diff < 0).sum())} fewer): {total:+.4g} s charged at this node's "
+             f"{cost * 1e6:.3g} us a fault")
+    return extra
+
+
 def _partial(rp: pd.DataFrame, host: np.ndarray, host_ops: np.ndarray, part: dict,
-             path: str, replay_dir: str, rep: int, warn) -> tuple:
+             path: str, replay_dir: str, rep: int, warn, faults: np.ndarray) -> tuple:
     """The vectors of a representative replayed in part (replay/loops.py):
-    its replayed events as they are, the rest of its loop from the mean of
-    its replayed iterations, the wind-down after the loop from its host
-    times scaled to the target."""
+    its replayed events as they are (with the page faults its traced run
+    took there and the replay did not, :func:`fault_charge`), the rest of
+    its loop from the mean of its replayed iterations, the wind-down after
+    the loop from its host times scaled to the target."""
     from .loops import Loop, fill
     m = len(rp)
     if part["events"] != len(host) or (rp["op"].to_numpy() != host_ops[:m]).any():
         raise ExpandError(f"{path}: this partial replay of rank {rep} does not follow its "
                           f"{len(host)} traced events (was it recorded from this trace?)")
     secs = target_seconds(rp)
+    extra = fault_charge(rp, faults, rep, warn)
     low, high = _band(rp, secs, replay_dir, rep)
-    prefix = {"comp": secs, "low": low, "high": high,
+    prefix = {"comp": np.maximum(secs + extra, 0.0), "low": np.maximum(low + extra, 0.0),
+              "high": np.maximum(high + extra, 0.0),
               "inside": rp["inside"].to_numpy(dtype=float),
-              "mean": _mean(rp, secs, replay_dir, rep, warn)}
+              "mean": np.maximum(_mean(rp, secs, replay_dir, rep, warn) + extra, 0.0)}
     loop = Loop(part["start"], part["period"], part["iterations"])
     try:
         full = fill(prefix, loop, host, part["warmup"],
@@ -243,13 +288,17 @@ def main(argv=None) -> int:
                     help="also write the representatives' variability (their cores' "
                          "speeds and noise, measured by python -m replay --load K) into "
                          "one CSV, the input of python -m netsim --variability")
+    ap.add_argument("--no-fault-charge", action="store_true",
+                    help="charge no span for the page faults its traced run took beyond "
+                         "its replay's (where the traced MPI allocates otherwise than the "
+                         "target's: another library or interconnect)")
     a = ap.parse_args(argv)
     from contracts.trace import TraceError, load_trace
     try:
         size = load_trace(a.trace, columns=["rank"]).size
         reps = read_representatives(a.reps, size)
         df = expand(a.trace, reps, a.replayed, a.scale, a.vector,
-                    warn=lambda m: print(m, file=sys.stderr))
+                    warn=lambda m: print(m, file=sys.stderr), faults=not a.no_fault_charge)
         var = None if not a.variability else gather_variability(
             reps, a.replayed, warn=lambda m: print(m, file=sys.stderr))
     except (ExpandError, RepresentativesError, ReplayedError, TraceError, VariabilityError,

@@ -25,6 +25,11 @@ into the same buffers, so it meets the same faults: it takes them apart
 count says some were new) and charges their time to the span after the
 call, as work of this node, not of the network.
 
+The page faults of every span are counted too (as the tracer counts
+them), for replay.expand to charge those the traced run took and the
+replay did not: memory that the real MPI's allocations made malloc give
+back to the kernel.
+
 A collective of Python objects is mpi4py's own algorithm, with pickling
 and reducing in Python at every step: that too is computation of this
 node, and replay/objects.py redoes it and charges it to the spans around
@@ -91,6 +96,11 @@ REPEAT_BYTES, REPEAT_CALLS = 65536, 30
 HAND_OVER = 1e-6        # the sleep asked for in Replayer.hand_over()
 
 
+def _minflt() -> int:
+    """The process's minor page faults so far (the tracer's count)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def sleep_cost(samples: int = 21) -> float:
     """Wall seconds a ``time.sleep(HAND_OVER)`` takes here when no other
     thread wants the GIL: the median of a few (the timer slack, 50 us by
@@ -142,6 +152,12 @@ class Replayer:
         # seq -> seconds of a call's own work between its messages (see
         # charge()): written beside the call's row
         self.inside: dict = {}
+        # seq -> minor page faults in the span before the call, as the
+        # tracer counts them (from the last call's exit, folded polls
+        # included): written beside the call's row, for replay.expand to
+        # charge the faults the traced run took and this replay did not
+        self.faults: dict = {}
+        self._flt_event = self._flt_entry = _minflt()
         # where the shim answers calls below Python too (BELOW): per row,
         # the clocks at its entry and exit (wall, CPU), to interleave the
         # two streams afterwards (interleave())
@@ -164,6 +180,7 @@ class Replayer:
         t = time.perf_counter()
         c = time.process_time()
         self._span = (t - self.last_exit + self.carried, c - self.last_cpu + self.carried)
+        self._flt_entry = _minflt()
         self.carried = 0.0
         self._entry_cpu = c
         self._entry = (t, c)
@@ -191,6 +208,7 @@ class Replayer:
                 and not MPI.Is_finalized():
             self.probes.append((self.seq, *overhead(PROBE_CALLS, self.last_call)))
             self._next_probe = time.perf_counter() + self._probe_every
+        self._flt_event = _minflt()
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
         self.hand_over()
@@ -206,6 +224,7 @@ class Replayer:
         else:
             self.rows.append((self.seq, op, self._span[0], self._span[1], 0, 0.0))
             entry = self._entry
+        self.faults[self.seq] = max(self._flt_entry - self._flt_event, 0)
         self.seq += 1
         return entry
 
@@ -358,7 +377,7 @@ def _first_touch(view, n: int) -> None:
     the faults the real MPI's copy paid, timed apart from the log's own
     pages, which the copy's source faults in too.  ``view``: a byte view
     (mpimodel.calls.bytes_view, or a window's bytearray)."""
-    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    f0 = _minflt()
     t0 = time.perf_counter()
     step = len(_ZEROS) * PAGE
     for lo in range(0, n, step):
@@ -366,7 +385,7 @@ def _first_touch(view, n: int) -> None:
         view[lo:hi:PAGE] = _ZEROS[:len(range(lo, hi, PAGE))]
     view[n - 1] = 0
     t1 = time.perf_counter()
-    if resource.getrusage(resource.RUSAGE_SELF).ru_minflt > f0:
+    if _minflt() > f0:
         RP.carried += t1 - t0
         RP.fault_seconds += t1 - t0
 
@@ -905,6 +924,7 @@ class _Canned(Replayer):
         if 0 <= i < len(self.walls):
             self.walls[i], self.cpus[i] = self._span
         self.seq += 1
+        _minflt()                 # as Replayer.leave reads it
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
         # what hand_over() costs where the application runs no other

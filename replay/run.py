@@ -138,8 +138,10 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         rp.probes.append((rp.seq, *(fake.overhead() if not hook.module.Is_finalized()
                                     else (0.0, 0.0))))
     rows = on_core_share(less_overhead(rp.rows, rp.probes))
+    faults = rp.faults
     if fake.BELOW is not None:
         rows, rp.inside = _with_below_python(rank, rows, rp, fake.BELOW)
+        faults = {}                 # the shim's spans count none
     busy = _busy_warning(rank, rows)
     if busy:
         print(f"replay: warning: {busy}", file=sys.stderr)
@@ -163,7 +165,36 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
         side = partial_path(os.path.join(out_dir, f"rank{rank}.csv"))
         if os.path.exists(side):
             os.remove(side)
-    return _write_rows(out_dir, rank, rows, rp.inside)
+    return _write_rows(out_dir, rank, rows, rp.inside, faults, fault_seconds())
+
+
+def fault_seconds(pages: int = 4096, passes: int = 3) -> float:
+    """Seconds this node takes per page fault, in the spans' own clock
+    (:func:`on_core_share`): the least over ``passes`` of touching
+    ``pages`` fresh 4 KiB pages of anonymous memory (no huge pages), each
+    pass's time divided by the faults it counted.  A fault maps and
+    zeroes a page: kernel time that a span pays when the application
+    touches memory that malloc gave back to the kernel, which
+    replay.expand charges where the traced run faulted more than the
+    replay (docs/METHODS.md, "The application's own heap")."""
+    import mmap
+    import resource
+    share = float(os.environ.get(CORE_SHARE) or 1.0)
+    best = None
+    for _ in range(passes):
+        m = mmap.mmap(-1, pages * mmap.PAGESIZE)
+        if hasattr(m, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
+            m.madvise(mmap.MADV_NOHUGEPAGE)
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        t0, c0 = time.perf_counter(), time.process_time()
+        m[::mmap.PAGESIZE] = b"\1" * pages
+        t1, c1 = time.perf_counter(), time.process_time()
+        n = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+        m.close()
+        took = (c1 - c0) / share if share != 1.0 else t1 - t0
+        if n >= pages // 2 and (best is None or took / n < best):
+            best = took / n
+    return best or 0.0
 
 
 def _write_partial(out_dir: str, rank: int, plan: dict, rows: int) -> None:
@@ -210,16 +241,21 @@ def on_core_share(rows: list) -> list:
     return out
 
 
-def _write_rows(out_dir: str, rank: int, rows: list, inside: dict) -> str:
-    """OUT/rank<R>.csv (contracts/replayed.py) from the replay's rows."""
+def _write_rows(out_dir: str, rank: int, rows: list, inside: dict, faults: dict,
+                fault_s: float) -> str:
+    """OUT/rank<R>.csv (contracts/replayed.py) from the replay's rows;
+    ``faults``: seq -> page faults in its span (-1 where not counted),
+    ``fault_s``: this node's seconds per fault."""
     path = os.path.join(out_dir, f"rank{rank}.csv")
 
     def write(tmp):
         with open(tmp, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu", "inside"])
+            w.writerow(["rank", "seq", "op", "comp", "cpu", "polls", "poll_cpu", "inside",
+                        "faults", "fault_s"])
             w.writerows((rank, seq, op, repr(c), repr(u), n, repr(pc),
-                         repr(inside.get(seq, 0.0))) for seq, op, c, u, n, pc in rows)
+                         repr(inside.get(seq, 0.0)), faults.get(seq, -1), repr(fault_s))
+                        for seq, op, c, u, n, pc in rows)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
@@ -268,7 +304,7 @@ def replay_native(rank: int, size: int | None, log_dir: str, out_dir: str,
     rows, _ = interleave([], [], c_rows, {})
     print(f"replay: note: rank {rank}: {len(rows)} calls of the compiled program answered by "
           f"the PMPI shim from its C log", file=sys.stderr)
-    return _write_rows(out_dir, rank, rows, {})
+    return _write_rows(out_dir, rank, rows, {}, {}, 0.0)
 
 
 def _with_below_python(rank: int, rows: list, rp, below) -> tuple[list, dict]:

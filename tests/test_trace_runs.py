@@ -781,3 +781,25 @@ def test_calls_of_two_threads_inside_mpi_at_once_make_one_sequence(tmp_path):
                         d + "/log", "-o", d + "/rep", str(APPS / "overlapping_threads.py")],
                        capture_output=True, text=True, cwd=ROOT, env=mpi_env())
     assert r.returncode != 0 and "calls MPI from more than one thread" in r.stderr, r.stderr
+
+
+def test_page_faults_are_counted_in_the_span_that_took_them(tmp_path):
+    """The trace's ``faults``: a span that writes 40 MB of fresh memory
+    takes about 10,000 page faults (4 KiB pages), the spans around it
+    almost none, and both ranks alike."""
+    app = tmp_path / "touch.py"
+    app.write_text(
+        "from mpi4py import MPI\n"
+        "comm = MPI.COMM_WORLD\n"
+        "comm.Barrier()\n"
+        "b = bytearray(40 * 2 ** 20)   # zeroed: every page written once\n"
+        "comm.Barrier()\n"
+        "n = len(b)\n"
+        "comm.Barrier()\n")
+    trace(2, tmp_path / "t", [app])
+    ev = load_trace(str(tmp_path / "t")).events
+    for r in (0, 1):
+        f = ev[ev["rank"] == r]["faults"].tolist()
+        assert ev[ev["rank"] == r]["op"].tolist()[1:4] == ["barrier"] * 3
+        assert 9000 <= f[2] <= 12000, f          # the span before the second barrier
+        assert f[3] < 500, f

@@ -235,15 +235,17 @@ def measure_network(one: Path, mpiexec: str = MPIEXEC, options: tuple = (),
 
 
 def host_stages(app: list[str], d: Path, n: int, count_c_calls: bool = False,
-                timeout: float = STAGE_TIMEOUT) -> None:
+                timeout: float = STAGE_TIMEOUT, mpi_env: dict | None = None) -> None:
     """Trace (with the C-level call counter if asked), cluster and record the
-    representatives on this machine: d/trace, d/reps.csv, d/msglog."""
+    representatives on this machine: d/trace, d/reps.csv, d/msglog;
+    ``mpi_env``: the MPI's settings for both runs (its transport)."""
+    mpi_env = mpi_env or {}
     sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "trace"]
        + (["--count-c-calls"] if count_c_calls else []) + ["-o", str(d / "trace")] + app,
-       d / "trace.log", timeout=timeout)
+       d / "trace.log", timeout=timeout, **mpi_env)
     sh([PY, "-m", "cluster", str(d / "trace"), "-o", str(d / "reps.csv")], d / "cluster.log")
     sh([MPIEXEC, "-n", str(n), PY, "-m", "instrument", "record", "--reps", str(d / "reps.csv"),
-        "-o", str(d / "msglog")] + app, d / "record.log", timeout=timeout)
+        "-o", str(d / "msglog")] + app, d / "record.log", timeout=timeout, **mpi_env)
 
 
 def replay_round(app: list[str], d: Path, n: int, k: int,
@@ -280,11 +282,16 @@ def round_variability(d: Path, reps: pd.DataFrame) -> Path | None:
     return path
 
 
+# replay.expand's options for every round (a benchmark's command line sets them)
+EXPAND_OPTIONS: list[str] = []
+
+
 def expand_round(d: Path, k: int) -> Path:
     """Round ``k``'s replays expanded to every rank: d/compute<k>.csv."""
     compute = d / f"compute{k}.csv"
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
-        str(d / "replay" / f"repeat{k}"), "-o", str(compute)], d / f"expand{k}.log")
+        str(d / "replay" / f"repeat{k}"), "-o", str(compute)] + EXPAND_OPTIONS,
+       d / f"expand{k}.log")
     return compute
 
 

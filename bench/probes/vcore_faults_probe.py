@@ -23,7 +23,10 @@ steady.  Whether glibc hands the freed temporaries back to the kernel
 the Allreduce (mpi4py's pickled object, MPICH's own buffers), which the
 replay, whose MPI is its own, does not allocate alike.  Not the
 emulator's doing: the same faults cost the same CPU seconds on a real
-core; the replay does not see them.
+core; the replay does not take them.  Since 2026-11-30 the tracer and
+the replay count every span's faults and replay.expand charges the
+difference at the node's cost per fault (docs/METHODS.md, "The
+application's own heap").
 
 Needs root and the cgroup v1 cpu controller (as virtual cores do).
 """
