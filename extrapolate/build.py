@@ -360,6 +360,7 @@ def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.
         cols[c] = [None if x is None else list(x) for x in t[c]]
     cols["poll_cpu"] = np.zeros(total)
     cols["poll_gap"] = np.zeros(total)
+    cols["faults"] = np.full(total, -1, dtype=np.int64)      # not counted: no run made them
     return pa.Table.from_pydict({f.name: cols[f.name] for f in EVENT_SCHEMA}, schema=EVENT_SCHEMA)
 
 
