@@ -30,7 +30,8 @@ fault_s s     this node's seconds per page fault, in the spans' clock
 =====  =====  ===========================================================
 
 ``faults`` and ``fault_s`` are read as -1 and 0 from a replay that lacks
-them (written before they were kept): no fault is charged then.
+both (written before they were kept; ``attrs["faults_counted"]`` False):
+no fault is charged then.  One without the other is damage.
 """
 from __future__ import annotations
 
@@ -61,6 +62,12 @@ def read_replayed(path: str, rank: int | None = None) -> pd.DataFrame:
     df = read_table(path, COLUMNS, ReplayedError, "replay", "python -m replay",
                     integers=("rank", "seq", "polls"),
                     seconds=("comp", "cpu", "poll_cpu", "inside", "fault_s"))
+    have = [c for c in LATER if c in df.columns]
+    if len(have) == 1:
+        raise ReplayedError(f"{path}: has column {have[0]} but not "
+                            f"{' '.join(c for c in LATER if c not in have)} (a replay writes "
+                            f"both): the file is damaged")
+    df.attrs["faults_counted"] = bool(have)
     for c, nil in LATER.items():
         if c not in df.columns:
             df[c] = nil

@@ -168,6 +168,9 @@ def fault_charge(rp: pd.DataFrame, traced: np.ndarray, rep: int, warn=print) -> 
     or the node's cost was not measured."""
     mine = rp["faults"].to_numpy()
     cost = float(rp["fault_s"].iat[0])
+    if not rp.attrs.get("faults_counted", True) and (traced >= 0).all():
+        warn(f"replay.expand: warning: rank {rep}: its replay counted no page faults (written "
+             f"by an older version): none charged; replay it again to charge them")
     if cost <= 0 or len(traced) != len(mine) or (traced < 0).any() or (mine < 0).any():
         return np.zeros(len(rp))
     diff = (traced - mine).astype(float)
