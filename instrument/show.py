@@ -25,6 +25,9 @@ def summary(trace) -> dict[str, pd.DataFrame]:
         "mpi": (ev["t_end"] - ev["t_start"]).groupby(ev["rank"]).sum(),
         "wall": g["t_end"].max(),
         "sbytes": g["sbytes"].sum(),
+        # -1: not counted (below Python, an older trace): left out of the sum
+        "faults": ev["faults"].clip(lower=0).groupby(ev["rank"]).sum(),
+        "counted": (ev["faults"] >= 0).groupby(ev["rank"]).any(),
     })
     per_rank["comp_share"] = per_rank["comp"] / per_rank["wall"].where(per_rank["wall"] > 0)
     return {"per_op": per_op, "per_rank": per_rank}
@@ -91,15 +94,16 @@ def show(path: str, max_ranks: int = 32) -> str:
                      f"{_fmt_bytes(r.rbytes):>12}{r.time:>13.4f}s")
     pr = s["per_rank"]
     lines.append("")
-    lines.append("computation per rank (comp = wall seconds between calls, cpu = CPU seconds):")
+    lines.append("computation per rank (comp = wall seconds between calls, cpu = CPU seconds, "
+                 "faults = page faults in them):")
     lines.append(f"  {'rank':>6}{'events':>9}{'comp s':>10}{'cpu s':>10}{'in MPI s':>10}"
-                 f"{'wall s':>10}{'comp share':>12}")
+                 f"{'wall s':>10}{'comp share':>12}{'faults':>10}")
     show_ranks = pr if len(pr) <= max_ranks else pd.concat(
         [pr.nlargest(max_ranks // 2, "comp"), pr.nsmallest(max_ranks // 2, "comp")])
     for r in show_ranks.sort_index().itertuples():
         rank = r.Index
         lines.append(f"  {rank:>6}{r.events:>9}{r.comp:>10.4f}{r.cpu:>10.4f}{r.mpi:>10.4f}"
-                     f"{r.wall:>10.4f}{r.comp_share:>11.1%}")
+                     f"{r.wall:>10.4f}{r.comp_share:>11.1%}{r.faults if r.counted else '-':>10}")
     if len(pr) > max_ranks:
         lines.append(f"  ({len(pr)} ranks; the {max_ranks // 2} with most and least "
                      f"computation shown)")

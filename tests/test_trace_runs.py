@@ -803,3 +803,7 @@ def test_page_faults_are_counted_in_the_span_that_took_them(tmp_path):
         assert ev[ev["rank"] == r]["op"].tolist()[1:4] == ["barrier"] * 3
         assert 9000 <= f[2] <= 12000, f          # the span before the second barrier
         assert f[3] < 500, f
+    # and instrument show sums them per rank
+    out = run([sys.executable, "-m", "instrument", "show", str(tmp_path / "t")]).stdout
+    rows = out[out.index("computation per rank"):].splitlines()[2:4]
+    assert all(9000 <= int(row.split()[-1]) <= 20000 for row in rows), rows
