@@ -124,9 +124,9 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
                                    part, path, replay_dir, rep, warn,
                                    traced_faults[:len(rp)])
         elif len(rp) == len(h) and (rp["op"].to_numpy() == h["op"].to_numpy()).all():
-            extra = fault_charge(rp, traced_faults, rep, warn)
-            comp, low, high, mean = (np.maximum(v + extra, 0.0) for v in (
-                secs, *_band(rp, secs, replay_dir, rep), _mean(rp, secs, replay_dir, rep, warn)))
+            comp, low, high, mean = charged(
+                fault_charge(rp, traced_faults, rep, warn), secs,
+                *_band(rp, secs, replay_dir, rep), _mean(rp, secs, replay_dir, rep, warn))
             target[rep] = (comp, low, high, rp["inside"].to_numpy(dtype=float), mean)
         else:
             hv = h[column].to_numpy()
@@ -185,6 +185,12 @@ def fault_charge(rp: pd.DataFrame, traced: np.ndarray, rep: int, warn=print) -> 
     return extra
 
 
+def charged(extra: np.ndarray, *vectors: np.ndarray) -> tuple:
+    """Each of ``vectors`` (a representative's spans, their band, their
+    mean) with ``extra`` seconds added span by span, never below zero."""
+    return tuple(np.maximum(v + extra, 0.0) for v in vectors)
+
+
 def _partial(rp: pd.DataFrame, host: np.ndarray, host_ops: np.ndarray, part: dict,
              path: str, replay_dir: str, rep: int, warn, faults: np.ndarray) -> tuple:
     """The vectors of a representative replayed in part (replay/loops.py):
@@ -198,12 +204,11 @@ def _partial(rp: pd.DataFrame, host: np.ndarray, host_ops: np.ndarray, part: dic
         raise ExpandError(f"{path}: this partial replay of rank {rep} does not follow its "
                           f"{len(host)} traced events (was it recorded from this trace?)")
     secs = target_seconds(rp)
-    extra = fault_charge(rp, faults, rep, warn)
-    low, high = _band(rp, secs, replay_dir, rep)
-    prefix = {"comp": np.maximum(secs + extra, 0.0), "low": np.maximum(low + extra, 0.0),
-              "high": np.maximum(high + extra, 0.0),
-              "inside": rp["inside"].to_numpy(dtype=float),
-              "mean": np.maximum(_mean(rp, secs, replay_dir, rep, warn) + extra, 0.0)}
+    comp, low, high, mean = charged(fault_charge(rp, faults, rep, warn), secs,
+                                    *_band(rp, secs, replay_dir, rep),
+                                    _mean(rp, secs, replay_dir, rep, warn))
+    prefix = {"comp": comp, "low": low, "high": high,
+              "inside": rp["inside"].to_numpy(dtype=float), "mean": mean}
     loop = Loop(part["start"], part["period"], part["iterations"])
     try:
         full = fill(prefix, loop, host, part["warmup"],

@@ -96,7 +96,7 @@ REPEAT_BYTES, REPEAT_CALLS = 65536, 30
 HAND_OVER = 1e-6        # the sleep asked for in Replayer.hand_over()
 
 
-def _minflt() -> int:
+def minor_faults() -> int:
     """The process's minor page faults so far (the tracer's count)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
@@ -157,7 +157,7 @@ class Replayer:
         # included): written beside the call's row, for replay.expand to
         # charge the faults the traced run took and this replay did not
         self.faults: dict = {}
-        self._flt_event = self._flt_entry = _minflt()
+        self._flt_event = self._flt_entry = minor_faults()
         # where the shim answers calls below Python too (BELOW): per row,
         # the clocks at its entry and exit (wall, CPU), to interleave the
         # two streams afterwards (interleave())
@@ -180,7 +180,7 @@ class Replayer:
         t = time.perf_counter()
         c = time.process_time()
         self._span = (t - self.last_exit + self.carried, c - self.last_cpu + self.carried)
-        self._flt_entry = _minflt()
+        self._flt_entry = minor_faults()
         self.carried = 0.0
         self._entry_cpu = c
         self._entry = (t, c)
@@ -208,7 +208,7 @@ class Replayer:
                 and not MPI.Is_finalized():
             self.probes.append((self.seq, *overhead(PROBE_CALLS, self.last_call)))
             self._next_probe = time.perf_counter() + self._probe_every
-        self._flt_event = _minflt()
+        self._flt_event = minor_faults()
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
         self.hand_over()
@@ -377,7 +377,7 @@ def _first_touch(view, n: int) -> None:
     the faults the real MPI's copy paid, timed apart from the log's own
     pages, which the copy's source faults in too.  ``view``: a byte view
     (mpimodel.calls.bytes_view, or a window's bytearray)."""
-    f0 = _minflt()
+    f0 = minor_faults()
     t0 = time.perf_counter()
     step = len(_ZEROS) * PAGE
     for lo in range(0, n, step):
@@ -385,7 +385,7 @@ def _first_touch(view, n: int) -> None:
         view[lo:hi:PAGE] = _ZEROS[:len(range(lo, hi, PAGE))]
     view[n - 1] = 0
     t1 = time.perf_counter()
-    if _minflt() > f0:
+    if minor_faults() > f0:
         RP.carried += t1 - t0
         RP.fault_seconds += t1 - t0
 
@@ -924,7 +924,7 @@ class _Canned(Replayer):
         if 0 <= i < len(self.walls):
             self.walls[i], self.cpus[i] = self._span
         self.seq += 1
-        _minflt()                 # as Replayer.leave reads it
+        minor_faults()            # as Replayer.leave reads it
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
         # what hand_over() costs where the application runs no other
