@@ -365,6 +365,18 @@ def _load_compiler_without_blas_check() -> None:
             del sys.modules[name]
 
 
+def _curve_warnings(s: Schedule, plat) -> list[str]:
+    """The platform's levels whose measured curves stop short of the
+    schedule's messages (Platform.beyond_curves), each printed."""
+    from .engine import SEND
+    sends = s.kind == SEND
+    core = plat.core_of(s.nranks)
+    said = plat.beyond_curves(core[s.rank[sends]], core[s.peer[sends]], s.size[sends])
+    for say in said:
+        print(f"netsim: WARNING: {say}", file=sys.stderr)
+    return said
+
+
 def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     _load_compiler_without_blas_check()
@@ -385,7 +397,7 @@ def main(argv=None) -> int:
         else:
             low = _from_trace(a, plat, var)
             var = low.var or var
-        warnings = low.warnings
+        warnings = low.warnings + _curve_warnings(low.schedule, plat)
         if a.goal_out:
             from interop.goal import write_goal
             write_goal(a.goal_out, low.schedule)

@@ -222,6 +222,31 @@ class Platform:
             lv[core_a // span[i] == core_b // span[i]] = i
         return lv
 
+    def beyond_curves(self, core_a: np.ndarray, core_b: np.ndarray,
+                      nbytes: np.ndarray) -> list[str]:
+        """One line per level whose measured curves (one-way, stream) stop
+        below half the largest message between cores a and b over it: such
+        messages are timed by the curves' last slope, which a few noisy
+        points at the curve's end can make far off (a quantised
+        measurement's flat last step timed 1 MiB as 256 KiB)."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        lv = self.level_of(np.asarray(core_a), np.asarray(core_b))
+        out = []
+        for i, level in enumerate(self.levels):
+            curves = [c for c in (level.one_way, level.stream) if c]
+            if not curves or not (lv == i).any():
+                continue
+            reach = min(c[-1][0] for c in curves)
+            here = nbytes[lv == i]
+            largest = float(here.max())
+            if largest > 2 * reach:
+                asked = 1 << int(np.ceil(np.log2(largest)))
+                out.append(f"level {level.name}: {int((here > reach).sum())} messages of up "
+                           f"to {int(largest)} bytes, beyond its measured curves (to "
+                           f"{int(reach)} bytes): timed by their last slope; measure up to "
+                           f"that size (python -m calibrate measure --max-bytes {asked})")
+        return out
+
     def wire(self, core_a: np.ndarray, core_b: np.ndarray, nbytes: np.ndarray,
              rendezvous: np.ndarray | None = None) -> np.ndarray:
         """Seconds each message (from core a to core b, of ``nbytes``) spends

@@ -89,6 +89,33 @@ def test_a_measured_one_way_curve_is_followed_between_and_beyond_its_sizes():
         platform(network={"levels": [dict(levels[1], one_way=curve)], "semantics": "loggopsim"})
 
 
+def test_messages_beyond_the_measured_curves_are_named(jacobi_trace, tmp_path):
+    """Messages more than twice the size where a level's curves stop are
+    timed by the curves' last slope: netsim names the level, how many and
+    how large, and the measurement that would cover them, on stderr and
+    in the prediction's warnings; within twice the size, nothing."""
+    curve = [[0, 3 * US], [512, 4 * US], [4096, 20 * US], [8192, 30 * US]]
+    levels = [{"name": "node", "span": 2, "latency": 1 * US, "byte_time": 1e-9,
+               "one_way": curve},
+              {"name": "net", "latency": 7 * US, "byte_time": 4e-9}]
+    plat = platform(network={"levels": levels})
+    a, b = np.array([0, 0, 0]), np.array([1, 1, 2])
+    assert plat.beyond_curves(a, b, np.array([100.0, 16384.0, 1e9])) == []
+    said = plat.beyond_curves(a, b, np.array([9000.0, 20000.0, 1e9]))
+    assert len(said) == 1 and said[0].startswith("level node: 2 messages of up to 20000 bytes")
+    assert "(to 8192 bytes)" in said[0] and "--max-bytes 32768" in said[0]
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump({
+        "name": "short-curve", "nodes": 1, "cores_per_node": 4,
+        "network": {"levels": [{"name": "node", "latency": 1e-6, "byte_time": 1e-10,
+                                "one_way": [[0, 1e-6], [8, 1.1e-6]]}]}}))
+    p = run([sys.executable, "-m", "netsim", str(jacobi_trace), "--platform", str(small),
+             "-o", str(tmp_path / "pred.json")])
+    assert "netsim: WARNING: level node:" in p.stderr and "beyond its measured curves" in p.stderr
+    pred = json.loads((tmp_path / "pred.json").read_text())
+    assert any("level node:" in w and "--max-bytes" in w for w in pred["warnings"])
+
+
 def test_a_measured_stream_curve_spaces_a_window_of_messages():
     """A level's stream curve (seconds per message of a window of
     nonblocking sends, calibrate's ``stream``) is how long each
