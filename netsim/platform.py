@@ -225,7 +225,9 @@ class Platform:
     def beyond_curves(self, core_a: np.ndarray, core_b: np.ndarray,
                       nbytes: np.ndarray) -> list[str]:
         """One line per level whose measured curves (one-way, stream) stop
-        below half the largest message between cores a and b over it: such
+        below half the largest message between cores a and b over it (the
+        schedule's messages: point-to-point and decomposed collectives';
+        an analytic collective is timed by the level's fitted lines): such
         messages are timed by the curves' last slope, which a few noisy
         points at the curve's end can make far off (a quantised
         measurement's flat last step timed 1 MiB as 256 KiB)."""
