@@ -367,7 +367,10 @@ def _load_compiler_without_blas_check() -> None:
 
 def _curve_warnings(s: Schedule, plat) -> list[str]:
     """The platform's levels whose measured curves stop short of the
-    schedule's messages (Platform.beyond_curves), each printed."""
+    schedule's messages (Platform.beyond_curves), each printed; nothing
+    looked up where no level has a measured curve."""
+    if not any(lv.one_way or lv.stream for lv in plat.levels):
+        return []
     from .engine import SEND
     sends = s.kind == SEND
     core = plat.core_of(s.nranks)

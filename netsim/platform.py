@@ -236,10 +236,10 @@ class Platform:
         out = []
         for i, level in enumerate(self.levels):
             curves = [c for c in (level.one_way, level.stream) if c]
-            if not curves or not (lv == i).any():
+            here = nbytes[lv == i]
+            if not curves or not len(here):
                 continue
             reach = min(c[-1][0] for c in curves)
-            here = nbytes[lv == i]
             largest = float(here.max())
             if largest > 2 * reach:
                 asked = 1 << int(np.ceil(np.log2(largest)))

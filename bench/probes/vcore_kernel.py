@@ -37,8 +37,8 @@ def main() -> None:
     ap.add_argument("--loops", type=int, default=1_000_000)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--bytes", type=int, default=8, help="alltoall: bytes to each rank")
-    ap.add_argument("--op", choices=("barrier", "pingpong", "uneven", "allreduce",
-                                            "allgather", "sendrecv", "alltoall"), default="barrier")
+    ap.add_argument("--op", default="barrier", choices=(
+        "barrier", "pingpong", "uneven", "allreduce", "allgather", "sendrecv", "alltoall"))
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
     work(a.loops // 10)                      # warm the interpreter's caches
@@ -67,7 +67,7 @@ def main() -> None:
             elif a.op == "alltoall":
                 comm.Alltoall([buf, MPI.BYTE], [into, MPI.BYTE])
             elif a.op == "sendrecv" and peer < comm.size:
-                comm.Sendrecv(buf, peer, recvbuf=into[:8], source=peer)
+                comm.Sendrecv(buf, peer, recvbuf=memoryview(into)[:8], source=peer)
             elif peer < comm.size:
                 if comm.rank % 2 == 0:
                     comm.Send(buf, peer)
