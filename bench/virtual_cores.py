@@ -244,11 +244,39 @@ def check_markdown(dil: list[dict], quant: list[dict]) -> str:
     return "\n".join(out)
 
 
+def network_of(recipe: dict, d: Path, c: Cluster, spacing: float) -> Path:
+    """``calibrate measure`` on cluster ``c`` into d/pingpong1.csv: messages
+    to 256 KiB unless the recipe sends larger ones (``max_bytes``; netsim
+    warns where they go beyond the measured curves), each timed after
+    ``spacing`` seconds of work (0: back to back)."""
+    most = int(recipe.get("max_bytes", 1 << 18))
+    options = ("--repeats", "3", "--max-bytes", str(most)) + \
+        (("--spacing", f"{spacing:g}") if spacing else ())
+    return measure_network(d / "pingpong1.csv", c.mpiexec, options, timeout=TIMEOUT,
+                           ranks=min(int(recipe["ranks"]), c.cores_per_node + 1))
+
+
+def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) -> dict:
+    """The network measured again for the runs saved in ``d`` (the first
+    measurement kept as before-pingpong1.csv), then predicted again: what a
+    change to the measurement changes, without tracing, replaying and
+    running again."""
+    if not (d / "runs.json").exists():
+        raise RuntimeError(f"{d}: no saved runs to predict again")
+    print(f"{name}: the network again on {c.nodes} x {c.cores_per_node} virtual cores "
+          f"(spacing {spacing:g} s)", flush=True)
+    if (d / "pingpong1.csv").exists() and not (d / "before-pingpong1.csv").exists():
+        os.replace(d / "pingpong1.csv", d / "before-pingpong1.csv")
+    network_of(recipe, d, c, spacing)
+    return predict_saved(name, recipe, d, c.nodes, c.cores_per_node, c.core_share)
+
+
 def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: int,
-                        copies: int) -> dict:
+                        copies: int, spacing: float = 0.0) -> dict:
     """The whole method for one application against cluster ``c``; its row.
     ``copies``: concurrent replay copies per representative, on the
-    cluster's virtual cores 0 ... copies - 1."""
+    cluster's virtual cores 0 ... copies - 1; ``spacing``: the network
+    measurement's (network_of)."""
     n = int(recipe["ranks"])
     app = app_args(recipe)
     shutil.rmtree(d, ignore_errors=True)
@@ -261,12 +289,7 @@ def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: in
     for k in range(1, rounds + 1):
         replay_round(app, d, n, k, timeout=TIMEOUT, load=copies, bind=c.core)
         if k == 1:
-            # messages to 256 KiB unless the recipe sends larger ones
-            # (netsim warns where they go beyond the measured curves)
-            most = int(recipe.get("max_bytes", 1 << 18))
-            measure_network(d / "pingpong1.csv", c.mpiexec,
-                            ("--repeats", "3", "--max-bytes", str(most)), timeout=TIMEOUT,
-                            ranks=min(n, c.cores_per_node + 1))
+            network_of(recipe, d, c, spacing)
         runs.append(measure(app, n, 1, c.mpiexec, env=env(), log=lambda s: None,
                             timeout=TIMEOUT)["measured"])
         (d / "runs.json").write_text(json.dumps(runs))
@@ -500,13 +523,15 @@ def table_at(a, recipes: dict, names: list[str], n: int, out: Path, start: float
     with cluster_for(a, n, cpn, share) as c:
         rows = each_app(a, recipes, names, n, start, lambda name, recipe: (
             predict_saved(name, recipe, d / name, n // cpn, cpn, share) if c is None else
-            validate_on_cluster(name, recipe, d / name, c, a.rounds, copies)))
+            network_again(name, recipe, d / name, c, a.spacing) if a.network_again else
+            validate_on_cluster(name, recipe, d / name, c, a.rounds, copies, a.spacing)))
     if not rows:
         return ""
     df = pd.DataFrame(rows)
     d.mkdir(parents=True, exist_ok=True)
     df.to_csv(d / "results.csv", index=False)
-    again = " (predicted again from saved runs)" if a.predict_only else ""
+    again = (" (predicted again from saved runs)" if a.predict_only else
+             " (network measured again for saved runs)" if a.network_again else "")
     md = (f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
           f"{a.rate / 1e9:g} Gbit/s links{again}\n\n" + markdown(df, recipes))
     print(md, flush=True)
@@ -535,6 +560,13 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, help="start no application after this many seconds")
     ap.add_argument("--predict-only", action="store_true",
                     help="table: predict again from the runs saved under --out (no cluster)")
+    ap.add_argument("--network-again", action="store_true",
+                    help="table: measure the network again on the cluster for the runs "
+                         "saved under --out, then predict again (after a change to the "
+                         "measurement; the first one kept as before-pingpong1.csv)")
+    ap.add_argument("--spacing", type=float, default=0.0, metavar="SECONDS",
+                    help="the network measurement's calibrate measure --spacing: each "
+                         "ping-pong timed after this much work (default 0)")
     ap.add_argument("--replay-copies", choices=("all", "node"), default="all",
                     help="replay each representative as a copy on every virtual core of "
                          "the cluster (all, the default: the emulated nodes share this "

@@ -1,6 +1,7 @@
 """python -m calibrate (measure | fit): the target's network as a platform file.
 
     mpiexec -n P python -m calibrate measure -o pingpong.csv [--repeats R] [--max-bytes B]
+        [--spacing SECONDS]
     python -m calibrate fit pingpong.csv [more.csv ...] --cores-per-node C [--nodes K]
         [--template PLATFORM.yaml] -o platform.yaml
 """
@@ -29,6 +30,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="largest message measured (default 4 MiB); on a slow network "
                         "a smaller one keeps the measurement short, and the fit carries "
                         "the largest size's byte time on beyond it")
+    m.add_argument("--spacing", type=float, default=0.0, metavar="SECONDS",
+                   help="time each ping-pong and exchange alone, after SECONDS of "
+                        "computation on both ranks (CPU time), as applications meet the "
+                        "network after their work (default 0: blocks of back-to-back "
+                        "calls).  For a target whose ranks get their CPU in slices (CPU "
+                        "quotas, shared or oversubscribed nodes), where a back-to-back "
+                        "loop pays the slicing on every trip")
     f = sub.add_parser("fit", help="fit latency/byte time and curves per level, "
                                    "write a platform YAML")
     f.add_argument("raw", nargs="+",
@@ -90,7 +98,11 @@ def main(argv=None) -> int:
         if a.max_bytes < 1:
             print("calibrate: error: --max-bytes must be at least 1", file=sys.stderr)
             return 2
-        measure(a.output, sizes=[n for n in SIZES if n <= a.max_bytes], repeats=a.repeats)
+        if a.spacing < 0:
+            print("calibrate: error: --spacing must be 0 or more", file=sys.stderr)
+            return 2
+        measure(a.output, sizes=[n for n in SIZES if n <= a.max_bytes], repeats=a.repeats,
+                spacing=a.spacing)
         return 0
     import yaml
     try:

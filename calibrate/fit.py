@@ -96,8 +96,8 @@ def _non_decreasing(t: list[float]) -> list[float]:
     return [s_ / c_ for s_, c_ in blocks for _ in range(c_)]
 
 
-def _two_rank_overheads(pair, call: float, level: dict,
-                        self_limit: int) -> tuple[float, dict]:
+def _two_rank_overheads(pair, call: float, level: dict, self_limit: int,
+                        spaced: bool = False) -> tuple[float, dict]:
     """(copy_overhead, {family: collective_overhead}) from the two-rank rows
     (``pair``: what -> seconds per call) against the model's cost of one
     exchange of 8 bytes: the one-way time of the level joining ranks 0 and
@@ -105,10 +105,16 @@ def _two_rank_overheads(pair, call: float, level: dict,
     the simulator does, else off its fitted line.  The alltoall's own block
     is counted as the simulator charges it: a message to itself (the same
     one-way time less the binding's call) up to ``self_limit`` bytes, else
-    the local copy."""
+    the local copy.  ``spaced``: the curves were timed after work
+    (``calibrate measure --spacing``) but the two-rank rows back to back,
+    which on sliced CPUs differ by the slicing: the overheads are then
+    each collective's time beyond the Sendrecv timed beside it, its own
+    block counted as a local copy."""
     if not any(f in pair for f in COLLECTIVES):
         return 0.0, {}
-    if "one_way" in level:
+    if spaced and "sendrecv" in pair:
+        exchange = float(pair["sendrecv"])
+    elif "one_way" in level:
         from netsim.platform import one_way_at
         exchange = float(one_way_at(level["one_way"], 8))
     else:
@@ -119,7 +125,10 @@ def _two_rank_overheads(pair, call: float, level: dict,
         copy_over = max(float(pair["allgather"] - pair["allgather_inplace"]), 0.0)
     measured = {"alltoall": pair.get("alltoall"),
                 "allgather": pair.get("allgather_inplace", pair.get("allgather"))}
-    own_copy = {"alltoall": exchange - call if self_limit >= 8 else copy_over, "allgather": 0.0}
+    own_copy = {"alltoall": exchange - call if self_limit >= 8 and not spaced else copy_over,
+                "allgather": 0.0}
+    if spaced:
+        loop = 0.0                              # the Sendrecv's row has the loop in it
     return copy_over, {f: max(float(t) - loop - exchange - own_copy[f], 0.0)
                        for f, t in measured.items() if t is not None}
 
@@ -269,7 +278,7 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     pack_bt = _pack_byte_time(df[what.isin(PACKING)], combine)
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
     apart = ["pingpong", "exchange", "stream", "stream_loop", "call", "copy", "eager_limit",
-             "probe_late", "intercomm_poll_bytes", "warmup", "rma", *PACKING]
+             "probe_late", "intercomm_poll_bytes", "warmup", "rma", "spacing", *PACKING]
     # Iprobe calls that miss an arrived message (the largest over several
     # measurements: a property of the MPI, not of the moment)
     late = int(_agg(df.loc[what == "probe_late", "bytes"], "max", 0))
@@ -314,7 +323,9 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     if not levels:
         raise ValueError(f"{raw}: no measurements")
     levels[-1].pop("span", None)
-    copy_over, coll_over = _two_rank_overheads(pair, call, levels[0], alltoall_self_limit)
+    spaced = _agg(df.loc[what == "spacing", "one_way"], "max", 0.0) > 0
+    copy_over, coll_over = _two_rank_overheads(pair, call, levels[0], alltoall_self_limit,
+                                               spaced)
     net = {"levels": levels, "overhead": {"send": 0.0, "recv": 0.0}, "gap": 0.0,
            "eager_limit": eager_limit, "contention": nodes > 1}
     optional = {"call_overhead": call, "copy_byte_time": copy_bt, "copy_overhead": copy_over,

@@ -4,8 +4,8 @@
 
 First, before any other message between them, ranks 0 and 1 time their
 ``warmup``: back-to-back exchanges of the largest size on their new
-connection, in order (``peer`` 1), 32 MiB each way (at least 16 of them).
-Then rank 0 ping-pongs with every other rank in turn (so with ranks
+connection, in order (``peer`` 1), 32 MiB each way (at least 16 of them,
+at most 1,024).  Then rank 0 ping-pongs with every other rank in turn (so with ranks
 placed block-wise the pairs cross every level of the machine: same socket,
 same node, other nodes), over every power of two from 0 bytes to 4 MiB,
 in blocks of back-to-back round trips with separate send and receive
@@ -16,7 +16,9 @@ seconds per message of a window of 64 back-to-back Isends answered by 64
 preposted Irecvs and one short acknowledgement (as the OSU bandwidth
 test; PLogP's gap g(m)), and once (peer -1) ``stream_loop``, the same
 window posted to ``MPI.PROC_NULL``: the loop's and the binding's own cost
-per message; with
+per message; with ``--spacing S`` (``spacing``, a row of its own) each
+ping-pong and exchange is instead timed alone after S of work on both
+ranks (_after_work); with
 rank 1 also an ``exchange`` (a Sendrecv, both directions at once) per
 size.  Further rows, peer -1:
 ``call``, the cost of one call that MPI completes at once (a Send to and a
@@ -350,6 +352,50 @@ def _typical_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
     return statistics.median(spans) if spans else float("inf")
 
 
+def _compute(seconds: float) -> None:
+    """Keep this process's CPU busy for ``seconds`` of its own CPU time."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def _after_work(w, peer, on_zero, on_peer, n: int, repeats: int, spacing: float) -> float:
+    """Seconds per call of calls each made after both ranks computed for
+    ``spacing`` seconds of CPU time (rank 0 runs ``on_zero``, ``peer`` runs
+    ``on_peer``; others wait): the cost of a synchronisation as an
+    application meets it, after its work rather than back to back.  On a
+    core of its own the two agree; where a rank's CPU comes in slices
+    (a CPU quota, a shared or oversubscribed node) a waiting rank spins
+    out its slice and a back-to-back loop pays the slicing on every trip,
+    which an application that computed in between does not.  The mean of
+    the calls less the slowest and fastest tenth (an application pays
+    the mean, whatever phase of the slicing its call meets); the computation
+    is not timed.  Each piece of work is drawn between half and one and a
+    half ``spacing``, the same on both ranks (a seeded draw): a fixed
+    length could end every piece at the same phase of the slicing (a
+    multiple of a quota ends where the quota does), where applications
+    end theirs anywhere.  Returned on rank 0."""
+    import random
+
+    from mpi4py import MPI
+    calls = max(20, repeats) if n < (1 << 20) else max(9, repeats // 3)
+    w.Barrier()
+    fn = on_zero if w.rank == 0 else on_peer if w.rank == peer else None
+    if fn is None:
+        return float("inf")
+    draw = random.Random(peer * 1_000_003 + n)
+    spans = []
+    for k in range(calls + 1):
+        _compute(spacing * draw.uniform(0.5, 1.5))
+        t0 = MPI.Wtime()
+        fn()
+        if k:                                   # the first one warms up
+            spans.append(MPI.Wtime() - t0)
+    spans.sort()
+    cut = len(spans) // 10
+    return statistics.fmean(spans[cut:len(spans) - cut])
+
+
 def _stream(w, peer, sbuf, rbuf) -> tuple[Callable, Callable]:
     """(sender, receiver): one window of WINDOW nonblocking messages from
     rank 0 to ``peer``, all in flight at once, then a short
@@ -388,18 +434,23 @@ def _warmup(w, n: int, total: int = WARMUP_BYTES) -> list:
     sbuf, rbuf = message_buffer(n), message_buffer(n)
     w.Barrier()
     if w.rank < 2:
-        for _ in range(max(16, -(-total // n))):
+        # at most 1,024 (a measurement capped at a few bytes would make millions)
+        for _ in range(max(16, min(-(-total // n), 1024))):
             t0 = MPI.Wtime()
             w.Sendrecv(sbuf, 1 - w.rank, 6, rbuf, 1 - w.rank, 6)
             times.append(MPI.Wtime() - t0)
     return times if w.rank == 0 else []
 
 
-def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
-    import numpy as np
-    from mpi4py import MPI
-    w = MPI.COMM_WORLD
-    rows = [(1, sizes[-1], t, "warmup") for t in _warmup(w, sizes[-1])]
+def _point_to_point(w, sizes, repeats: int, spacing: float) -> list:
+    """Rows (peer, bytes, one_way, what) of rank 0's ping-pongs and streams
+    with every other rank, and its exchanges with rank 1, per size
+    (``spacing`` > 0: ping-pongs and exchanges timed after work)."""
+    def timed(peer, on_zero, on_peer, n):
+        if spacing > 0:
+            return _after_work(w, peer, on_zero, on_peer, n, repeats, spacing)
+        return _typical_block(w, peer, on_zero, on_peer, n, repeats)
+    rows = []
     for peer in range(1, w.size):
         for n in sizes:
             sbuf, rbuf = message_buffer(n), message_buffer(n)
@@ -411,7 +462,7 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
             def pong():
                 w.Recv(rbuf, 0, 7)
                 w.Send(sbuf, 0, 7)
-            t = _typical_block(w, peer, ping, pong, n, repeats)
+            t = timed(peer, ping, pong, n)
             if w.rank == 0:
                 rows.append((peer, n, t / 2, "pingpong"))
             t = _typical_block(w, peer, *_stream(w, peer, sbuf, rbuf), WINDOW * n, repeats)
@@ -421,9 +472,21 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
                 # both directions at once (rank 0 with its nearest peer)
                 def exchange():
                     w.Sendrecv(sbuf, 1 - w.rank, 7, rbuf, 1 - w.rank, 7)
-                t = _typical_block(w, peer, exchange, exchange, n, repeats)
+                t = timed(peer, exchange, exchange, n)
                 if w.rank == 0:
                     rows.append((peer, n, t, "exchange"))
+    return rows
+
+
+def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0) -> None:
+    """Write the measurements CSV ``out`` (rank 0); see the module's text.
+    ``spacing`` > 0: the ping-pongs and exchanges are timed one by one,
+    each after that many seconds of computation (_after_work)."""
+    import numpy as np
+    from mpi4py import MPI
+    w = MPI.COMM_WORLD
+    rows = [(1, sizes[-1], t, "warmup") for t in _warmup(w, sizes[-1])]
+    rows += _point_to_point(w, sizes, repeats, spacing)
     # the binding's cost per call: calls that MPI answers at once
     buf = np.zeros(8, dtype=np.uint8)
 
@@ -432,6 +495,8 @@ def measure(out: str, sizes=SIZES, repeats: int = 30) -> None:
         w.Recv(buf, MPI.PROC_NULL, 7)
     rows.append((-1, 0, _median_per_call(null_pair, 2000, repeats) / 2, "call"))
     rows.append((-1, 8, _rma_per_call(w, repeats), "rma"))
+    if spacing > 0:
+        rows.append((-1, 0, spacing, "spacing"))
     # the stream's own loop: the same window to MPI.PROC_NULL, per message
     post, _ = _stream(w, MPI.PROC_NULL, buf, buf)
     rows.append((-1, 8, _median_per_call(post, 20, repeats) / WINDOW, "stream_loop"))

@@ -256,3 +256,34 @@ def test_calibrated_curve_never_falls_with_size(tmp_path):
     curve = load_platform(str(tmp_path / "p.yaml")).levels[0].one_way
     t = [v * 1e6 for _, v in curve]
     assert t == pytest.approx([2.6] * 6 + [3.7, 7.6, 7.6, 12.0])
+
+
+def test_calibrate_times_trips_after_work_apart_from_the_work(tmp_path):
+    """measure --spacing: every ping-pong and exchange is timed alone after
+    some work on both ranks, the work not in the time (20 ms of it against
+    trips of microseconds on this host), and the measurement says so in a
+    ``spacing`` row.  fit then prices the two-rank collectives, timed back
+    to back, against the Sendrecv timed beside them, not against the
+    after-work curve (which would make a 12 us Alltoall cost nothing)."""
+    raw = tmp_path / "pp.csv"
+    mpirun(2, ["-m", "calibrate", "measure", "--repeats", "3", "--max-bytes", "4",
+               "--spacing", "0.02", "-o", str(raw)])
+    rows = pd.read_csv(raw)
+    assert rows.loc[rows["what"] == "spacing", "one_way"].tolist() == [0.02]
+    trips = rows[rows["what"].isin(["pingpong", "exchange"])]
+    assert sorted(set(trips["bytes"])) == [0, 1, 2, 4]
+    assert (trips["one_way"] > 0).all() and (trips["one_way"] < 0.005).all(), trips
+    bad = run([sys.executable, "-m", "calibrate", "measure", "--spacing", "-1",
+               "-o", str(tmp_path / "x.csv")], check=False)
+    assert bad.returncode == 2 and "--spacing" in bad.stderr
+
+    def overhead(spaced: bool) -> float:
+        lines = ["peer,bytes,one_way,what", "1,0,1e-3,pingpong", "1,8,1e-3,pingpong",
+                 "1,4096,1.2e-3,pingpong", "-1,8,10e-6,sendrecv", "-1,8,12e-6,alltoall",
+                 "-1,8,0.1e-6,loop"] + (["-1,0,0.02,spacing"] if spaced else [])
+        (tmp_path / "w.csv").write_text("\n".join(lines) + "\n")
+        run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "w.csv"),
+             "--cores-per-node", "2", "-o", str(tmp_path / "w.yaml")])
+        return load_platform(str(tmp_path / "w.yaml")).collective_overhead.get("alltoall", 0.0)
+    assert overhead(False) == 0.0
+    assert overhead(True) == pytest.approx(2e-6)

@@ -23,9 +23,13 @@ import emcee  # noqa: E402
 import numpy as np  # noqa: E402
 from schwimmbad import MPIPool  # noqa: E402
 
-RNG = np.random.default_rng(11)
-X = np.linspace(0.0, 10.0, 200000)
-Y = 1.5 * X - 0.7 + RNG.normal(0.0, 0.5, X.size)
+X = Y = np.zeros(0)
+
+
+def data(points: int) -> tuple:
+    """The synthetic data set: ``points`` noisy samples of a line."""
+    x = np.linspace(0.0, 10.0, points)
+    return x, 1.5 * x - 0.7 + np.random.default_rng(11).normal(0.0, 0.5, points)
 
 
 def log_prob(theta):
@@ -39,7 +43,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--walkers", type=int, default=16)
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--points", type=int, default=200_000,
+                    help="data points: the cost of one log-probability (default 200000)")
     a = ap.parse_args()
+    global X, Y
+    X, Y = data(a.points)           # every rank: the workers evaluate on it
     with MPIPool() as pool:
         if not pool.is_master():
             pool.wait()
