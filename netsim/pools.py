@@ -22,7 +22,11 @@ The shape recognised (:func:`find_pool`), on one communicator:
   that happens to go to the source of the round's last result reads as
   its answer).  Every other blocking
   send to a worker on that communicator is a *fixed* deal (the first
-  deal of a round, which does not depend on arrival): kept as traced;
+  deal of a round, which does not depend on arrival): kept as traced
+  where that worker is free in the new deal, else given to a free one
+  (a misread answer can have kept the traced one busy: dealt twice, a
+  worker would block in its result's send while the master blocks in
+  sending it the next task, where the task is over the eager limit);
 * each worker: blocking receives from the master, each followed at once
   by a blocking send of the result to the master, except perhaps the last
   (the stop); nothing else passes between it and the master.
@@ -181,11 +185,15 @@ def deal(pool: Pool, span, message) -> tuple[np.ndarray, np.ndarray]:
     by ``rank`` (a task's rows on the worker that gets it);
     ``message(rank, nbytes)``: seconds from the sender's call to the
     message's receipt between the master and that worker.  A fixed deal
-    goes where it went; an answer to the worker whose result the receive
-    before it took; a receive takes the result that reaches the master
-    first."""
+    goes where it went, unless the new deal keeps that worker busy (its
+    result not yet taken) or stopped: then to the free worker that has
+    waited longest, as a pool deals only to free workers; an answer to
+    the worker whose result the receive before it took; a receive takes
+    the result that reaches the master first."""
     dest = np.full(len(pool.sends), -1, np.int64)
     source = np.full(len(pool.recvs), -1, np.int64)
+    busy: set = set()                            # workers whose result is still to be taken
+    stopped: set = set()
     mine = np.flatnonzero(pool.rank_of == pool.master)
     done_rows = 0                                # the master's rows accounted for
 
@@ -218,10 +226,19 @@ def deal(pool: Pool, span, message) -> tuple[np.ndarray, np.ndarray]:
             arrive, _, w = heapq.heappop(results)
             clock = max(clock, arrive)
             source[i] = w
+            busy.discard(w)
         else:
             k = pool.answers[i]
-            dest[i] = source[k] if k >= 0 else pool.rank_of[pool.contents[i][0]]
-            give(i, int(dest[i]), clock)
+            w = int(source[k] if k >= 0 else pool.rank_of[pool.contents[i][0]])
+            if w in busy or w in stopped:
+                # a fixed deal to a worker the new deal keeps busy: a pool
+                # deals only to free workers (which the traced one was),
+                # so the free worker that has waited longest takes it
+                w = min((r for r in pool.workers if r not in busy and r not in stopped),
+                        key=lambda r: (ready[r], r), default=w)
+            dest[i] = w
+            give(i, w, clock)
+            (busy if pool.is_task[i] else stopped).add(w)
     return dest, source
 
 

@@ -120,3 +120,72 @@ def test_a_pool_in_rounds_with_tagged_results_is_dealt_anew(tmp_path):
     assert done[1] + done[2] == 24 and done[2] < done[1]
     # per round of 8 tasks: speeds 1 and 1/3 share them 6:2
     assert res.predicted_time == pytest.approx(3 * 6 * TASK, rel=0.1)
+    # whichever worker is slow, no task goes to a worker whose result is
+    # still to be taken (a round's first send read as an answer must not
+    # leave the round's fixed deal to a busy worker): with tasks over the
+    # eager limit that worker would block in its result's ssend while the
+    # master blocks sending it the next task, and the simulation with it
+    rendezvous = dataclasses.replace(plat, eager_limit=16)
+    for speeds in ([1.0, 3.0, 1.0], [1.0, 1.0, 3.0], [1.0, 1.0, 1.0]):
+        f = np.array(speeds)
+        lower = DealtLowering(t, pool, rendezvous, work, None, np.zeros(3))
+        dest, source = deal(pool, lambda rows, r, f=f: float(work[rows].sum() * f[r]),
+                            lower.message)
+        busy: set = set()
+        steps = sorted([(int(r), False, n) for n, r in enumerate(pool.sends)]
+                       + [(int(r), True, k) for k, r in enumerate(pool.recvs)])
+        for _, is_recv, i in steps:
+            if is_recv:
+                busy.discard(int(source[i]))
+            else:
+                assert int(dest[i]) not in busy, (f, i)
+                if pool.is_task[i]:
+                    busy.add(int(dest[i]))
+        s, zs = lower(0, f, np.zeros(len(work)))
+        res = simulate(dataclasses.replace(s, dur=var.durations(s, f, zs, np.zeros(3))),
+                       rendezvous)
+        assert res.predicted_time >= 3 * 4 * TASK
+
+
+def test_a_fixed_deal_never_goes_to_a_busy_worker():
+    """Two rounds of a pool on two workers, written out by hand: round 2's
+    first send went to worker 2, whose result round 1's last receive took,
+    so it reads as an answer; round 2's send to worker 1 is fixed.  Dealt
+    anew with worker 1 three times slower, round 1's last result comes
+    from worker 1, the "answer" goes to it, and the fixed deal would give
+    it a second task before its first result is taken (over the eager
+    limit, a deadlock): it goes to the free worker 2 instead."""
+    import pandas as pd
+    rows = []
+
+    def ev(rank, op, peer, tag, wildcard=False):
+        rows.append(dict(rank=rank, op=op, peer=peer, comm=0, tag=tag, wildcard=wildcard,
+                         sbytes=64 if "send" in op else 0, rbytes=64 if "recv" in op else 0))
+    for w, tag in ((1, 0), (2, 1)):                    # round 1: fixed deals
+        ev(0, "send", w, tag)
+    ev(0, "recv", 1, 0, True)
+    ev(0, "recv", 2, 1, True)                          # round 1's last result
+    ev(0, "send", 2, 2)                                # round 2: reads as its answer
+    ev(0, "send", 1, 3)                                # fixed
+    ev(0, "recv", 2, 2, True)
+    ev(0, "recv", 1, 3, True)
+    for w in (1, 2):
+        ev(0, "send", w, 9)                            # the stops
+    for w, tags in ((1, (0, 3)), (2, (1, 2))):
+        for tag in tags:
+            ev(w, "recv", 0, tag)
+            ev(w, "ssend", 0, tag)
+        ev(w, "recv", 0, 9)
+    events = pd.DataFrame(rows).sort_values("rank", kind="stable").reset_index(drop=True)
+    events["seq"] = events.groupby("rank").cumcount()
+    pool, why = find_pool(events)
+    assert why is None and pool.tasks == 4
+    assert list(pool.answers) == [-1, -1, 1, -1, 3, -1]     # the stop to 1 answers too
+    speed = {0: 1.0, 1: 3.0, 2: 1.0}
+    cost = np.where(events["op"] == "ssend", TASK, 0.0)
+    dest, source = deal(pool, lambda r, w: float(cost[r].sum() * speed[w]),
+                        lambda w, n: 1e-6)
+    # round 1: worker 2 answers first, worker 1 last; round 2's "answer"
+    # goes to worker 1, and the fixed deal to worker 1 to worker 2
+    assert list(source) == [2, 1, 2, 1]
+    assert list(dest) == [1, 2, 1, 2, 1, 2]

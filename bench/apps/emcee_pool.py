@@ -59,6 +59,10 @@ def main():
         chain = sampler.get_chain(discard=a.steps // 2, flat=True)
         print(f"emcee: {a.walkers} walkers x {a.steps} steps, posterior mean "
               f"{' '.join(f'{m:.6f}' for m in chain.mean(axis=0))}", flush=True)
+    # schwimmbad closes the pool again at exit (an atexit hook), sending a
+    # second stop to workers that may have finalised by then: at 16 ranks
+    # over TCP one such run was killed.  Closed once is enough.
+    pool.workers = set()
 
 
 if __name__ == "__main__":

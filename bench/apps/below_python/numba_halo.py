@@ -10,7 +10,7 @@ import numba_mpi as mpi
 import numpy as np
 
 
-@numba.njit(cache=True)  # compiled by the first run, loaded by later ones
+@numba.njit
 def run(u, steps, every):
     rank, size = mpi.rank(), mpi.size()
     left, right = (rank - 1) % size, (rank + 1) % size

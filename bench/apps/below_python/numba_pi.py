@@ -11,7 +11,7 @@ import numba_mpi as mpi
 import numpy as np
 
 
-@numba.njit(cache=True)  # compiled by the first run, loaded by later ones
+@numba.njit
 def share(n, rank, size):
     h = 1.0 / n
     s = 0.0
@@ -21,7 +21,7 @@ def share(n, rank, size):
     return s * h
 
 
-@numba.njit(cache=True)  # compiled by the first run, loaded by later ones
+@numba.njit
 def run(rounds, intervals):
     rank, size = mpi.rank(), mpi.size()
     n = np.zeros(1, np.int64)
