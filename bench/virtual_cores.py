@@ -74,6 +74,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -596,6 +597,9 @@ def main(argv=None) -> int:
     if os.environ.get(MARK) != "1":
         return isolated([PY, str(Path(__file__).resolve())] + argv)
     enter()
+    # stopped by a signal, still restore the host (page reporting) and take
+    # the cluster down: the context managers unwind on SystemExit
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with page_reporting_off(a.keep_page_reporting or a.predict_only):

@@ -364,7 +364,8 @@ def _after_work(w, peer, on_zero, on_peer, n: int, repeats: int, spacing: float)
     ``spacing`` seconds of CPU time (rank 0 runs ``on_zero``, ``peer`` runs
     ``on_peer``; others wait): the cost of a synchronisation as an
     application meets it, after its work rather than back to back.  On a
-    core of its own the two agree; where a rank's CPU comes in slices
+    core of its own the two differ by microseconds (1.9 against 3.2 us on
+    the development host's shared memory); where a rank's CPU comes in slices
     (a CPU quota, a shared or oversubscribed node) a waiting rank spins
     out its slice and a back-to-back loop pays the slicing on every trip,
     which an application that computed in between does not.  The mean of
