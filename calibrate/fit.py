@@ -112,23 +112,23 @@ def _two_rank_overheads(pair, call: float, level: dict, self_limit: int,
     block counted as a local copy."""
     if not any(f in pair for f in COLLECTIVES):
         return 0.0, {}
-    if spaced and "sendrecv" in pair:
+    beside = spaced and "sendrecv" in pair     # against the Sendrecv timed beside them
+    if beside:
         exchange = float(pair["sendrecv"])
     elif "one_way" in level:
         from netsim.platform import one_way_at
         exchange = float(one_way_at(level["one_way"], 8))
     else:
         exchange = call + level["latency"] + 8 * level["byte_time"]
-    loop = float(pair.get("loop", 0.0))
+    # the Sendrecv's row has the timing loop in it
+    loop = 0.0 if beside else float(pair.get("loop", 0.0))
     copy_over = 0.0
     if "allgather" in pair and "allgather_inplace" in pair:
         copy_over = max(float(pair["allgather"] - pair["allgather_inplace"]), 0.0)
     measured = {"alltoall": pair.get("alltoall"),
                 "allgather": pair.get("allgather_inplace", pair.get("allgather"))}
-    own_copy = {"alltoall": exchange - call if self_limit >= 8 and not spaced else copy_over,
+    own_copy = {"alltoall": exchange - call if self_limit >= 8 and not beside else copy_over,
                 "allgather": 0.0}
-    if spaced:
-        loop = 0.0                              # the Sendrecv's row has the loop in it
     return copy_over, {f: max(float(t) - loop - exchange - own_copy[f], 0.0)
                        for f, t in measured.items() if t is not None}
 

@@ -177,6 +177,13 @@ def _worker(ev, m, c, w, deals, contents, is_task, before, after) -> str | None:
     return None
 
 
+def master_order(pool: Pool) -> list[tuple[int, bool, int]]:
+    """The master's deals and receives in its call order: (event row, is
+    a receive, index into ``pool.sends`` or ``pool.recvs``)."""
+    return sorted([(int(r), False, n) for n, r in enumerate(pool.sends)]
+                  + [(int(r), True, k) for k, r in enumerate(pool.recvs)])
+
+
 def deal(pool: Pool, span, message) -> tuple[np.ndarray, np.ndarray]:
     """Each deal's worker and each receive's source (world ranks), dealt
     by arrival.
@@ -216,11 +223,8 @@ def deal(pool: Pool, span, message) -> tuple[np.ndarray, np.ndarray]:
             heapq.heappush(results, (done + message(w, pool.rbytes[n]), n, w))
         else:
             ready[w] = posted
-    # the master's deals and receives in its call order
-    steps = sorted([(int(r), False, n) for n, r in enumerate(pool.sends)]
-                   + [(int(r), True, k) for k, r in enumerate(pool.recvs)])
     clock = 0.0
-    for row, is_recv, i in steps:
+    for row, is_recv, i in master_order(pool):
         clock += master_until(row)
         if is_recv:
             arrive, _, w = heapq.heappop(results)

@@ -13,7 +13,7 @@ from contracts.trace import load_trace
 from contracts.variability import nil
 from netsim import load_platform
 from netsim import run as simulate
-from netsim.pools import DealtLowering, deal, dealt, find_pool
+from netsim.pools import DealtLowering, deal, dealt, find_pool, master_order
 from netsim.schedule import from_trace
 from netsim.variability import Variability
 
@@ -132,9 +132,7 @@ def test_a_pool_in_rounds_with_tagged_results_is_dealt_anew(tmp_path):
         dest, source = deal(pool, lambda rows, r, f=f: float(work[rows].sum() * f[r]),
                             lower.message)
         busy: set = set()
-        steps = sorted([(int(r), False, n) for n, r in enumerate(pool.sends)]
-                       + [(int(r), True, k) for k, r in enumerate(pool.recvs)])
-        for _, is_recv, i in steps:
+        for _, is_recv, i in master_order(pool):
             if is_recv:
                 busy.discard(int(source[i]))
             else:
