@@ -53,6 +53,19 @@ DEFAULT_PERIOD_US = 10000
 MAX_LOAD = 0.9                        # of the real CPUs: room for hydra, the kernel
 
 
+# what the ``core`` script tells the processes it starts: their core's share
+# of a real CPU and its quota period (seconds)
+SHARE_ENV = "REPREPLAY_CORE_SHARE"
+PERIOD_ENV = "REPREPLAY_CORE_PERIOD"
+
+
+def own_core() -> tuple[float, float]:
+    """This process's core: (share F, quota period in seconds); (1.0, 0.0)
+    outside a virtual core."""
+    return (float(os.environ.get(SHARE_ENV) or 1.0),
+            float(os.environ.get(PERIOD_ENV) or 0.0))
+
+
 class CoreError(RuntimeError):
     """Virtual cores that cannot be made or removed here; says why."""
 
@@ -216,6 +229,6 @@ fi
 if [ $# -eq 0 ]; then echo "usage: core C COMMAND [ARGS...]" >&2; exit 2; fi
 echo $$ > {top}/core$c/cgroup.procs || exit 1
 cpu=$(echo "{' '.join(map(str, cpus))}" | cut -d' ' -f$((c % {len(cpus)} + 1)))
-export REPREPLAY_CORE_SHARE={share!r} REPREPLAY_CORE_PERIOD={period / 1e6!r}
+export {SHARE_ENV}={share!r} {PERIOD_ENV}={period / 1e6!r}
 exec taskset -c "$cpu" "$@"
 """

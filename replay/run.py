@@ -10,6 +10,7 @@ import time
 
 from contracts.msglog import LogError, LogReader, clog_path, log_path, read_record
 from contracts.output import OutputError, write_atomic
+from emulate.cores import own_core
 from launch import command_line
 
 from .errors import Divergence, ReplayCut, ReplayError
@@ -212,10 +213,6 @@ def _write_partial(out_dir: str, rank: int, plan: dict, rows: int) -> None:
           f"{plan['iterations']} iterations replayed", file=sys.stderr)
 
 
-CORE_SHARE = "REPREPLAY_CORE_SHARE"
-CORE_PERIOD = "REPREPLAY_CORE_PERIOD"
-
-
 def on_core_share(rows: list) -> list:
     """Spans in the core's own clock: on a virtual core that runs at a
     share F of a real CPU in quota periods of P seconds
@@ -230,10 +227,9 @@ def on_core_share(rows: list) -> list:
     call there is where the kernel stops a process that ran past its
     quota), off by up to a period per span, and jacobi's replayed spans
     at F = 0.1 summed to 0.8 of their CPU seconds / F."""
-    share = float(os.environ.get(CORE_SHARE) or 1.0)
+    share, period = own_core()
     if share == 1.0:
         return rows
-    period = float(os.environ.get(CORE_PERIOD) or 0.0)
     out = []
     for seq, op, comp, cpu, polls, poll_cpu in rows:
         work = cpu / share

@@ -287,3 +287,24 @@ def test_calibrate_times_trips_after_work_apart_from_the_work(tmp_path):
         return load_platform(str(tmp_path / "w.yaml")).collective_overhead.get("alltoall", 0.0)
     assert overhead(False) == 0.0
     assert overhead(True) == pytest.approx(2e-6)
+
+
+def test_calibrate_times_cpu_costs_in_a_virtual_cores_own_clock(tmp_path):
+    """On a virtual core of share F (the emulated cluster's core script sets
+    REPREPLAY_CORE_SHARE), the CPU costs (a call, a copy) are timed in the
+    core's own clock, CPU seconds / F, as replay times computation there.
+    Here F = 0.01 on a real core: they come out about 100 times a plain
+    run's (in wall time they read a burst at the real CPU's speed, or a
+    wait for the quota, at random)."""
+    from conftest import mpi_env
+
+    def measured(env) -> pd.DataFrame:
+        raw = tmp_path / "pp.csv"
+        mpirun(2, ["-m", "calibrate", "measure", "--repeats", "3", "--max-bytes", "4",
+                   "-o", str(raw)], env=env)
+        rows = pd.read_csv(raw)
+        return rows.groupby("what")["one_way"].median()
+    plain = measured(mpi_env())
+    slow = measured(dict(mpi_env(), REPREPLAY_CORE_SHARE="0.01"))
+    for what in ("call", "copy", "stream_loop"):
+        assert slow[what] > 20 * plain[what], (what, slow[what], plain[what])

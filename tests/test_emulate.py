@@ -223,7 +223,9 @@ def test_virtual_cores_are_placed_and_refused_when_they_do_not_fit():
 
 
 def test_replay_reports_a_virtual_cores_spans_in_its_own_clock(monkeypatch):
-    from replay.run import CORE_PERIOD, CORE_SHARE, on_core_share
+    from emulate.cores import PERIOD_ENV as CORE_PERIOD
+    from emulate.cores import SHARE_ENV as CORE_SHARE
+    from replay.run import on_core_share
     # (seq, op, wall span, CPU span, polls, CPU of the polls)
     rows = [(1, "Send", 0.5, 0.05, 0, 0.0), (2, "Recv", 0.7, 0.1, 3, 0.02),
             (3, "Wait", 2.5, 0.1, 0, 0.0)]
