@@ -261,7 +261,9 @@ def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) 
     """The network measured again for the runs saved in ``d`` (the first
     measurement kept as before-pingpong1.csv), then predicted again: what a
     change to the measurement changes, without tracing, replaying and
-    running again."""
+    running again.  On a cluster brought up anew, whose pairs' latencies
+    may differ from those the runs met (each set by the cores' quota
+    phases: bench/probes/vcore_latency.sh)."""
     if not (d / "runs.json").exists():
         raise RuntimeError(f"{d}: no saved runs to predict again")
     print(f"{name}: the network again on {c.nodes} x {c.cores_per_node} virtual cores "
@@ -564,7 +566,10 @@ def main(argv=None) -> int:
     ap.add_argument("--network-again", action="store_true",
                     help="table: measure the network again on the cluster for the runs "
                          "saved under --out, then predict again (after a change to the "
-                         "measurement; the first one kept as before-pingpong1.csv)")
+                         "measurement; the first one kept as before-pingpong1.csv).  A new "
+                         "cluster: each pair's latency on virtual cores is set by the "
+                         "cluster's quota phases, so it may differ from the runs' "
+                         "(bench/probes/vcore_latency.sh)")
     ap.add_argument("--spacing", type=float, default=0.0, metavar="SECONDS",
                     help="the network measurement's calibrate measure --spacing: each "
                          "ping-pong timed after this much work (default 0)")

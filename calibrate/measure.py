@@ -76,8 +76,9 @@ def cost_clock() -> Callable[[], float]:
     waits out the quota wherever it falls (packing came out between 0.002
     and 36 ns per byte).  The network's rows stay in wall time: a message
     waits for the other core's quota as an application's does."""
-    from emulate.cores import own_core
     from mpi4py import MPI
+
+    from emulate.cores import own_core
     share = own_core()[0]
     if share >= 1.0:
         return MPI.Wtime

@@ -27,9 +27,12 @@ messages of a NIC:
 * eager (``eager`` per SEND row: s <= eager limit, not a synchronous
   send): data arrives at start + o + L + W; the send completes locally
   at start + o + s*O;
-* rendezvous (larger messages, and synchronous sends of any size, which
-  MPI completes only once matched): a request-to-send arrives at
-  start + o + L; when it matches
+* a synchronous send up to the eager limit (``ack`` per SEND row) moves
+  its data as an eager one, but completes only once matched: when the
+  receiver's acknowledgement, sent as the receive matches it, arrives L
+  later (MPICH and Open MPI send small synchronous messages so);
+* rendezvous (larger messages, synchronous ones too): a request-to-send
+  arrives at start + o + L; when it matches
   a posted receive, the receiver spends o and a clear-to-send reaches the
   sender after L; the sender then starts the data as above and completes
   when it is injected;
@@ -192,7 +195,7 @@ def _clear_queued(link, head):
 def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
-             o_s, o_r, O_s, O_r, gap, eager, reply, contention, nranks, room,
+             o_s, o_r, O_s, O_r, gap, eager, reply, ack, contention, nranks, room,
              route, route_ptr, route_links, link_lat, link_bt, level_bt, flows, rtt):
     """Run the schedule.  Returns (start, end, matched, coll_last,
     link_busy, events); events is OUT_OF_ROOM if the heap needed more than
@@ -328,11 +331,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     else:
                         _push(ht, hp, hn, dep + L + W, op * 8 + ARRIVE)
                     hn += 1
-                    end[op] = s + o_s + sz * O_s
-                    note_op[1] = op
-                    note_t[1] = end[op]
-                    note_isstart[1] = False
-                    nn = 2
+                    if not ack[op]:              # else done when acknowledged
+                        end[op] = s + o_s + sz * O_s
+                        note_op[1] = op
+                        note_t[1] = end[op]
+                        note_isstart[1] = False
+                        nn = 2
                 else:                            # request to send
                     _push(ht, hp, hn, s + o_s + L, op * 8 + ARRIVE)
                     hn += 1
@@ -568,6 +572,12 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 note_t[nn] = end[r]
                 note_isstart[nn] = False
                 nn += 1
+                if ack[m]:                       # a synchronous send: acknowledged
+                    end[m] = s + lat[_level(core[d], core[rank[m]], span)]
+                    note_op[nn] = m
+                    note_t[nn] = end[m]
+                    note_isstart[nn] = False
+                    nn += 1
             else:                                # clear to send, back to the sender
                 s = max(tm, cpu_free[d])
                 cpu_free[d] = s + o_r

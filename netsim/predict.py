@@ -60,9 +60,11 @@ def run(s: Schedule, platform) -> Result:
         return _run_loggops(s, platform, lat[0], bt)
     # each message's time on the wire, from the network model (send rows)
     sends = s.kind == SEND
-    # the protocol per message: eager up to the limit, rendezvous over it,
-    # and always for a synchronous send (complete only once matched)
-    eager = sends & (s.size <= platform.eager_limit) & ~s.sync
+    # the protocol per message: eager up to the limit, rendezvous over it; a
+    # synchronous send up to it moves its data eagerly and completes when
+    # the receiver acknowledges the match
+    eager = sends & (s.size <= platform.eager_limit)
+    ack = eager & s.sync
     wire = np.zeros(len(s.kind))
     wire[sends] = platform.wire(core[s.rank[sends]], core[s.peer[sends]], s.size[sends],
                                 rendezvous=~eager[sends])
@@ -89,7 +91,8 @@ def run(s: Schedule, platform) -> Result:
         s, lambda graph, room: engine.simulate(  # type: ignore[call-arg]
             s.kind, s.rank, s.peer, s.size, s.tag, ctx, s.dur, coll, s.coll_need, *graph, core,
             platform.cores_per_node, span, lat, wire, occupy, platform.o_send, platform.o_recv,
-            platform.O_send, platform.O_recv, platform.gap, eager, s.reply, platform.contention,
+            platform.O_send, platform.O_recv, platform.gap, eager, s.reply, ack,
+            platform.contention,
             s.nranks, room, route, route_ptr, route_links, link_lat, link_bt, bt,
             sharing in ("flows", "rtt_flows"), sharing == "rtt_flows"))
     if np.isnan(end).any():
