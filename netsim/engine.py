@@ -24,9 +24,8 @@ messages of a NIC:
   row: what a target's MPI sends back from the call in which it received
   a one-sided request: data, a grant, an acknowledgement) does not wait
   for the CPU, whose o + s*O it takes after whatever the CPU is busy with;
-* eager (``eager`` per SEND row: s <= eager limit, not a synchronous
-  send): data arrives at start + o + L + W; the send completes locally
-  at start + o + s*O;
+* eager (``eager`` per SEND row: s <= eager limit): data arrives at
+  start + o + L + W; the send completes locally at start + o + s*O;
 * a synchronous send up to the eager limit (``ack`` per SEND row) moves
   its data as an eager one, but completes only once matched: when the
   receiver's acknowledgement, sent as the receive matches it, arrives L
