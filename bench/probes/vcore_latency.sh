@@ -6,7 +6,9 @@
 # 6 minutes).  Found 2026-11-30: a pair's one-way time is 0.02 ms, 1.5-1.7
 # ms or 4.4-5.0 ms (a round trip per quota period), the same in both
 # launches within a cluster, different from one cluster to the next, on
-# one CPU as on two: the quota periods keep their phases.
+# one CPU as on two: the quota periods keep their phases.  At 16 ranks in
+# one cluster (mpiexec -n 16 below), rank 0 took 5.0 ms to 13 of its 15
+# peers, 0.14 ms to rank 2 and 1.1 ms to rank 7.
 set -e
 cd "$(dirname "$0")/../.."
 P=${PYTHON:-.venv/bin/python}
