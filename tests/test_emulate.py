@@ -223,16 +223,15 @@ def test_virtual_cores_are_placed_and_refused_when_they_do_not_fit():
 
 
 def test_replay_reports_a_virtual_cores_spans_in_its_own_clock(monkeypatch):
-    from emulate.cores import PERIOD_ENV as CORE_PERIOD
-    from emulate.cores import SHARE_ENV as CORE_SHARE
+    from emulate.cores import PERIOD_ENV, SHARE_ENV
     from replay.run import on_core_share
     # (seq, op, wall span, CPU span, polls, CPU of the polls)
     rows = [(1, "Send", 0.5, 0.05, 0, 0.0), (2, "Recv", 0.7, 0.1, 3, 0.02),
             (3, "Wait", 2.5, 0.1, 0, 0.0)]
-    monkeypatch.delenv(CORE_SHARE, raising=False)
+    monkeypatch.delenv(SHARE_ENV, raising=False)
     assert on_core_share(rows) == rows
-    monkeypatch.setenv(CORE_SHARE, "0.1")
-    monkeypatch.setenv(CORE_PERIOD, "0.01")
+    monkeypatch.setenv(SHARE_ENV, "0.1")
+    monkeypatch.setenv(PERIOD_ENV, "0.01")
     out = on_core_share(rows)
     # CPU / F, whatever the wall span says within a period of it (the
     # quota's pauses fell in the calls around the span, or in it) ...
