@@ -9,7 +9,8 @@
 # different from one cluster to the next, on one CPU as on two: the quota
 # periods keep their phases.  With RANKS=16 (one launch, one cluster)
 # rank 0 took 5.0 ms to 13 of its 15 peers, 0.14 ms to rank 2, 1.1 ms to
-# rank 7.
+# rank 7.  On a quiet host only: run beside the test suite, launches
+# within one cluster differed too (rank 3: 1.0 then 5.0 ms).
 set -e
 cd "$(dirname "$0")/../.."
 P=${PYTHON:-.venv/bin/python}
