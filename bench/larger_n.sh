@@ -3,7 +3,7 @@
 #
 #   bash bench/larger_n.sh [--ranks "4 8 16"] [--rounds 5] [--apps a,b] [--out DIR]
 #                          [--wheels DIR] [--python PY] [--budget SECONDS]
-#                          [--app-seconds S] [--no-probe]
+#                          [--app-seconds S] [--no-probe] [--recipes FILE]
 #
 # From a fresh checkout: installs the project (.venv, pip install -e .;
 # with --wheels DIR from a folder of wheels, for a machine without the
@@ -31,6 +31,10 @@
 # tracer's C extension must already be built for PY (instrument/_hotpath
 # *.so).  --budget S: start no application after S seconds (each runs
 # alone, so a lent machine's time ends between them, not inside one).
+# --recipes FILE: at each N, one table of FILE's applications (those
+# --apps names, or all) in place of the examples and third-party tables:
+# bench/apps/virtual.yaml, sized for N = 16, makes the real-core table
+# that the virtual-core table (bench/virtual_cores.py) is compared with.
 # --no-probe: skip the first step, bench/probes/node_speed_probe.py at the
 # largest N, which says how much the node's own speed varies (a floor
 # under any error).
@@ -44,7 +48,9 @@
 # is time-boxed: --app-seconds S (default: the budget shared out over the
 # applications and N, at least 60 s; without a budget, none), after
 # which it is stopped and its row says so.  The default budget, 660 s,
-# fits the whole run in 12 minutes of a 16-core machine.
+# fits the whole run in 12 minutes of a 16-core machine.  Where binding
+# ranks to cores fails (some sandboxes), the runs go unbound and
+# TABLES.md says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RANKS="4 8 16"
@@ -56,6 +62,7 @@ PYTHON=
 BUDGET=660
 APP_SECONDS=
 PROBE=1
+RECIPES=
 while [ $# -gt 0 ]; do
     case "$1" in
         --ranks) RANKS="$2"; shift 2 ;;
@@ -68,7 +75,8 @@ while [ $# -gt 0 ]; do
         --app-seconds) APP_SECONDS="$2"; shift 2 ;;
         --probe) PROBE=1; shift ;;
         --no-probe) PROBE=; shift ;;
-        -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --recipes) RECIPES="$2"; shift 2 ;;
+        -h|--help) sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "larger_n.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -98,9 +106,11 @@ CORES=$(nproc)
 VIRTUAL=$($PY -c "from emulate.cores import unavailable; print(unavailable() or 'yes')")
 VIRTUAL_N=
 EMULATE=$($PY -c "from emulate.isolate import available; print(available() or 'yes')")
-# the examples, and the third-party recipes whose sources are here
-EXAMPLES=${APPS:-$($PY -c "import yaml; print(','.join(yaml.safe_load(open('bench/apps/examples.yaml'))))")}
-THIRD=$([ -n "$APPS" ] || $PY - <<'EOF'
+# the examples, and the third-party recipes whose sources are here; or
+# the applications of --recipes
+TABLE_RECIPES=${RECIPES:-bench/apps/examples.yaml}
+EXAMPLES=${APPS:-$($PY -c "import sys, yaml; print(','.join(yaml.safe_load(open(sys.argv[1]))))" "$TABLE_RECIPES")}
+THIRD=$([ -n "$APPS$RECIPES" ] || $PY - <<'EOF'
 import sys
 sys.path.insert(0, "bench/apps")
 from run import app_args, load_recipes
@@ -114,6 +124,11 @@ for name, recipe in load_recipes().items():
 print(",".join(ok))
 EOF
 )
+# MPICH's -bind-to core, where this machine lets a rank be bound
+BIND=--bind
+if ! timeout 60 "$(dirname "$PY")/mpiexec" -bind-to core -n 2 "$PY" -c pass >/dev/null 2>&1; then
+    BIND=
+fi
 if [ -z "$APP_SECONDS" ] && [ -n "$BUDGET" ]; then
     NAPPS=$(( $(tr , '\n' <<<"$EXAMPLES${THIRD:+,$THIRD}" | grep -c .) ))
     NN=0
@@ -151,7 +166,7 @@ table() {  # N, title, log name, command...: one markdown table, app by app
 {
     echo "# Validation at larger N"
     echo
-    echo "$(date -u +%F), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), rounds $ROUNDS, ${APP_SECONDS:-unlimited} s per application, code $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+    echo "$(date -u +%F), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), rounds $ROUNDS, ${APP_SECONDS:-unlimited} s per application, code $(git rev-parse --short HEAD 2>/dev/null || echo '?')$([ -n "$BIND" ] && echo ", ranks bound to cores" || echo ", ranks NOT bound: -bind-to core failed here")."
 } > "$OUT/TABLES.md"
 if [ -n "$PROBE" ]; then
     MAXN=$CORES
@@ -171,15 +186,17 @@ for N in $(tr ' ' '\n' <<<"$RANKS" | grep . | sort -rn); do
         fi
         continue
     fi
-    LIST=$EXAMPLES table "$N" "examples (bench/apps/run.py --recipes bench/apps/examples.yaml)" \
-        examples $PY bench/apps/run.py --recipes bench/apps/examples.yaml --ranks "$N" \
-        --repeats "$ROUNDS" --bind --calibrate-once --out "$OUT/N$N/examples" --markdown
+    LIST=$EXAMPLES table "$N" "$(basename "$TABLE_RECIPES" .yaml) (bench/apps/run.py --recipes $TABLE_RECIPES)" \
+        examples $PY bench/apps/run.py --recipes "$TABLE_RECIPES" --ranks "$N" \
+        --repeats "$ROUNDS" $BIND --calibrate-once --out "$OUT/N$N/examples" --markdown
     if [ -n "$THIRD" ]; then
         LIST=$THIRD table "$N" "third-party applications" apps $PY bench/apps/run.py \
-            --ranks "$N" --repeats "$ROUNDS" --bind --calibrate-once --out "$OUT/N$N/apps" \
+            --ranks "$N" --repeats "$ROUNDS" $BIND --calibrate-once --out "$OUT/N$N/apps" \
             --markdown
     fi
-    if [ "$EMULATE" = yes ]; then
+    if [ -n "$RECIPES" ]; then
+        :   # the porting study runs the examples, not --recipes
+    elif [ "$EMULATE" = yes ]; then
         # one run: it calibrates every emulated link once for all its apps
         in_budget "N=$N porting study" || continue
         echo "== N=$N: porting study on emulated clusters"
