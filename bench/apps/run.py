@@ -39,8 +39,9 @@ nothing.  ``--resimulate`` does the fit, the expansion
 and the simulations again on the rounds saved under OUT (the real runs'
 seconds in OUT/APP/runs.json, the untraced output in
 OUT/APP/untraced.out), without tracing or running anything: after a
-change to the model, or a run that stopped after its rounds.  Writes
-OUT/APP/row.json
+change to the model, or a run that stopped after its rounds; saved real
+runs are compared even where N exceeds this machine's cores (rounds
+brought back from a larger machine).  Writes OUT/APP/row.json
 per app and OUT/results.csv (every app with a row under OUT: runs of
 subsets accumulate) and, with ``--markdown``, prints the table for
 bench/RESULTS.md.
@@ -709,7 +710,8 @@ def main(argv=None) -> int:
     ap.add_argument("--resimulate", action="store_true",
                     help="fit, expand and simulate again from the rounds saved under OUT "
                          "(no tracing, replaying or real runs): after a change to the model, "
-                         "or a run that stopped after its rounds")
+                         "or a run that stopped after its rounds; saved real runs are "
+                         "compared even where N exceeds this machine's cores)")
     ap.add_argument("--calibrate-once", action="store_true",
                     help="measure the network in the first round only (a dedicated node's "
                          "shared memory does not drift as this machine's does)")
@@ -727,9 +729,12 @@ def main(argv=None) -> int:
     LAUNCHER = ("-bind-to", "core") if a.bind else ()
     recipes = load_recipes(a.recipes)
     if a.ranks:
-        for r in recipes.values():
+        for name, r in recipes.items():
             r["ranks"] = a.ranks
-            r["compare"] = a.ranks <= (os.cpu_count() or 1)
+            # saved real runs compare wherever they were measured (a larger
+            # machine's rounds resimulated here)
+            saved = a.resimulate and (Path(a.out) / name / "runs.json").exists()
+            r["compare"] = a.ranks <= (os.cpu_count() or 1) or saved
             if r["compare"]:
                 r.pop("platform", None)     # this machine is the target
     names = a.apps.split(",") if a.apps else list(recipes)
