@@ -256,3 +256,26 @@ def test_the_prediction_is_the_median_sample_with_its_band(measured, tmp_path):
                "--samples", "-1"], check=False)
     assert bad.returncode == 2 and "--samples must be >= 0, not -1" in bad.stderr
     assert not (tmp_path / "y.json").exists()
+
+
+def test_core_speeds_are_what_the_rounds_tell_from_run_noise():
+    """16 alike cores, 3 rounds of 15 % run-to-run noise: the copies' means
+    differ by noise alone (a 'slowest core' about 15 % slow), and no core
+    may be sampled as slower than the rest.  One core truly 1.5x slower
+    stays so (within the noise of its mean); the others stay alike."""
+    rng = np.random.default_rng(3)
+    base = np.full(50, 1e-3)
+    noise = np.exp(0.15 * rng.standard_normal((16, 3)))
+    alike = base * noise[:, :, None]
+    raw = np.exp(np.log(alike.sum(axis=2)).mean(axis=1))
+    assert raw.max() / raw.min() > 1.15                # what noise alone makes
+    t = estimate(0, alike)
+    f = t["factor"].to_numpy()
+    assert t["sigma_run"].iat[0] == pytest.approx(0.15, rel=0.3)
+    assert f.max() / f.min() < 1.02
+    slow = alike.copy()
+    slow[5] *= 1.5
+    f = estimate(0, slow)["factor"].to_numpy()
+    others = np.delete(f, 5)
+    assert f[5] / np.median(others) == pytest.approx(1.5, rel=0.15)
+    assert others.max() / others.min() < raw.max() / raw.min()
