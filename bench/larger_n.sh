@@ -29,7 +29,7 @@
 # has NumPy, pandas and the rest but no package index): the wheels of
 # --wheels are installed into it without their dependencies, and the
 # tracer's C extension must already be built for PY (instrument/_hotpath
-# *.so).  --budget S: start no application after S seconds (each runs
+# *.so).  bench/larger_n_carry.sh prepares both here, for a lent machine.  --budget S: start no application after S seconds (each runs
 # alone, so a lent machine's time ends between them, not inside one).
 # --recipes FILE: at each N, one table of FILE's applications (those
 # --apps names, or all) in place of the examples and third-party tables:
@@ -85,8 +85,11 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 if [ -n "$PYTHON" ]; then
     if [ -n "$WHEELS" ]; then
-        "$PYTHON" -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
+        # over what the interpreter has: its mpi4py may be built for another MPI
+        "$PYTHON" -m pip install -q --no-index --no-deps --force-reinstall "$WHEELS"/*.whl
     fi
+    # the project from this checkout, in every stage's process too
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
     PY=$("$PYTHON" -c "import sys; print(sys.executable)")
     "$PY" -c "import mpi4py, netsim, instrument._hotpath" || {
         echo "larger_n.sh: $PY lacks a dependency or the built tracer (see --help)" >&2; exit 1; }
