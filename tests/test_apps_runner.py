@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import ROOT
 
 RUNNER = ROOT / "bench" / "apps" / "run.py"
@@ -156,3 +157,25 @@ def test_the_table_gives_each_errors_noise_floor(tmp_path):
     assert steady_row.endswith("| predicted |")
     assert "Noise floor wider than 5 % (untraced runs against each other) on 1: noisy; " \
         "without them: |error| mean 3.0 %, max 3.0 % over 1." in table
+
+
+def test_rounds_brought_back_from_a_larger_machine_are_compared(tmp_path):
+    """Rounds of N larger than this machine's cores (a lent machine's,
+    predicted here after its time box stopped them): a real pipeline at N
+    = 4, oversubscribed, has no real runs to compare; once the real runs'
+    seconds are saved beside its rounds, --resimulate compares them."""
+    out = tmp_path / "out"
+    base = [sys.executable, str(RUNNER), "--recipes", str(ROOT / "bench" / "apps" /
+            "examples.yaml"), "--apps", "uneven", "--ranks", "4", "--out", str(out)]
+    p = subprocess.run(base + ["--repeats", "1"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    row = json.loads((out / "uneven" / "row.json").read_text())
+    assert row["measured"] != row["measured"]              # NaN: nothing to compare here
+    predicted = row["predicted"]
+    # the real runs' seconds, as the larger machine measured them
+    (out / "uneven" / "runs.json").write_text(json.dumps([predicted * 1.1, predicted * 1.2]))
+    p = subprocess.run(base + ["--resimulate"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    row = json.loads((out / "uneven" / "row.json").read_text())
+    assert row["measured"] == pytest.approx(predicted * 1.15)
+    assert row["error"] == pytest.approx(row["predicted"] / row["measured"] - 1)
