@@ -37,7 +37,14 @@ on each virtual core, replay --bind-command; ``--replay-copies node``:
 C copies on node 0's cores only), and a real run on the cluster (python -m validate's
 clock: MPI initialisation to the end); one network measurement
 (``calibrate measure`` at C + 1 ranks: a peer on the node and one across)
-fitted to C cores x N / C nodes.  Each round's replays are expanded and
+fitted to C cores x N / C nodes, each level then shifted to its median
+pair among rank 0's small-message ping-pongs with all N - 1 others
+(``--network-peers all``, the default; saved as peers1.csv): on virtual
+cores a pair's latency is set by the phases of its two cores' quota
+periods, 0.02 to 5 ms one way at F = 0.1 and not even steady within a
+cluster (peer 2 took 5.0 ms in one measurement, 0.02 ms in the next, three
+minutes later), so one pair can price a whole level at a value few
+pairs see.  Each round's replays are expanded and
 simulated with the variability model and without it, exactly as
 bench/apps/run.py does for this machine, and the same table is printed
 (error, 95 % interval, the untraced runs' own noise floor, the band).
@@ -257,6 +264,54 @@ def network_of(recipe: dict, d: Path, c: Cluster, spacing: float) -> Path:
                            ranks=min(int(recipe["ranks"]), c.cores_per_node + 1))
 
 
+def peers_of(d: Path, c: Cluster) -> Path:
+    """Rank 0's small-message ping-pongs with every other rank of the
+    cluster (``calibrate measure`` on all of them, messages to the eager
+    limit) into d/peers1.csv: on virtual cores each pair's latency is set
+    by the cores' quota phases (bench/probes/vcore_latency.sh), and the
+    one pair per level of network_of may be atypical."""
+    return measure_network(d / "peers1.csv", c.mpiexec, ("--repeats", "3", "--max-bytes", "128"),
+                           timeout=TIMEOUT, ranks=c.nodes * c.cores_per_node)
+
+
+def _intercepts(csv: Path, eager: int = 128) -> pd.Series:
+    """Per peer, the one-way time of a message of no size: the line through
+    each size's fastest ping-pong up to ``eager`` bytes."""
+    from calibrate.fit import _line
+    df = pd.read_csv(csv)
+    pp = df[(df["what"] == "pingpong") & (df["bytes"] <= eager)]
+    return pp.groupby("peer").apply(
+        lambda g: _line(g.groupby("bytes", as_index=False)["one_way"].min())[0])
+
+
+def typical_pairs(platform: Path, d: Path, cpn: int) -> str:
+    """Shift each network level of ``platform`` (fitted to network_of's one
+    pair per level) to the median pair of that level in d/peers1.csv: its
+    latency and its one-way curve by the difference between the two pairs'
+    intercepts.  Returns what it did, for the log."""
+    import yaml
+    peers, used = _intercepts(d / "peers1.csv"), _intercepts(d / "pingpong1.csv")
+    p = yaml.safe_load(platform.read_text())
+    levels = p["network"]["levels"]
+    def level(q):           # rank 0's node, then the fabric (blocks of cpn)
+        return 0 if q < cpn and len(levels) > 1 else len(levels) - 1
+    said = []
+    for i, lv in enumerate(levels):
+        mine = peers[[level(q) == i for q in peers.index]]
+        ours = used[[level(q) == i for q in used.index]]
+        if mine.empty or ours.empty:
+            continue
+        shift = float(mine.median() - ours.min())
+        lv["latency"] = max(lv["latency"] + shift, 0.0)
+        if "one_way" in lv:
+            lv["one_way"] = [[n, max(t + shift, 0.0)] for n, t in lv["one_way"]]
+        said.append(f"{lv['name']} {shift * 1e3:+.3f} ms (median of {len(mine)} pairs "
+                    f"{mine.median() * 1e3:.3f} ms, range {mine.min() * 1e3:.3f}-"
+                    f"{mine.max() * 1e3:.3f})")
+    platform.write_text(yaml.safe_dump(p, sort_keys=False))
+    return "typical pairs: " + "; ".join(said)
+
+
 def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) -> dict:
     """The network measured again for the runs saved in ``d`` (the first
     measurement kept as before-pingpong1.csv), then predicted again: what a
@@ -275,7 +330,7 @@ def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) 
 
 
 def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: int,
-                        copies: int, spacing: float = 0.0) -> dict:
+                        copies: int, spacing: float = 0.0, peers: bool = False) -> dict:
     """The whole method for one application against cluster ``c``; its row.
     ``copies``: concurrent replay copies per representative, on the
     cluster's virtual cores 0 ... copies - 1; ``spacing``: the network
@@ -293,11 +348,13 @@ def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: in
         replay_round(app, d, n, k, timeout=TIMEOUT, load=copies, bind=c.core)
         if k == 1:
             network_of(recipe, d, c, spacing)
+            if peers:
+                peers_of(d, c)
         runs.append(measure(app, n, 1, c.mpiexec, env=env(), log=lambda s: None,
                             timeout=TIMEOUT)["measured"])
         (d / "runs.json").write_text(json.dumps(runs))
         print(f"    run {k}/{rounds}: {runs[-1]:.4f} s", flush=True)
-    return predict_saved(name, recipe, d, c.nodes, c.cores_per_node, c.core_share)
+    return predict_saved(name, recipe, d, c.nodes, c.cores_per_node, c.core_share, peers)
 
 
 def warm_up(app: list, n: int, c: Cluster) -> None:
@@ -308,7 +365,8 @@ def warm_up(app: list, n: int, c: Cluster) -> None:
     print(f"    warm-up run: {s['measured']:.4f} s (not kept)", flush=True)
 
 
-def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share: float) -> dict:
+def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share: float,
+                  peers: bool = False) -> dict:
     """An application's row from what validate_on_cluster saved in ``d``
     (its replays, network measurement and real runs): the platform fitted
     to the measurement, then the predictions against the runs.  The table
@@ -318,6 +376,8 @@ def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share:
     sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
         "--nodes", str(nodes), "--name", "virtual-cores", "-o", str(d / "platform.yaml")],
        d / "fit.log")
+    if peers and (d / "peers1.csv").exists():
+        print(f"    {typical_pairs(d / 'platform.yaml', d, cpn)}", flush=True)
     row = predict_app(name, recipe, d, d / "platform.yaml", len(runs), runs)
     row.update(share=share, nodes=nodes, cores_per_node=cpn)
     (d / "row.json").write_text(json.dumps(row))
@@ -522,12 +582,13 @@ def table_at(a, recipes: dict, names: list[str], n: int, out: Path, start: float
         return ""
     share = share_for(n)
     copies = cpn if a.replay_copies == "node" else n
+    peers = a.network_peers == "all"
     d = out / f"N{n}"
     with cluster_for(a, n, cpn, share) as c:
         rows = each_app(a, recipes, names, n, start, lambda name, recipe: (
-            predict_saved(name, recipe, d / name, n // cpn, cpn, share) if c is None else
+            predict_saved(name, recipe, d / name, n // cpn, cpn, share, peers) if c is None else
             network_again(name, recipe, d / name, c, a.spacing) if a.network_again else
-            validate_on_cluster(name, recipe, d / name, c, a.rounds, copies, a.spacing)))
+            validate_on_cluster(name, recipe, d / name, c, a.rounds, copies, a.spacing, peers)))
     if not rows:
         return ""
     df = pd.DataFrame(rows)
@@ -573,6 +634,14 @@ def main(argv=None) -> int:
     ap.add_argument("--spacing", type=float, default=0.0, metavar="SECONDS",
                     help="the network measurement's calibrate measure --spacing: each "
                          "ping-pong timed after this much work (default 0)")
+    ap.add_argument("--network-peers", choices=("level", "all"), default="all",
+                    help="table: each network level's latency from its median pair (all, "
+                         "the default: rank 0's small-message ping-pongs with every rank, "
+                         "measured after the first measurement and saved as peers1.csv; "
+                         "--predict-only uses a saved one) or from the one pair the first "
+                         "measurement has (level: rank 0 with rank 1 and with the first "
+                         "rank of another node); on virtual cores each pair's latency is "
+                         "set by the quota phases (bench/probes/vcore_latency.sh)")
     ap.add_argument("--replay-copies", choices=("all", "node"), default="all",
                     help="replay each representative as a copy on every virtual core of "
                          "the cluster (all, the default: the emulated nodes share this "
