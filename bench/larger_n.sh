@@ -29,8 +29,9 @@
 # has NumPy, pandas and the rest but no package index): the wheels of
 # --wheels are installed into it without their dependencies, and the
 # tracer's C extension must already be built for PY (instrument/_hotpath
-# *.so).  bench/larger_n_carry.sh prepares both here, for a lent machine.  --budget S: start no application after S seconds (each runs
-# alone, so a lent machine's time ends between them, not inside one).
+# *.so); bench/larger_n_carry.sh prepares both here, for a lent machine.
+# --budget S: start no application after S seconds (each runs alone, so
+# a lent machine's time ends between them, not inside one).
 # --recipes FILE: at each N, one table of FILE's applications (those
 # --apps names, or all) in place of the examples and third-party tables:
 # bench/apps/virtual.yaml, sized for N = 16, makes the real-core table
