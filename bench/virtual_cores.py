@@ -314,7 +314,9 @@ def typical_pairs(platform: Path, d: Path, cpn: int) -> str:
 
 def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) -> dict:
     """The network measured again for the runs saved in ``d`` (the first
-    measurement kept as before-pingpong1.csv), then predicted again: what a
+    measurement kept as before-pingpong1.csv, and its cluster's pairs,
+    peers1.csv, set aside as before-peers1.csv: they priced the old
+    measurement's levels), then predicted again: what a
     change to the measurement changes, without tracing, replaying and
     running again.  On a cluster brought up anew, whose pairs' latencies
     may differ from those the runs met (each set by the cores' quota
@@ -323,8 +325,9 @@ def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) 
         raise RuntimeError(f"{d}: no saved runs to predict again")
     print(f"{name}: the network again on {c.nodes} x {c.cores_per_node} virtual cores "
           f"(spacing {spacing:g} s)", flush=True)
-    if (d / "pingpong1.csv").exists() and not (d / "before-pingpong1.csv").exists():
-        os.replace(d / "pingpong1.csv", d / "before-pingpong1.csv")
+    for first in ("pingpong1.csv", "peers1.csv"):
+        if (d / first).exists() and not (d / f"before-{first}").exists():
+            os.replace(d / first, d / f"before-{first}")
     network_of(recipe, d, c, spacing)
     return predict_saved(name, recipe, d, c.nodes, c.cores_per_node, c.core_share)
 
