@@ -37,7 +37,7 @@ on each virtual core, replay --bind-command; ``--replay-copies node``:
 C copies on node 0's cores only), and a real run on the cluster (python -m validate's
 clock: MPI initialisation to the end); one network measurement
 (``calibrate measure`` at C + 1 ranks: a peer on the node and one across)
-fitted to C cores x N / C nodes, each level then shifted to its median
+fitted to C cores x N / C nodes, each level then shifted (calibrate fit --peers) to its median
 pair among rank 0's small-message ping-pongs with all N - 1 others
 (``--network-peers all``, the default; saved as peers1.csv): on virtual
 cores a pair's latency is set by the phases of its two cores' quota
@@ -274,44 +274,6 @@ def peers_of(d: Path, c: Cluster) -> Path:
                            timeout=TIMEOUT, ranks=c.nodes * c.cores_per_node)
 
 
-def _intercepts(csv: Path, eager: int = 128) -> pd.Series:
-    """Per peer, the one-way time of a message of no size: the line through
-    each size's fastest ping-pong up to ``eager`` bytes."""
-    from calibrate.fit import _line
-    df = pd.read_csv(csv)
-    pp = df[(df["what"] == "pingpong") & (df["bytes"] <= eager)]
-    return pp.groupby("peer").apply(
-        lambda g: _line(g.groupby("bytes", as_index=False)["one_way"].min())[0])
-
-
-def typical_pairs(platform: Path, d: Path, cpn: int) -> str:
-    """Shift each network level of ``platform`` (fitted to network_of's one
-    pair per level) to the median pair of that level in d/peers1.csv: its
-    latency and its one-way curve by the difference between the two pairs'
-    intercepts.  Returns what it did, for the log."""
-    import yaml
-    peers, used = _intercepts(d / "peers1.csv"), _intercepts(d / "pingpong1.csv")
-    p = yaml.safe_load(platform.read_text())
-    levels = p["network"]["levels"]
-    def level(q):           # rank 0's node, then the fabric (blocks of cpn)
-        return 0 if q < cpn and len(levels) > 1 else len(levels) - 1
-    said = []
-    for i, lv in enumerate(levels):
-        mine = peers[[level(q) == i for q in peers.index]]
-        ours = used[[level(q) == i for q in used.index]]
-        if mine.empty or ours.empty:
-            continue
-        shift = float(mine.median() - ours.min())
-        lv["latency"] = max(lv["latency"] + shift, 0.0)
-        if "one_way" in lv:
-            lv["one_way"] = [[n, max(t + shift, 0.0)] for n, t in lv["one_way"]]
-        said.append(f"{lv['name']} {shift * 1e3:+.3f} ms (median of {len(mine)} pairs "
-                    f"{mine.median() * 1e3:.3f} ms, range {mine.min() * 1e3:.3f}-"
-                    f"{mine.max() * 1e3:.3f})")
-    platform.write_text(yaml.safe_dump(p, sort_keys=False))
-    return "typical pairs: " + "; ".join(said)
-
-
 def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) -> dict:
     """The network measured again for the runs saved in ``d`` (the first
     measurement kept as before-pingpong1.csv, and its cluster's pairs,
@@ -376,11 +338,15 @@ def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share:
     ends every measurement with it, and ``--predict-only`` calls it alone
     after a change to the model or the fit, without measuring again."""
     runs = json.loads((d / "runs.json").read_text())
+    # each level at its median pair (calibrate fit --peers): on virtual
+    # cores a pair's latency is set by its cores' quota phases
+    typical = ("--peers", str(d / "peers1.csv")) if peers and (d / "peers1.csv").exists() else ()
     sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
-        "--nodes", str(nodes), "--name", "virtual-cores", "-o", str(d / "platform.yaml")],
-       d / "fit.log")
-    if peers and (d / "peers1.csv").exists():
-        print(f"    {typical_pairs(d / 'platform.yaml', d, cpn)}", flush=True)
+        "--nodes", str(nodes), "--name", "virtual-cores", *typical,
+        "-o", str(d / "platform.yaml")], d / "fit.log")
+    for line in (d / "fit.log").read_text().splitlines():
+        if typical and line.startswith("calibrate: ") and "median of" in line:
+            print(f"    typical pair: {line.removeprefix('calibrate: ')}", flush=True)
     row = predict_app(name, recipe, d, d / "platform.yaml", len(runs), runs)
     row.update(share=share, nodes=nodes, cores_per_node=cpn)
     (d / "row.json").write_text(json.dumps(row))

@@ -3,7 +3,7 @@
     mpiexec -n P python -m calibrate measure -o pingpong.csv [--repeats R] [--max-bytes B]
         [--spacing SECONDS]
     python -m calibrate fit pingpong.csv [more.csv ...] --cores-per-node C [--nodes K]
-        [--template PLATFORM.yaml] -o platform.yaml
+        [--peers PEERS.csv] [--template PLATFORM.yaml] -o platform.yaml
 """
 from __future__ import annotations
 
@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="how several measurements combine, per point "
                         "(min: the quietest moment; median: the typical one; mean: the "
                         "average over the machine's states)")
+    f.add_argument("--peers", metavar="PEERS.csv",
+                   help="small-message ping-pongs of rank 0 with many peers (calibrate "
+                        "measure --max-bytes 128 on all ranks): each level's latency and "
+                        "curve moved to its median peer's, where pairs of a level differ "
+                        "(virtual cores; farther or slower pairs)")
     f.add_argument("--template", metavar="PLATFORM.yaml",
                    help="write this platform with its innermost level's network replaced "
                         "by the fitted one (nodes, outer levels, collectives kept)")
@@ -108,7 +113,7 @@ def main(argv=None) -> int:
     try:
         spans = [int(x) for x in a.spans.split(",")] if a.spans else None
         d = fit(a.raw, a.cores_per_node, a.nodes, spans, a.eager_limit, a.name,
-                a.alltoall_self_limit, a.combine)
+                a.alltoall_self_limit, a.combine, a.peers)
         if a.template:
             with open(a.template) as fh:
                 d = into_template(d, yaml.safe_load(fh))

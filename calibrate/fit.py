@@ -1,7 +1,7 @@
 """Fit a platform file to the measurements (``python -m calibrate fit``).
 
     python -m calibrate fit pingpong.csv --cores-per-node C [--nodes K]
-        [--template PLATFORM.yaml] -o platform.yaml
+        [--peers PEERS.csv] [--template PLATFORM.yaml] -o platform.yaml
 
 Assigns each peer to the innermost level joining it with rank 0
 (levels given by ``--spans``, default one level per node and one across
@@ -55,6 +55,13 @@ A file may hold several measurements (concatenated): each point's minimum
 is used, or with ``--combine median`` its median (the machine's typical
 moment rather than its quietest), or with ``--combine mean`` its mean (what
 many messages cost on average when the machine switches between states).
+With ``--peers`` (small-message ping-pongs of rank 0 with many peers,
+``calibrate measure --max-bytes 128`` on all ranks), each level's latency
+and one-way curve move by the median over its peers' intercepts less its
+own measured one: the few peers of the full measurement stand for every
+pair of their level, and where pairs differ (virtual cores, whose pair
+latencies are set by their quota periods' phases; a machine with slower
+or farther pairs) the median pair is the typical one.
 """
 from __future__ import annotations
 
@@ -258,13 +265,50 @@ def _agg(rows, combine: str, default: float = 0.0) -> float:
     return float(rows.agg(combine)) if len(rows) else default
 
 
+def _intercept(rows, combine: str) -> float:
+    """One-way time of a message of no size: the line through each size's
+    combined ping-pongs (``rows``), or the one size's time."""
+    d = rows.groupby("bytes", as_index=False)["one_way"].agg(combine)
+    return _line(d)[0] if len(d) >= 2 else float(d["one_way"].iat[0])
+
+
+def peer_intercepts(raw, combine: str = "min"):
+    """Per peer of rank 0 (a Series indexed by peer), the intercept of its
+    ping-pongs in the measurements ``raw``, and the largest size they used."""
+    df = read_measurements(raw)
+    pp = df[(df["what"] == "pingpong") & (df["peer"] > 0)]
+    if pp.empty:
+        raise MeasurementsError(f"{raw}: no ping-pongs of rank 0 with a peer")
+    return (pp.groupby("peer").apply(lambda g: _intercept(g, combine)),
+            int(pp["bytes"].max()))
+
+
+def _at_median_peer(lv: dict, own, peers, most_bytes: int, combine: str) -> str:
+    """Move level ``lv`` (fitted to its ping-pong rows ``own``) by the
+    median of the intercepts ``peers`` (its peers') less its own
+    intercept over the same sizes (to ``most_bytes``); what it did, for
+    the log."""
+    own = own[own["bytes"] <= most_bytes]
+    shift = float(peers.median()) - _intercept(own, combine)
+    lv["latency"] = max(lv["latency"] + shift, 0.0)
+    if "one_way" in lv:
+        lv["one_way"] = [[n, max(t + shift, 0.0)] for n, t in lv["one_way"]]
+    return (f"{lv['name']} {shift * 1e3:+.3f} ms (median of {len(peers)} peers "
+            f"{peers.median() * 1e3:.3f} ms, range {peers.min() * 1e3:.3f}-"
+            f"{peers.max() * 1e3:.3f})")
+
+
 def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
         eager_limit: int | None, name: str, alltoall_self_limit: int = 32768,
-        combine: str = "min") -> dict:
+        combine: str = "min", peers=None) -> dict:
     """A platform description (dict, the platform file's keys) fitted to the
     measurements ``raw``: a CSV path, or a list of them (several
-    measurements: each point combined over them with ``combine``)."""
+    measurements: each point combined over them with ``combine``);
+    ``peers``: measurements of rank 0 with many peers, each level then at
+    its median peer (the module's docstring)."""
     df = read_measurements(raw)
+    if peers is not None:
+        at_peer, most_bytes = peer_intercepts(peers, combine)
     what = df["what"]
     if eager_limit is None:
         # the measured one (the smallest, over several measurements), else MPICH's
@@ -319,6 +363,11 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
         warm = _warmup(df[what == "warmup"], combine) if i == level(1) else None
         if warm:
             lv["warmup"] = warm
+        if peers is not None:
+            mine = at_peer[at_peer.index.map(level) == i]
+            if len(mine):
+                said = _at_median_peer(lv, pingpong[at == i], mine, most_bytes, combine)
+                print(f"calibrate: {said}", file=sys.stderr)
         levels.append(lv)
     if not levels:
         raise ValueError(f"{raw}: no measurements")

@@ -308,3 +308,45 @@ def test_calibrate_times_cpu_costs_in_a_virtual_cores_own_clock(tmp_path):
     slow = measured(dict(mpi_env(), REPREPLAY_CORE_SHARE="0.01"))
     for what in ("call", "copy", "stream_loop"):
         assert slow[what] > 20 * plain[what], (what, slow[what], plain[what])
+
+
+def test_calibrate_fit_moves_each_level_to_its_median_peer(tmp_path):
+    """calibrate fit --peers: a real measurement of one peer per level (3
+    ranks: rank 1 on rank 0's node of 2 cores, rank 2 across), a real
+    small-message one with every peer (6 ranks); each level's latency and
+    curve move by its peers' median intercept less its own, and a file
+    with no ping-pongs is refused in one line."""
+    import yaml
+
+    from calibrate.fit import _line
+    for name, n in (("pingpong1.csv", 3), ("peers1.csv", 6)):
+        p = mpirun(n, ["-m", "calibrate", "measure", "--repeats", "1", "--max-bytes", "128",
+                       "-o", str(tmp_path / name)], timeout=300)
+        assert p.returncode == 0, p.stderr
+    levels = {}
+    for key, extra in (("before", []), ("after", ["--peers", str(tmp_path / "peers1.csv")])):
+        out = tmp_path / f"{key}.yaml"
+        p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pingpong1.csv"),
+                 "--cores-per-node", "2", "--nodes", "3", *extra, "-o", str(out)])
+        levels[key] = yaml.safe_load(out.read_text())["network"]["levels"]
+        said = p.stderr
+
+    def intercept(csv, peer):
+        d = pd.read_csv(csv)
+        d = d[(d["what"] == "pingpong") & (d["peer"] == peer)]
+        return _line(d.groupby("bytes", as_index=False)["one_way"].min())[0]
+    for lv0, lv1, mine, own in ((*[levels[k][0] for k in ("before", "after")], [1], 1),
+                                (*[levels[k][1] for k in ("before", "after")], [2, 3, 4, 5], 2)):
+        typical = float(pd.Series([intercept(tmp_path / "peers1.csv", q) for q in mine]).median())
+        shift = typical - intercept(tmp_path / "pingpong1.csv", own)
+        assert lv1["latency"] == pytest.approx(max(lv0["latency"] + shift, 0.0), abs=1e-12)
+        assert [t for _, t in lv1["one_way"]] == pytest.approx(
+            [max(t + shift, 0.0) for _, t in lv0["one_way"]], abs=1e-12)
+        assert f"{lv1['name']} {shift * 1e3:+.3f} ms (median of {len(mine)} peers" in said
+    pd.read_csv(tmp_path / "peers1.csv").query("what != 'pingpong'").to_csv(
+        tmp_path / "none.csv", index=False)
+    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pingpong1.csv"),
+             "--cores-per-node", "2", "--nodes", "3", "--peers", str(tmp_path / "none.csv"),
+             "-o", str(tmp_path / "x.yaml")], check=False)
+    assert p.returncode == 2 and "no ping-pongs of rank 0 with a peer" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "x.yaml").exists()

@@ -373,35 +373,3 @@ def test_a_replay_bind_command_that_is_not_there_is_refused(tmp_path):
     assert p.returncode == 2
     assert f"--bind-command {tmp_path / 'nosuch'}: not an executable command" in p.stderr
     assert "Traceback" not in p.stderr and not (tmp_path / "out").exists()
-
-
-def test_the_virtual_core_table_prices_each_level_at_its_median_pair(tmp_path, monkeypatch):
-    """bench/virtual_cores.py --network-peers all: a real network
-    measurement of one pair per level (3 ranks: rank 1 on rank 0's node of
-    2 cores, rank 2 across), a real small-message one with every peer (6
-    ranks), a real fit; each level's latency and curve then move by its
-    median pair's intercept less its measured pair's."""
-    monkeypatch.syspath_prepend(str(ROOT / "bench" / "apps"))
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    import virtual_cores as vc
-    import yaml
-    for name, n in (("pingpong1.csv", 3), ("peers1.csv", 6)):
-        p = mpirun(n, ["-m", "calibrate", "measure", "--repeats", "1", "--max-bytes", "128",
-                       "-o", str(tmp_path / name)], timeout=300)
-        assert p.returncode == 0, p.stderr
-    platform = tmp_path / "platform.yaml"
-    p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pingpong1.csv"),
-             "--cores-per-node", "2", "--nodes", "3", "-o", str(platform)])
-    assert p.returncode == 0, p.stderr
-    before = yaml.safe_load(platform.read_text())["network"]["levels"]
-    said = vc.typical_pairs(platform, tmp_path, 2)
-    after = yaml.safe_load(platform.read_text())["network"]["levels"]
-    peers, used = (vc._intercepts(tmp_path / f) for f in ("peers1.csv", "pingpong1.csv"))
-    for lv0, lv1, mine, ours in ((before[0], after[0], [1], [1]),
-                                 (before[1], after[1], [2, 3, 4, 5], [2])):
-        shift = float(peers[mine].median() - used[ours].min())
-        assert lv1["latency"] == pytest.approx(max(lv0["latency"] + shift, 0.0))
-        assert [t for _, t in lv1["one_way"]] == pytest.approx(
-            [max(t + shift, 0.0) for _, t in lv0["one_way"]])
-        assert f"{lv1['name']} {shift * 1e3:+.3f} ms" in said
-    assert "median of 4 pairs" in said
