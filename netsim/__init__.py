@@ -13,12 +13,16 @@ description netsim/platform.py; the prediction file contracts/prediction.py.
 """
 from __future__ import annotations
 
+from .compiled_cache import drop_if_stale
 from .platform import Platform, PlatformError, from_dict, load_platform
 from .predict import run
 from .schedule import Builder, Schedule, ScheduleError, from_trace
 
 __all__ = ["predict", "run", "load_platform", "from_dict", "Platform", "PlatformError",
            "Schedule", "ScheduleError", "Builder", "from_trace"]
+
+# numba loads cached code at a function's first call, not at import: in time
+drop_if_stale()
 
 
 def predict(trace_dir: str, platform, compute=None, vector: str = "cpu"):

@@ -49,9 +49,9 @@ messages of a NIC:
 * with a topology's ``sharing: flows`` (or ``rtt_flows``), a message
   between nodes is instead a flow from its start (above) to its last
   byte, holding both NICs and its route's links at a rate that the
-  FLOWS event solves again, for every flow in flight, whenever flows
-  start or end (netsim/flows.py); it arrives its route's latency after
-  its last byte left.
+  FLOWS event solves again whenever flows start or end (netsim/flows.py:
+  every flow in flight after a start, after ends only those the ends can
+  speed up); it arrives its route's latency after its last byte left.
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .flows import share, workspace
+from .flows import release, reshare, share, workspace
 
 CALC, SEND, RECV, COLL = 0, 1, 2, 3
 # event kinds in the heap; HOP: a message entering the links of its route;
@@ -237,6 +237,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     nf = n if flows else 0
     fl_left = np.zeros(nf)
     fl_rate = np.zeros(nf)
+    fl_level = np.zeros(nf)                # the fill level each was frozen at
     fl_end = np.zeros(nf)
     fl_unit = np.ones(nf)
     fl_phi = np.ones(nf)                   # each flow's weight in the sharing
@@ -247,7 +248,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     fl_clock = 0.0                         # when the flows' work left was counted
     fl_due = -1.0                          # when the pending FLOWS event is
     solve_at = -1.0                        # when this event wants the rates solved
-    cap, weight, count, first, used = workspace(len(link_bt) + 2 * nnodes if flows else 0)
+    fl_new = False                         # a flow started since the last solve
+    cap, weight, count, first, used, load = workspace(len(link_bt) + 2 * nnodes
+                                                      if flows else 0)
     # matching queues per rank (posted receives, unexpected messages) and
     # each collective's arrived members: singly linked lists through
     # ``link``, which once an op is matched holds its partner instead
@@ -464,6 +467,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 fl_in[op] = len(link_bt) + nnodes + core[peer[op]] // cores_per_node
                 act[na] = op
                 na += 1
+                fl_new = True
                 solve_at = t
         elif ev == FLOWS:
             if t == fl_due:                       # else superseded by a later one
@@ -472,6 +476,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     fl_left[act[a]] -= fl_rate[act[a]] * (t - fl_clock)
                 fl_clock = t
                 # the flows done now: their last byte is through
+                above = np.inf                    # the lowest level among them
                 a = 0
                 while a < na:
                     m = act[a]
@@ -480,6 +485,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         continue
                     act[a] = act[na - 1]
                     na -= 1
+                    above = min(above, fl_level[m])
+                    release(m, fl_level, fl_unit, fl_phi, route, route_ptr, route_links, link_bt,
+                            contention, fl_out, fl_in, load)
                     lv = _level(core[rank[m]], core[peer[m]], span)
                     _push(ht, hp, hn, t + _flow_latency(m, route[m], lv, lat, route_ptr,
                                                         route_links, link_lat, wire, occupy),
@@ -495,8 +503,15 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         note_t[nn] = end[m]
                         note_isstart[nn] = False
                         nn += 1
-                share(act, na, fl_rate, fl_unit, fl_phi, route, route_ptr, route_links, link_bt,
-                      contention, fl_out, fl_in, cap, weight, count, first, used)
+                if fl_new:
+                    share(act, na, fl_rate, fl_level, fl_unit, fl_phi, route, route_ptr,
+                          route_links, link_bt, contention, fl_out, fl_in, cap, weight, count,
+                          first, used, load)
+                    fl_new = False
+                elif above < np.inf:
+                    reshare(act, na, above, fl_rate, fl_level, fl_unit, fl_phi, route,
+                            route_ptr, route_links, link_bt, contention, fl_out, fl_in, cap,
+                            weight, count, first, used, load)
                 due = np.inf
                 for a in range(na):
                     m = act[a]

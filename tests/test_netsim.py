@@ -1089,3 +1089,41 @@ def test_simulator_start_up_skips_only_numbas_blas_check():
             "assert scipy.linalg.solve(np.eye(2), np.ones(2)).tolist() == [1.0, 1.0]\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_flows_end_solves_again_only_the_flows_it_can_speed_up():
+    """netsim.flows.reshare after flows end (released) gives every flow the
+    rate a whole new solve gives it, on random flows over random links of
+    random speeds, weighted and not, with and without NICs, ending a few
+    at a time; and what the flows take of each link (``load``) agrees."""
+    from netsim.flows import release, reshare, share, workspace
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        nlinks, nnodes, nf = rng.integers(3, 12), rng.integers(2, 6), rng.integers(2, 30)
+        routes = [rng.choice(nlinks, size=rng.integers(0, 4), replace=False) for _ in range(nf)]
+        ptr = np.concatenate([[0], np.cumsum([len(r) for r in routes])]).astype(np.int64)
+        links = np.concatenate(routes + [np.zeros(0)]).astype(np.int64)
+        route = np.arange(nf, dtype=np.int64)
+        link_bt = np.where(rng.random(nlinks) < 0.5, 0.0, rng.uniform(0.5, 2, nlinks))
+        unit = rng.uniform(0.5, 2, nf)
+        phi = rng.uniform(0.2, 3, nf) if trial % 2 else np.ones(nf)
+        out_nic = nlinks + rng.integers(0, nnodes, nf)
+        in_nic = nlinks + nnodes + rng.integers(0, nnodes, nf)
+        nic = bool(trial % 3)
+        fixed = (unit, phi, route, ptr, links, link_bt, nic, out_nic, in_nic)
+        act, na = np.arange(nf, dtype=np.int64), nf
+        rate, level, ws = np.zeros(nf), np.zeros(nf), workspace(nlinks + 2 * nnodes)
+        share(act, na, rate, level, *fixed, *ws)
+        while na > 1:
+            gone = rng.choice(na, size=rng.integers(1, min(3, na)), replace=False)
+            above = min(level[act[g]] for g in gone)
+            for g in gone:
+                release(act[g], level, *fixed, ws[5])
+            keep = np.array([act[a] for a in range(na) if a not in gone], np.int64)
+            na = len(keep)
+            act[:na] = keep
+            reshare(act, na, above, rate, level, *fixed, *ws)
+            whole, whole_level, fresh = np.zeros(nf), np.zeros(nf), workspace(nlinks + 2 * nnodes)
+            share(act, na, whole, whole_level, *fixed, *fresh)
+            assert rate[act[:na]] == pytest.approx(whole[act[:na]], abs=1e-12), trial
+            assert ws[5] == pytest.approx(fresh[5], abs=1e-12), trial
