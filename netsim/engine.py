@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .flows import release, reshare, share, workspace
+from .flows import affected, enter, lists, quiet_below, release, reshare, workspace
 
 CALC, SEND, RECV, COLL = 0, 1, 2, 3
 # event kinds in the heap; HOP: a message entering the links of its route;
@@ -230,12 +230,13 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     link_free = np.zeros(len(link_bt))
     link_busy = np.zeros(len(link_bt))
     # flows in flight (sharing: flows): work left (seconds at the NIC's
-    # speed), rate, when each ends at that rate; the links' numbers for the
-    # NICs come after the topology's
+    # speed) when it was last counted (fl_since), rate, when each ends at
+    # that rate; the links' numbers for the NICs come after the topology's
     flows = flows and routed
     rtt = rtt and flows
     nf = n if flows else 0
     fl_left = np.zeros(nf)
+    fl_since = np.zeros(nf)
     fl_rate = np.zeros(nf)
     fl_level = np.zeros(nf)                # the fill level each was frozen at
     fl_end = np.zeros(nf)
@@ -245,12 +246,14 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     fl_in = np.zeros(nf, np.int64)
     act = np.empty(nf, np.int64)
     na = 0
-    fl_clock = 0.0                         # when the flows' work left was counted
     fl_due = -1.0                          # when the pending FLOWS event is
     solve_at = -1.0                        # when this event wants the rates solved
-    fl_new = False                         # a flow started since the last solve
-    cap, weight, count, first, used, load = workspace(len(link_bt) + 2 * nnodes
-                                                      if flows else 0)
+    fl_new = np.empty(nf, np.int64)        # flows started since the last solve, then ended
+    nnew = 0
+    cap, weight, count, first, used, load, held = workspace(len(link_bt) + 2 * nnodes
+                                                            if flows else 0)
+    per, on_head, on_next, on_prev, seen_link, seen_op = lists(len(cap), nf, route_ptr,
+                                                               contention)
     # matching queues per rank (posted receives, unexpected messages) and
     # each collective's arrived members: singly linked lists through
     # ``link``, which once an op is matched holds its partner instead
@@ -456,6 +459,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 hn += 1
             else:
                 fl_left[op] = occupy[op]
+                fl_since[op] = t
                 fl_rate[op] = 0.0
                 fl_end[op] = np.inf
                 fl_unit[op] = (level_bt[lv] if level_bt[lv] > 0.0
@@ -467,16 +471,17 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 fl_in[op] = len(link_bt) + nnodes + core[peer[op]] // cores_per_node
                 act[na] = op
                 na += 1
-                fl_new = True
+                enter(op, fl_level, fl_unit, fl_phi, route, route_ptr, route_links, link_bt,
+                      contention, fl_out, fl_in, held, per, on_head, on_next, on_prev)
+                fl_new[nnew] = op
+                nnew += 1
                 solve_at = t
         elif ev == FLOWS:
             if t == fl_due:                       # else superseded by a later one
                 fl_due = -1.0
-                for a in range(na):
-                    fl_left[act[a]] -= fl_rate[act[a]] * (t - fl_clock)
-                fl_clock = t
                 # the flows done now: their last byte is through
                 above = np.inf                    # the lowest level among them
+                ngone = 0
                 a = 0
                 while a < na:
                     m = act[a]
@@ -487,7 +492,11 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     na -= 1
                     above = min(above, fl_level[m])
                     release(m, fl_level, fl_unit, fl_phi, route, route_ptr, route_links, link_bt,
-                            contention, fl_out, fl_in, load)
+                            contention, fl_out, fl_in, load, held, per, on_head, on_next,
+                            on_prev)
+                    fl_new[nnew] = m              # a seed of the change, as a start is
+                    nnew += 1
+                    ngone += 1
                     lv = _level(core[rank[m]], core[peer[m]], span)
                     _push(ht, hp, hn, t + _flow_latency(m, route[m], lv, lat, route_ptr,
                                                         route_links, link_lat, wire, occupy),
@@ -503,20 +512,28 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         note_t[nn] = end[m]
                         note_isstart[nn] = False
                         nn += 1
-                if fl_new:
-                    share(act, na, fl_rate, fl_level, fl_unit, fl_phi, route, route_ptr,
-                          route_links, link_bt, contention, fl_out, fl_in, cap, weight, count,
-                          first, used, load)
-                    fl_new = False
-                elif above < np.inf:
-                    reshare(act, na, above, fl_rate, fl_level, fl_unit, fl_phi, route,
-                            route_ptr, route_links, link_bt, contention, fl_out, fl_in, cap,
-                            weight, count, first, used, load)
+                if nnew > ngone:                  # the started ones come first
+                    above = min(above, quiet_below(fl_new, nnew - ngone, fl_unit, fl_phi,
+                                                   route, route_ptr, route_links, link_bt,
+                                                   contention, fl_out, fl_in, weight, load,
+                                                   held))
+                sub, ns = affected(fl_new, nnew, nnew - ngone, above, na, fl_level, route,
+                                   route_ptr, route_links, contention, fl_out, fl_in, per,
+                                   on_head, on_next, seen_link, seen_op)
+                nnew = 0
+                for k in range(ns):               # only their rates change
+                    m = sub[k]
+                    fl_left[m] -= fl_rate[m] * (t - fl_since[m])
+                    fl_since[m] = t
+                reshare(sub, ns, fl_rate, fl_level, fl_unit, fl_phi, route, route_ptr,
+                        route_links, link_bt, contention, fl_out, fl_in, cap, weight, count,
+                        first, used, load)
+                for k in range(ns):
+                    m = sub[k]
+                    fl_end[m] = t + fl_left[m] / fl_rate[m] if fl_rate[m] > 0.0 else np.inf
                 due = np.inf
                 for a in range(na):
-                    m = act[a]
-                    fl_end[m] = t + fl_left[m] / fl_rate[m] if fl_rate[m] > 0.0 else np.inf
-                    due = min(due, fl_end[m])
+                    due = min(due, fl_end[act[a]])
                 if due < np.inf:
                     solve_at = due
         elif ev == HOP:

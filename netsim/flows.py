@@ -24,14 +24,20 @@ half the rate.
 What it costs: one solve is linear in the flows in flight times their
 route's length, plus the links' search per bottleneck; the engine solves
 once per instant at which flows start or end (not once per message when
-many start together).  When flows only end, ``reshare`` solves again only
-the flows frozen at or above the lowest level among those that ended:
-progressive filling freezes every flow below that level exactly as before
-(a link a removed flow held had not filled below its level, and with less
-on it fills later still), so those keep their rates, and the rest start
-from what they leave of each link.  Fast flows end first, so most ends
-touch few flows.  An all-to-all whose every rank posts all its sends at
-once keeps P^2 flows in flight: use the default queues there at scale.
+many start together), and then ``reshare`` solves again only the flows
+the change can move (``affected``): those frozen at or above a level
+below which nothing changes, and linked to the flows that started or
+ended through links they hold.  Progressive filling freezes every flow
+below that level exactly as before, so those keep their rates; flows
+that share no link with the change, directly or through other such
+flows, are a max-min problem of their own, unchanged; the rest start
+from what the others leave of each link.  For flows that ended, the
+level is the lowest they were frozen at (a link a removed flow held had
+not filled below its level, and with less on it fills later still); for
+flows that started, a bound on where their links can fill first
+(``quiet_below``).  Each link keeps the list of its flows in flight for
+that.  An all-to-all whose every rank posts all its sends at once keeps
+P^2 flows in flight: use the default queues there at scale.
 """
 from __future__ import annotations
 
@@ -42,21 +48,15 @@ FULL = 1.0            # a flow's fastest rate: its NIC's speed
 
 
 @njit(cache=True, inline="always")
-def _nlinks_of(op, route, route_ptr, nic):
-    """How many links flow ``op`` holds: its route's, plus two NICs."""
+def _span(op, route, route_ptr, nic):
+    """Where flow ``op``'s links are: positions ``lo`` to ``end``, those
+    below ``hi`` in its route's links, then its two NICs (``out_nic[op]``
+    at ``hi``, ``in_nic[op]`` after).  The loops read these once per flow
+    and write each link's expression out: a function per link (even
+    inlined) made each solve four to six times slower."""
     r = route[op]
-    n = route_ptr[r + 1] - route_ptr[r] if r >= 0 else 0
-    return n + (2 if nic else 0)
-
-
-@njit(cache=True, inline="always")
-def _link_of(op, j, route, route_ptr, route_links, nic, out_nic, in_nic):
-    """The ``j``-th link flow ``op`` holds (its NICs last)."""
-    r = route[op]
-    n = route_ptr[r + 1] - route_ptr[r] if r >= 0 else 0
-    if j < n:
-        return route_links[route_ptr[r] + j]
-    return out_nic[op] if j == n else in_nic[op]
+    lo, hi = (route_ptr[r], route_ptr[r + 1]) if r >= 0 else (0, 0)
+    return lo, hi, hi + (2 if nic else 0)
 
 
 @njit(cache=True, inline="always")
@@ -69,10 +69,12 @@ def _use(i, op, unit, link_bt):
 def workspace(nlinks):
     """The per-link arrays ``share`` works in, for ``nlinks`` links (each
     solve leaves the first five as it found them, so they are made once per
-    run), and ``load``: each link's capacity taken by the flows in flight,
-    kept from solve to solve for ``reshare``."""
+    run), and ``load`` and ``held``: each link's capacity taken by the
+    flows in flight and their weights on it (use per unit of rate times
+    weight), kept from solve to solve for ``reshare`` and ``quiet_below``."""
     return (np.ones(nlinks), np.zeros(nlinks), np.zeros(nlinks, np.int64),
-            np.zeros(nlinks, np.int64), np.zeros(nlinks, np.int64), np.zeros(nlinks))
+            np.zeros(nlinks, np.int64), np.zeros(nlinks, np.int64), np.zeros(nlinks),
+            np.zeros(nlinks))
 
 
 @njit(cache=True, inline="always")
@@ -83,19 +85,22 @@ def _taken(i, op, level, unit, phi, link_bt):
 
 @njit(cache=True)
 def share(act, na, rate, level, unit, phi, route, route_ptr, route_links, link_bt, nic,
-          out_nic, in_nic, cap, weight, count, first, used, load):
-    """Set ``rate[op]`` for the ``na`` flows ``act[:na]``: max-min fair on
+          out_nic, in_nic, cap, weight, count, first, used, load, held):
+    """Set ``rate[op]`` for the ``na`` flows ``act[:na]`` from scratch: max-min fair on
     links of capacity 1 (a flow's NICs are links ``out_nic[op]`` and
     ``in_nic[op]`` when ``nic``), weighted by ``phi[op]`` (a flow of twice
     the weight gets twice the rate where they share a bottleneck), each at
     most FULL; ``level[op]``: the fill level it was frozen at (its rate
-    over its weight), and ``load``: what they take of each link.  ``cap``,
-    ``weight``, ``count``, ``first``, ``used`` and ``load`` are a
-    ``workspace``: only the links these flows hold are touched."""
+    over its weight), and ``load`` and ``held``: what they take of each
+    link, and their weight on it.  ``cap``, ``weight``, ``count``,
+    ``first``, ``used``, ``load`` and ``held`` are a ``workspace``: only
+    the links these flows hold are touched."""
     if na == 0:
         return
     nused, flows = _rows(act, na, unit, phi, route, route_ptr, route_links, link_bt, nic,
                          out_nic, in_nic, weight, count, first, used)
+    for u in range(nused):
+        held[used[u]] = weight[used[u]]
     _fill(act, na, rate, level, unit, phi, route, route_ptr, route_links, link_bt, nic,
           out_nic, in_nic, cap, weight, count, first, used, nused, flows)
     _settle(used, nused, cap, weight, count, load)
@@ -114,40 +119,173 @@ def _settle(used, nused, cap, weight, count, load):
 
 
 @njit(cache=True)
-def release(op, level, unit, phi, route, route_ptr, route_links, link_bt, nic, out_nic,
-            in_nic, load):
-    """Flow ``op`` ended: give back what it took of each of its links."""
-    for j in range(_nlinks_of(op, route, route_ptr, nic)):
-        i = _link_of(op, j, route, route_ptr, route_links, nic, out_nic, in_nic)
-        load[i] -= _taken(i, op, level, unit, phi, link_bt)
+def lists(nlinks, nops, route_ptr, nic):
+    """Each link's flows in flight, as doubly linked lists through the
+    flows' memberships (flow ``op``'s ``k``-th link is slot ``op * per +
+    k``, ``per`` a power of two: a slot's flow is a shift away, where a
+    division per hop cost more than the rest of the walk): ``per``, the
+    heads per link, next and previous per slot, and marks for
+    ``affected`` (per link, per flow)."""
+    longest = 0
+    for r in range(len(route_ptr) - 1):
+        longest = max(longest, route_ptr[r + 1] - route_ptr[r])
+    per = 1
+    while per < longest + (2 if nic else 0):
+        per *= 2
+    return (per, np.full(nlinks, -1, np.int64), np.empty(nops * per, np.int64),
+            np.empty(nops * per, np.int64), np.zeros(nlinks, np.bool_),
+            np.zeros(nops, np.bool_))
 
 
 @njit(cache=True)
-def reshare(act, na, above, rate, level, unit, phi, route, route_ptr, route_links, link_bt,
-            nic, out_nic, in_nic, cap, weight, count, first, used, load):
-    """``share`` again after flows that were frozen at ``above`` or higher
-    ended (and were ``release``d), none having started: only the flows
-    frozen at ``above`` or higher are solved again, on what the others
-    leave of each link; the others keep their rates (the module's
-    docstring says why that is exact)."""
+def enter(op, level, unit, phi, route, route_ptr, route_links, link_bt, nic, out_nic, in_nic,
+          held, per, head, nxt, prv):
+    """Flow ``op`` started: its weight on each of its links, and it on
+    their lists; no rate yet (its level infinite until solved: it takes
+    nothing)."""
+    level[op] = np.inf
+    lo, hi, end = _span(op, route, route_ptr, nic)
+    for q in range(lo, end):
+        i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
+        held[i] += _use(i, op, unit, link_bt) * phi[op]
+        s = op * per + q - lo
+        nxt[s] = head[i]
+        prv[s] = -1
+        if head[i] >= 0:
+            prv[head[i]] = s
+        head[i] = s
+
+
+@njit(cache=True)
+def release(op, level, unit, phi, route, route_ptr, route_links, link_bt, nic, out_nic,
+            in_nic, load, held, per, head, nxt, prv):
+    """Flow ``op`` ended: give back what it took of each of its links, and
+    leave their lists."""
+    lo, hi, end = _span(op, route, route_ptr, nic)
+    for q in range(lo, end):
+        i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
+        load[i] -= _taken(i, op, level, unit, phi, link_bt)
+        held[i] -= _use(i, op, unit, link_bt) * phi[op]
+        s = op * per + q - lo
+        if prv[s] >= 0:
+            nxt[prv[s]] = nxt[s]
+        else:
+            head[i] = nxt[s]
+        if nxt[s] >= 0:
+            prv[nxt[s]] = prv[s]
+
+
+@njit(cache=True)
+def affected(seeds, nseeds, started, above, na, level, route, route_ptr, route_links, nic,
+             out_nic, in_nic, per, head, nxt, seen_link, seen_op):
+    """The flows whose rates the flows ``seeds[:nseeds]`` (the first
+    ``started`` started, the others ended) can move: the started ones; on
+    the seeds' links, every flow frozen at ``above`` or higher (or not
+    solved yet), then on those flows' links, and so on.  Beyond them,
+    every flow is either frozen below ``above`` (as before) or shares no
+    link with them (a max-min problem of its own, unchanged).  ``na``:
+    the flows in flight."""
     # flows frozen with the ended ones, at the same level but computed in
     # another solve, may differ from it in the last bits: a margin takes
     # them in (solving more flows again is exact too)
     above = above * (1.0 - 1e-9)
     sub = np.empty(na, np.int64)
     ns = 0
-    for a in range(na):
-        if level[act[a]] >= above:
-            sub[ns] = act[a]
+    todo = np.empty(16, np.int64)
+    nt = 0
+    for k in range(nseeds):
+        op = seeds[k]
+        lo, hi, end = _span(op, route, route_ptr, nic)
+        if k < started and end == lo:    # on no link: on no list either
+            seen_op[op] = True
+            sub[ns] = op
             ns += 1
+        for q in range(lo, end):
+            i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
+            if not seen_link[i]:
+                seen_link[i] = True
+                if nt == len(todo):
+                    todo = np.concatenate((todo, np.empty(nt, np.int64)))
+                todo[nt] = i
+                nt += 1
+    shift = 0
+    while (1 << shift) < per:
+        shift += 1
+    t = 0
+    while t < nt:
+        s = head[todo[t]]
+        t += 1
+        while s >= 0:
+            op = s >> shift
+            s = nxt[s]
+            if seen_op[op] or level[op] < above:
+                continue
+            seen_op[op] = True
+            sub[ns] = op
+            ns += 1
+            lo, hi, end = _span(op, route, route_ptr, nic)
+            for q in range(lo, end):
+                i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
+                if not seen_link[i]:
+                    seen_link[i] = True
+                    if nt == len(todo):
+                        todo = np.concatenate((todo, np.empty(nt, np.int64)))
+                    todo[nt] = i
+                    nt += 1
+    for k in range(nt):                  # the marks as they were
+        seen_link[todo[k]] = False
+    for k in range(ns):
+        seen_op[sub[k]] = False
+    return sub, ns
+
+
+@njit(cache=True)
+def quiet_below(new, nn, unit, phi, route, route_ptr, route_links, link_bt, nic, out_nic,
+                in_nic, weight, load, held):
+    """A level below which no link of the ``nn`` flows ``new[:nn]`` (just
+    started, ``enter``ed) can fill when they join: a link with load l, the
+    new flows' weight w_new and all its flows' weight w fills no lower
+    than (1 - l) / w_new (what the others take at most, their final load)
+    nor than 1 / w (all rising alike), so below the least of those over
+    the new flows' links every freeze happens as before."""
+    for s in range(nn):                  # the new flows' weight per link
+        op = new[s]
+        lo, hi, end = _span(op, route, route_ptr, nic)
+        for q in range(lo, end):
+            i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
+            weight[i] += _use(i, op, unit, link_bt) * phi[op]
+    low = np.inf
+    for s in range(nn):
+        op = new[s]
+        lo, hi, end = _span(op, route, route_ptr, nic)
+        for q in range(lo, end):
+            i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
+            if weight[i] > 0.0:
+                low = min(low, max((1.0 - load[i]) / weight[i], 1.0 / held[i]))
+    for s in range(nn):                  # the workspace as it was
+        op = new[s]
+        lo, hi, end = _span(op, route, route_ptr, nic)
+        for q in range(lo, end):
+            weight[route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]] = 0.0
+    return low
+
+
+@njit(cache=True)
+def reshare(sub, ns, rate, level, unit, phi, route, route_ptr, route_links, link_bt, nic,
+            out_nic, in_nic, cap, weight, count, first, used, load):
+    """``share`` again after flows ended (``release``d) or started
+    (``enter``ed), for the flows ``sub[:ns]`` they can move (``affected``)
+    only, on what the others leave of each link; the others keep their
+    rates (the module's docstring says why that is exact)."""
     if ns == 0:
         return
     # cap: 1 + what the flows solved again took of each link, then less
     # the link's whole load: what the flows kept leave of it
     for s in range(ns):
         op = sub[s]
-        for j in range(_nlinks_of(op, route, route_ptr, nic)):
-            i = _link_of(op, j, route, route_ptr, route_links, nic, out_nic, in_nic)
+        lo, hi, end = _span(op, route, route_ptr, nic)
+        for q in range(lo, end):
+            i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
             cap[i] += _taken(i, op, level, unit, phi, link_bt)
     nused, flows = _rows(sub, ns, unit, phi, route, route_ptr, route_links, link_bt, nic,
                          out_nic, in_nic, weight, count, first, used)
@@ -170,10 +308,10 @@ def _rows(act, na, unit, phi, route, route_ptr, route_links, link_bt, nic, out_n
     total = 0
     for a in range(na):
         op = act[a]
-        k = _nlinks_of(op, route, route_ptr, nic)
-        total += k
-        for j in range(k):
-            i = _link_of(op, j, route, route_ptr, route_links, nic, out_nic, in_nic)
+        lo, hi, end = _span(op, route, route_ptr, nic)
+        total += end - lo
+        for q in range(lo, end):
+            i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
             if count[i] == 0:
                 used[nused] = i
                 nused += 1
@@ -187,8 +325,9 @@ def _rows(act, na, unit, phi, route, route_ptr, route_links, link_bt, nic, out_n
     flows = np.empty(total, np.int64)
     for a in range(na):
         op = act[a]
-        for j in range(_nlinks_of(op, route, route_ptr, nic)):
-            i = _link_of(op, j, route, route_ptr, route_links, nic, out_nic, in_nic)
+        lo, hi, end = _span(op, route, route_ptr, nic)
+        for q in range(lo, end):
+            i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
             flows[first[i]] = a
             first[i] += 1
     for u in range(nused):             # back to each row's start
@@ -205,16 +344,21 @@ def _fill(act, na, rate, level_of, unit, phi, route, route_ptr, route_links, lin
     it, and go on with the rest."""
     frozen = np.zeros(na, np.bool_)
     left = na
+    # the level at which each link fills, kept as its flows freeze: the
+    # scan below then compares (a division per link and bottleneck cost
+    # more than the rest of the solve)
+    fills = np.empty(len(cap))
+    for u in range(nused):
+        i = used[u]
+        fills[i] = cap[i] / weight[i] if count[i] > 0 else np.inf
     while left > 0:
         # the link that fills first (a scan: a heap of the links was slower,
         # the solve's cost being the flows' links, not the bottlenecks)
         level, full = np.inf, -1
         for u in range(nused):
             i = used[u]
-            if count[i] > 0:
-                x = cap[i] / weight[i]
-                if x < level:
-                    level, full = x, i
+            if fills[i] < level:
+                level, full = fills[i], i
         if full < 0:                   # no link holds them back (no NICs)
             for a in range(na):
                 if not frozen[a]:
@@ -223,10 +367,10 @@ def _fill(act, na, rate, level_of, unit, phi, route, route_ptr, route_links, lin
             return
         level = max(level, 0.0)
         # freeze its flows at that rate; their other links have that much less
-        q = first[full]
+        row = first[full]
         while count[full] > 0:
-            a = flows[q]
-            q += 1
+            a = flows[row]
+            row += 1
             if frozen[a]:
                 continue
             frozen[a] = True
@@ -234,9 +378,11 @@ def _fill(act, na, rate, level_of, unit, phi, route, route_ptr, route_links, lin
             op = act[a]
             rate[op] = min(level * phi[op], FULL)
             level_of[op] = level
-            for j in range(_nlinks_of(op, route, route_ptr, nic)):
-                i = _link_of(op, j, route, route_ptr, route_links, nic, out_nic, in_nic)
+            lo, hi, end = _span(op, route, route_ptr, nic)
+            for q in range(lo, end):
+                i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
                 w = _use(i, op, unit, link_bt) * phi[op]
                 cap[i] -= level * w
                 weight[i] -= w
                 count[i] -= 1
+                fills[i] = cap[i] / weight[i] if count[i] > 0 else np.inf

@@ -1091,15 +1091,21 @@ def test_simulator_start_up_skips_only_numbas_blas_check():
     assert r.returncode == 0, r.stderr
 
 
-def test_a_flows_end_solves_again_only_the_flows_it_can_speed_up():
-    """netsim.flows.reshare after flows end (released) gives every flow the
-    rate a whole new solve gives it, on random flows over random links of
-    random speeds, weighted and not, with and without NICs, ending a few
-    at a time; and what the flows take of each link (``load``) agrees."""
-    from netsim.flows import release, reshare, share, workspace
+def test_flows_solved_again_only_where_starts_and_ends_can_change_them():
+    """netsim.flows: after flows end (``release``d) and start (``enter``ed),
+    solving again only the flows ``affected`` finds (linked to them
+    through links, frozen at or above the ends' lowest level and the
+    starts' ``quiet_below``) gives every flow the rate a whole new solve
+    gives it: random flows over random links of random speeds, weighted
+    and not, with and without NICs, a few ending and starting at a time;
+    what they take of each link agrees, and so do the links' lists."""
+    import netsim.flows as fl
+    affected, enter, lists, quiet_below = fl.affected, fl.enter, fl.lists, fl.quiet_below
+    release, reshare, share, workspace = fl.release, fl.reshare, fl.share, fl.workspace
     rng = np.random.default_rng(7)
+    solved_again = solved_whole = 0
     for trial in range(400):
-        nlinks, nnodes, nf = rng.integers(3, 12), rng.integers(2, 6), rng.integers(2, 30)
+        nlinks, nnodes, nf = rng.integers(3, 12), rng.integers(2, 6), rng.integers(4, 40)
         routes = [rng.choice(nlinks, size=rng.integers(0, 4), replace=False) for _ in range(nf)]
         ptr = np.concatenate([[0], np.cumsum([len(r) for r in routes])]).astype(np.int64)
         links = np.concatenate(routes + [np.zeros(0)]).astype(np.int64)
@@ -1111,19 +1117,51 @@ def test_a_flows_end_solves_again_only_the_flows_it_can_speed_up():
         in_nic = nlinks + nnodes + rng.integers(0, nnodes, nf)
         nic = bool(trial % 3)
         fixed = (unit, phi, route, ptr, links, link_bt, nic, out_nic, in_nic)
-        act, na = np.arange(nf, dtype=np.int64), nf
-        rate, level, ws = np.zeros(nf), np.zeros(nf), workspace(nlinks + 2 * nnodes)
-        share(act, na, rate, level, *fixed, *ws)
-        while na > 1:
-            gone = rng.choice(na, size=rng.integers(1, min(3, na)), replace=False)
-            above = min(level[act[g]] for g in gone)
+        where = (route, ptr, links, nic, out_nic, in_nic)
+        cap, weight, count, first, used, load, held = workspace(nlinks + 2 * nnodes)
+        per, head, nxt, prv, seen_link, seen_op = lists(len(cap), nf, ptr, nic)
+        waiting = list(rng.permutation(nf))
+        act, na = np.empty(nf, np.int64), 0
+        rate, level = np.zeros(nf), np.zeros(nf)
+        while waiting or na > 1:
+            above = np.inf
+            gone = rng.choice(na, size=rng.integers(0, min(3, na) + 1), replace=False) \
+                if na else []
             for g in gone:
-                release(act[g], level, *fixed, ws[5])
-            keep = np.array([act[a] for a in range(na) if a not in gone], np.int64)
-            na = len(keep)
-            act[:na] = keep
-            reshare(act, na, above, rate, level, *fixed, *ws)
+                above = min(above, level[act[g]])
+                release(act[g], level, *fixed, load, held, per, head, nxt, prv)
+            seeds = [act[g] for g in gone]
+            keep = [act[a] for a in range(na) if a not in gone]
+            new = np.array([waiting.pop() for _ in range(min(len(waiting),
+                                                             rng.integers(0, 4)))], np.int64)
+            for op in new:
+                enter(op, level, *fixed, held, per, head, nxt, prv)
+            na = len(keep) + len(new)
+            act[:na] = keep + list(new)
+            if len(new):
+                above = min(above, quiet_below(new, len(new), *fixed, weight, load, held))
+            sub, ns = affected(np.array(list(new) + seeds, np.int64), len(new) + len(seeds),
+                               len(new), above, na, level, *where, per, head, nxt, seen_link,
+                               seen_op)
+            reshare(sub, ns, rate, level, *fixed, cap, weight, count, first, used, load)
+            solved_again += ns
+            solved_whole += na
             whole, whole_level, fresh = np.zeros(nf), np.zeros(nf), workspace(nlinks + 2 * nnodes)
             share(act, na, whole, whole_level, *fixed, *fresh)
             assert rate[act[:na]] == pytest.approx(whole[act[:na]], abs=1e-12), trial
-            assert ws[5] == pytest.approx(fresh[5], abs=1e-12), trial
+            assert load == pytest.approx(fresh[5], abs=1e-12), trial
+            assert held == pytest.approx(fresh[6], abs=1e-12), trial
+            on = {int(i): [] for i in range(len(cap))}      # the lists hold the flows
+            for i in on:
+                s = head[i]
+                while s >= 0:
+                    on[i].append(s // per)
+                    s = nxt[s]
+            for i in on:
+                holders = [op for op in act[:na] for q in range(
+                    ptr[op], ptr[op + 1] + (2 if nic else 0))
+                    if (links[q] if q < ptr[op + 1] else out_nic[op] if q == ptr[op + 1]
+                        else in_nic[op]) == i]
+                assert sorted(on[i]) == sorted(holders), trial
+            assert not seen_link.any() and not seen_op.any()
+    assert solved_again < 0.8 * solved_whole       # fewer than all, on these random flows
