@@ -132,8 +132,9 @@ def lists(nlinks, nops, route_ptr, nic):
     per = 1
     while per < longest + (2 if nic else 0):
         per *= 2
-    return (per, np.full(nlinks, -1, np.int64), np.empty(nops * per, np.int64),
-            np.empty(nops * per, np.int64), np.zeros(nlinks, np.bool_),
+    # 32-bit slots: half the memory, and enough for 2**31 memberships
+    return (per, np.full(nlinks, -1, np.int64), np.empty(nops * per, np.int32),
+            np.empty(nops * per, np.int32), np.zeros(nlinks, np.bool_),
             np.zeros(nops, np.bool_))
 
 
