@@ -512,14 +512,17 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         note_t[nn] = end[m]
                         note_isstart[nn] = False
                         nn += 1
-                if nnew > ngone:                  # the started ones come first
-                    above = min(above, quiet_below(fl_new, nnew - ngone, fl_unit, fl_phi,
-                                                   route, route_ptr, route_links, link_bt,
-                                                   contention, fl_out, fl_in, weight, load,
-                                                   held))
-                sub, ns = affected(fl_new, nnew, nnew - ngone, above, na, fl_level, route,
-                                   route_ptr, route_links, contention, fl_out, fl_in, per,
-                                   on_head, on_next, seen_link, seen_op)
+                if nnew - ngone == na:            # all in flight are new: all solved
+                    sub, ns = act, na
+                else:
+                    if nnew > ngone:              # the started ones come first
+                        above = min(above, quiet_below(fl_new, nnew - ngone, fl_unit, fl_phi,
+                                                       route, route_ptr, route_links, link_bt,
+                                                       contention, fl_out, fl_in, weight,
+                                                       load, held))
+                    sub, ns = affected(fl_new, nnew, nnew - ngone, above, na, fl_level,
+                                       route, route_ptr, route_links, contention, fl_out,
+                                       fl_in, per, on_head, on_next, seen_link, seen_op)
                 nnew = 0
                 for k in range(ns):               # only their rates change
                     m = sub[k]
