@@ -50,8 +50,8 @@ messages of a NIC:
   between nodes is instead a flow from its start (above) to its last
   byte, holding both NICs and its route's links at a rate that the
   FLOWS event solves again whenever flows start or end (netsim/flows.py:
-  every flow in flight after a start, after ends only those the ends can
-  speed up); it arrives its route's latency after its last byte left.
+  only the flows the change can move); it arrives its route's latency
+  after its last byte left.
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .flows import affected, enter, lists, quiet_below, release, reshare, workspace
+from .flows import enter, lists, release, resolve, workspace
 
 CALC, SEND, RECV, COLL = 0, 1, 2, 3
 # event kinds in the heap; HOP: a message entering the links of its route;
@@ -512,28 +512,11 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         note_t[nn] = end[m]
                         note_isstart[nn] = False
                         nn += 1
-                if nnew - ngone == na:            # all in flight are new: all solved
-                    sub, ns = act, na
-                else:
-                    if nnew > ngone:              # the started ones come first
-                        above = min(above, quiet_below(fl_new, nnew - ngone, fl_unit, fl_phi,
-                                                       route, route_ptr, route_links, link_bt,
-                                                       contention, fl_out, fl_in, weight,
-                                                       load, held))
-                    sub, ns = affected(fl_new, nnew, nnew - ngone, above, na, fl_level,
-                                       route, route_ptr, route_links, contention, fl_out,
-                                       fl_in, per, on_head, on_next, seen_link, seen_op)
+                resolve(t, fl_new, nnew, ngone, above, act, na, fl_left, fl_since, fl_end,
+                        fl_rate, fl_level, fl_unit, fl_phi, route, route_ptr, route_links,
+                        link_bt, contention, fl_out, fl_in, cap, weight, count, first, used,
+                        load, held, per, on_head, on_next, seen_link, seen_op)
                 nnew = 0
-                for k in range(ns):               # only their rates change
-                    m = sub[k]
-                    fl_left[m] -= fl_rate[m] * (t - fl_since[m])
-                    fl_since[m] = t
-                reshare(sub, ns, fl_rate, fl_level, fl_unit, fl_phi, route, route_ptr,
-                        route_links, link_bt, contention, fl_out, fl_in, cap, weight, count,
-                        first, used, load)
-                for k in range(ns):
-                    m = sub[k]
-                    fl_end[m] = t + fl_left[m] / fl_rate[m] if fl_rate[m] > 0.0 else np.inf
                 due = np.inf
                 for a in range(na):
                     due = min(due, fl_end[act[a]])

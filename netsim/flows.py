@@ -272,6 +272,38 @@ def quiet_below(new, nn, unit, phi, route, route_ptr, route_links, link_bt, nic,
 
 
 @njit(cache=True)
+def resolve(t, seeds, nseeds, ngone, above, act, na, left, since, end_at, rate, level, unit,
+            phi, route, route_ptr, route_links, link_bt, nic, out_nic, in_nic, cap, weight,
+            count, first, used, load, held, per, head, nxt, seen_link, seen_op):
+    """The engine's solve at time ``t``: ``seeds[:nseeds]`` the flows that
+    started since the last solve (``enter``ed), then the ``ngone`` that
+    ended now (``release``d, ``above`` the lowest level they were frozen
+    at); ``act[:na]`` the flows in flight.  The flows the change can move
+    get their new rates, their work ``left`` counted to ``t`` (``since``)
+    and when they end at the new rate (``end_at``)."""
+    started = nseeds - ngone
+    if started == na:                    # all in flight are new: all solved
+        sub, ns = act, na
+    else:
+        if started > 0:
+            above = min(above, quiet_below(seeds, started, unit, phi, route, route_ptr,
+                                           route_links, link_bt, nic, out_nic, in_nic, weight,
+                                           load, held))
+        sub, ns = affected(seeds, nseeds, started, above, na, level, route, route_ptr,
+                           route_links, nic, out_nic, in_nic, per, head, nxt, seen_link,
+                           seen_op)
+    for k in range(ns):                  # only their rates change
+        m = sub[k]
+        left[m] -= rate[m] * (t - since[m])
+        since[m] = t
+    reshare(sub, ns, rate, level, unit, phi, route, route_ptr, route_links, link_bt, nic,
+            out_nic, in_nic, cap, weight, count, first, used, load)
+    for k in range(ns):
+        m = sub[k]
+        end_at[m] = t + left[m] / rate[m] if rate[m] > 0.0 else np.inf
+
+
+@njit(cache=True)
 def reshare(sub, ns, rate, level, unit, phi, route, route_ptr, route_links, link_bt, nic,
             out_nic, in_nic, cap, weight, count, first, used, load):
     """``share`` again after flows ended (``release``d) or started
