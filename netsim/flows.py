@@ -3,9 +3,10 @@
 With a topology and ``sharing: flows`` (netsim/topology.py), a message
 between nodes is a *flow* from the moment it leaves its sender's CPU until
 its last byte is through: it holds its sender's NIC, every link of its
-route and its receiver's NIC at once, at one rate.  Whenever a flow starts
-or ends, the engine (netsim/engine.py) asks ``share`` for every flow's new
-rate: the max-min fair allocation (progressive filling).  All flows'
+route and its receiver's NIC at once, at one rate.  Whenever flows start
+or end, the engine (netsim/engine.py) asks ``resolve`` for the new rates:
+the max-min fair allocation (progressive filling; ``share`` computes it
+from scratch for all flows in flight, the reference).  All flows'
 rates rise together until a link is full; the flows on it are frozen at
 that rate, their use of other links is set aside, and the rest rise on,
 until every flow is frozen.  A flow never runs faster than its NIC alone
