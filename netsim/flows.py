@@ -197,19 +197,13 @@ def affected(seeds, nseeds, started, above, na, level, route, route_ptr, route_l
     nt = 0
     for k in range(nseeds):
         op = seeds[k]
-        lo, hi, end = _span(op, route, route_ptr, nic)
+        lo, _, end = _span(op, route, route_ptr, nic)
         if k < started and end == lo:    # on no link: on no list either
             seen_op[op] = True
             sub[ns] = op
             ns += 1
-        for q in range(lo, end):
-            i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
-            if not seen_link[i]:
-                seen_link[i] = True
-                if nt == len(todo):
-                    todo = np.concatenate((todo, np.empty(nt, np.int64)))
-                todo[nt] = i
-                nt += 1
+        todo, nt = _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic,
+                             seen_link, todo, nt)
     shift = 0
     while (1 << shift) < per:
         shift += 1
@@ -225,20 +219,29 @@ def affected(seeds, nseeds, started, above, na, level, route, route_ptr, route_l
             seen_op[op] = True
             sub[ns] = op
             ns += 1
-            lo, hi, end = _span(op, route, route_ptr, nic)
-            for q in range(lo, end):
-                i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
-                if not seen_link[i]:
-                    seen_link[i] = True
-                    if nt == len(todo):
-                        todo = np.concatenate((todo, np.empty(nt, np.int64)))
-                    todo[nt] = i
-                    nt += 1
+            todo, nt = _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic,
+                                 seen_link, todo, nt)
     for k in range(nt):                  # the marks as they were
         seen_link[todo[k]] = False
     for k in range(ns):
         seen_op[sub[k]] = False
     return sub, ns
+
+
+@njit(cache=True)
+def _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic, seen_link, todo, nt):
+    """Flow ``op``'s links not yet seen, marked and appended to
+    ``todo[:nt]`` (grown as needed); the list and its new length."""
+    lo, hi, end = _span(op, route, route_ptr, nic)
+    for q in range(lo, end):
+        i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
+        if not seen_link[i]:
+            seen_link[i] = True
+            if nt == len(todo):
+                todo = np.concatenate((todo, np.empty(nt, np.int64)))
+            todo[nt] = i
+            nt += 1
+    return todo, nt
 
 
 @njit(cache=True)
