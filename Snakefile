@@ -102,6 +102,8 @@ if SMALL and (STUDY or len(SMALL) < 2 or N in SMALL):
 VALIDATE = config["validate"]["enabled"]
 CALIBRATE = config["calibrate"]["enabled"] or "calibrated" in PLATFORMS
 TEMPLATE = config["calibrate"].get("template")
+if config["calibrate"]["peers"] == 1:
+    raise WorkflowError("config: calibrate.peers: 1 rank has no peer; 0 (none) or at least 2")
 if TEMPLATE and not os.path.exists(TEMPLATE):
     raise WorkflowError(f"config: calibrate.template: {TEMPLATE} does not exist")
 if VALIDATE and config["validate"].get("platform") not in PLATFORMS:
@@ -446,11 +448,13 @@ rule calibrate:
     """Measure the target's network (ping-pongs and windows of messages over
     sizes and placements) and fit latency, per-byte time and the measured
     curves per level into a platform file (into calibrate.template's
-    innermost level, when one is given)."""
+    innermost level, when one is given); with calibrate.peers, each level
+    at its median pair among rank 0's small ping-pongs with that many ranks."""
     input:
         [TEMPLATE] if TEMPLATE else [],
     output:
         raw=f"{RES}/calibrate/pingpong.csv",
+        peers=[f"{RES}/calibrate/peers.csv"] if config["calibrate"]["peers"] else [],
         platform=CALIBRATED,
     log:
         f"{RES}/logs/calibrate.log",
@@ -461,17 +465,26 @@ rule calibrate:
         mpiexec=TARGET_MPIEXEC,
         c=config["calibrate"],
         template=f"--template {TEMPLATE}" if TEMPLATE else "",
+        # every pair at the eager sizes only: each level's latency
+        peers=lambda w, output: (
+            f"&& MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {TARGET_MPIEXEC} -n {config['calibrate']['peers']} "
+            f"{PY} -m calibrate measure --max-bytes 128 -o {output.peers[0]}"
+            if output.peers else ""),
+        fit_peers=lambda w, output: f"--peers {output.peers[0]}" if output.peers else "",
     resources:
-        tasks=config["calibrate"]["ranks"],
-    threads: config["calibrate"]["ranks"]   # one core per rank: timings, not throughput
+        tasks=max(config["calibrate"]["ranks"], config["calibrate"]["peers"]),
+    # one core per rank: timings, not throughput
+    threads: max(config["calibrate"]["ranks"], config["calibrate"]["peers"])
     conda:
         ENV
     shell:
         # busy-polling waits: the latency a dedicated run sees
         "(MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {params.mpiexec} -n {params.c[ranks]} {params.py} "
-        "-m calibrate measure --max-bytes {params.c[max_bytes]} -o {output.raw} && "
+        "-m calibrate measure --max-bytes {params.c[max_bytes]} -o {output.raw} "
+        "{params.peers} && "
         "{params.py} -m calibrate fit {output.raw} --cores-per-node {params.c[cores_per_node]} "
-        "--nodes {params.c[nodes]} {params.template} -o {output.platform}) > {log} 2>&1"
+        "--nodes {params.c[nodes]} {params.template} {params.fit_peers} "
+        "-o {output.platform}) > {log} 2>&1"
 
 
 rule validate:

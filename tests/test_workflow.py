@@ -77,6 +77,45 @@ def test_default_workflow_end_to_end(default_run):
     assert (plat.pack_byte_time > 0) != note
 
 
+def test_calibrate_rule_prices_each_level_at_its_median_pair(tmp_path):
+    """calibrate.peers: the rule measures rank 0's small ping-pongs with
+    that many ranks beside its usual measurement and fits with --peers:
+    the platform is calibrate fit's with them (here 3 nodes of 1 core: the
+    measured pair and both peers cross the fabric), not the one without."""
+    import yaml
+
+    from calibrate.fit import _line
+    res = tmp_path / "results"
+    config = {"results": str(res), "platforms": ["calibrated"],
+              "calibrate": {"enabled": True, "ranks": 2, "cores_per_node": 1, "nodes": 3,
+                            "max_bytes": 1024, "peers": 3}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))     # JSON is YAML
+    run(SNAKEMAKE + ["-c2", str(res / "calibrate" / "calibrated.yaml"),
+                     "--configfile", str(tmp_path / "config.yaml")], timeout=600)
+    cal = res / "calibrate"
+    peers = pd.read_csv(cal / "peers.csv").query("what == 'pingpong'")
+    assert sorted(peers["peer"].unique()) == [1, 2] and peers["bytes"].max() <= 128
+    fabric = {}
+    for key, extra in (("with", ["--peers", str(cal / "peers.csv")]), ("without", [])):
+        run([sys.executable, "-m", "calibrate", "fit", str(cal / "pingpong.csv"),
+             "--cores-per-node", "1", "--nodes", "3", *extra, "-o", str(tmp_path / f"{key}.yaml")])
+        fabric[key] = yaml.safe_load((tmp_path / f"{key}.yaml").read_text())
+    assert yaml.safe_load((cal / "calibrated.yaml").read_text()) == fabric["with"]
+
+    def intercept(csv, peer):      # over the peers' sizes, as the fit takes it
+        d = pd.read_csv(csv).query(f"what == 'pingpong' and peer == {peer} and bytes <= 128")
+        return _line(d.groupby("bytes", as_index=False)["one_way"].min())[0]
+    shift = float(pd.Series([intercept(cal / "peers.csv", q) for q in (1, 2)]).median()) \
+        - intercept(cal / "pingpong.csv", 1)
+    lat = [fabric[k]["network"]["levels"][-1]["latency"] for k in ("without", "with")]
+    assert shift != 0 and lat[1] == pytest.approx(max(lat[0] + shift, 0.0), abs=1e-12)
+    # one rank has no peer: refused before anything runs
+    config["calibrate"]["peers"] = 1
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    p = run(SNAKEMAKE + ["-n", "--configfile", str(tmp_path / "config.yaml")], check=False)
+    assert p.returncode != 0 and "calibrate.peers: 1 rank has no peer" in p.stdout + p.stderr
+
+
 def test_report_through_snakemake(default_run, tmp_path):
     res, _ = default_run
     run(SNAKEMAKE + ["--config", f"results={res}", "--report", str(tmp_path / "r.html")])
