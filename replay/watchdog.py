@@ -10,7 +10,9 @@ hang, the watchdog stops the process after REPREPLAY_WATCHDOG_SECONDS
 (``replay --watchdog``; default 300, 0 turns it off) without a replayed
 call, with one message naming the rank, the last event replayed, the
 application's innermost Python frames and whether the thread sleeps in
-the kernel or spins.
+the kernel or spins.  On a virtual core of share F (an emulated cluster's:
+emulate.cores) the limit is in the core's own time, 1/F wall seconds
+each: a computation between two calls takes 1/F as long there.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import time
 
 # the limit, its variable and how a stuck thread is described are the same
 # as for trace and record
+from emulate.cores import own_core
 from launch.watchdog import DEFAULT, ENV, EXIT, limit  # noqa: F401  (re-exported)
 from launch.watchdog import location as _location
 from launch.watchdog import state as _state
@@ -34,6 +37,7 @@ def watch(rank: int, replayer, seconds: float | None = None) -> None:
     seconds = limit() if seconds is None else seconds
     if not seconds:
         return
+    seconds /= own_core()[0]           # the core's time: 1/F wall seconds each
     main = threading.main_thread()
 
     def loop():
@@ -59,6 +63,6 @@ def watch(rank: int, replayer, seconds: float | None = None) -> None:
                   "(--no-c-calls, or no mpicc found), record it again with the shim "
                   "(`instrument record --c-calls`), whose C log answers them; if it "
                   f"computes that long between MPI calls, raise --watchdog (now "
-                  f"{seconds:.0f} s).", file=sys.stderr, flush=True)
+                  f"{seconds:.0f} s of wall time).", file=sys.stderr, flush=True)
             os._exit(EXIT)
     threading.Thread(target=loop, name="repreplay-watchdog", daemon=True).start()

@@ -665,6 +665,15 @@ def test_a_replay_blocked_below_python_is_stopped_saying_where(tmp_path):
         assert "rank 1: no MPI call replayed for 2 s after event 1" in p.stderr
         assert "ctypes_mpi.py:" in p.stderr and "in <module>" in p.stderr
         assert "Traceback" not in p.stderr
+    # on a virtual core of half a CPU (what an emulated cluster's core
+    # script tells its processes) the limit is in the core's time: 2 s of
+    # wall time for --watchdog 1, as a computation there takes twice as long
+    from emulate.cores import PERIOD_ENV, SHARE_ENV
+    p = run([sys.executable, "-m", "replay", "--rank", "1", "--log", str(tmp_path / "log"),
+             "-o", str(tmp_path / "half"), "--watchdog", "1"] + [str(a) for a in app],
+            check=False, env=dict(mpi_env(), **{SHARE_ENV: "0.5", PERIOD_ENV: "0.01"}))
+    assert p.returncode in (2, 3)
+    assert "rank 1: no MPI call replayed for 2 s after event 1" in p.stderr, p.stderr
 
 
 def test_an_application_that_changes_directory_keeps_relative_outputs(tmp_path):
