@@ -468,7 +468,7 @@ rule calibrate:
         # every pair at the eager sizes only: each level's latency
         peers=lambda w, output: (
             f"&& MPIR_CVAR_ENABLE_HEAVY_YIELD=0 {TARGET_MPIEXEC} -n {config['calibrate']['peers']} "
-            f"{PY} -m calibrate measure --max-bytes 128 -o {output.peers[0]}"
+            f"{PY} -m calibrate measure --max-bytes 128 --only-pingpongs -o {output.peers[0]}"
             if output.peers else ""),
         fit_peers=lambda w, output: f"--peers {output.peers[0]}" if output.peers else "",
     resources:

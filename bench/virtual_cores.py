@@ -270,7 +270,8 @@ def peers_of(d: Path, c: Cluster) -> Path:
     limit) into d/peers1.csv: on virtual cores each pair's latency is set
     by the cores' quota phases (bench/probes/vcore_latency.sh), and the
     one pair per level of network_of may be atypical."""
-    return measure_network(d / "peers1.csv", c.mpiexec, ("--repeats", "3", "--max-bytes", "128"),
+    return measure_network(d / "peers1.csv", c.mpiexec, ("--repeats", "3", "--max-bytes", "128",
+                                                        "--only-pingpongs"),
                            timeout=TIMEOUT, ranks=c.nodes * c.cores_per_node)
 
 

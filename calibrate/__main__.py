@@ -1,7 +1,7 @@
 """python -m calibrate (measure | fit): the target's network as a platform file.
 
     mpiexec -n P python -m calibrate measure -o pingpong.csv [--repeats R] [--max-bytes B]
-        [--spacing SECONDS]
+        [--spacing SECONDS] [--only-pingpongs]
     python -m calibrate fit pingpong.csv [more.csv ...] --cores-per-node C [--nodes K]
         [--peers PEERS.csv] [--template PLATFORM.yaml] -o platform.yaml
 """
@@ -37,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
                         "calls).  For a target whose ranks get their CPU in slices (CPU "
                         "quotas, shared or oversubscribed nodes), where a back-to-back "
                         "loop pays the slicing on every trip")
+    m.add_argument("--only-pingpongs", action="store_true",
+                   help="rank 0's ping-pongs with every other rank and nothing else: "
+                        "each pair's latency, for `calibrate fit --peers` (with "
+                        "--max-bytes 128); the full measurement's collectives over "
+                        "every rank take minutes on many slow ranks")
     f = sub.add_parser("fit", help="fit latency/byte time and curves per level, "
                                    "write a platform YAML")
     f.add_argument("raw", nargs="+",
@@ -59,9 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                         "average over the machine's states)")
     f.add_argument("--peers", metavar="PEERS.csv",
                    help="small-message ping-pongs of rank 0 with many peers (calibrate "
-                        "measure --max-bytes 128 on all ranks): each level's latency and "
-                        "curve moved to its median peer's, where pairs of a level differ "
-                        "(virtual cores; farther or slower pairs)")
+                        "measure --max-bytes 128 --only-pingpongs on all ranks): each "
+                        "level's latency and curve moved to its median peer's, where pairs "
+                        "of a level differ (virtual cores; farther or slower pairs)")
     f.add_argument("--template", metavar="PLATFORM.yaml",
                    help="write this platform with its innermost level's network replaced "
                         "by the fitted one (nodes, outer levels, collectives kept)")
@@ -107,7 +112,7 @@ def main(argv=None) -> int:
             print("calibrate: error: --spacing must be 0 or more", file=sys.stderr)
             return 2
         measure(a.output, sizes=[n for n in SIZES if n <= a.max_bytes], repeats=a.repeats,
-                spacing=a.spacing)
+                spacing=a.spacing, only_pingpongs=a.only_pingpongs)
         return 0
     import yaml
     try:

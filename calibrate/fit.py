@@ -56,7 +56,7 @@ is used, or with ``--combine median`` its median (the machine's typical
 moment rather than its quietest), or with ``--combine mean`` its mean (what
 many messages cost on average when the machine switches between states).
 With ``--peers`` (small-message ping-pongs of rank 0 with many peers,
-``calibrate measure --max-bytes 128`` on all ranks), each level's latency
+``calibrate measure --max-bytes 128 --only-pingpongs`` on all ranks), each level's latency
 and one-way curve move by the median over its peers' intercepts less its
 own measured one: the few peers of the full measurement stand for every
 pair of their level, and where pairs differ (virtual cores, whose pair

@@ -483,10 +483,12 @@ def _warmup(w, n: int, total: int = WARMUP_BYTES) -> list:
     return times if w.rank == 0 else []
 
 
-def _point_to_point(w, sizes, repeats: int, spacing: float) -> list:
+def _point_to_point(w, sizes, repeats: int, spacing: float, only_pingpongs: bool = False
+                    ) -> list:
     """Rows (peer, bytes, one_way, what) of rank 0's ping-pongs and streams
     with every other rank, and its exchanges with rank 1, per size
-    (``spacing`` > 0: ping-pongs and exchanges timed after work)."""
+    (``spacing`` > 0: ping-pongs and exchanges timed after work;
+    ``only_pingpongs``: no streams nor exchanges)."""
     def timed(peer, on_zero, on_peer, n):
         if spacing > 0:
             return _after_work(w, peer, on_zero, on_peer, n, repeats, spacing)
@@ -506,6 +508,8 @@ def _point_to_point(w, sizes, repeats: int, spacing: float) -> list:
             t = timed(peer, ping, pong, n)
             if w.rank == 0:
                 rows.append((peer, n, t / 2, "pingpong"))
+            if only_pingpongs:
+                continue
             t = _typical_block(w, peer, *_stream(w, peer, sbuf, rbuf), WINDOW * n, repeats)
             if w.rank == 0:
                 rows.append((peer, n, t / WINDOW, "stream"))
@@ -519,13 +523,21 @@ def _point_to_point(w, sizes, repeats: int, spacing: float) -> list:
     return rows
 
 
-def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0) -> None:
+def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0,
+            only_pingpongs: bool = False) -> None:
     """Write the measurements CSV ``out`` (rank 0); see the module's text.
     ``spacing`` > 0: the ping-pongs and exchanges are timed one by one,
-    each after that many seconds of computation (_after_work)."""
+    each after that many seconds of computation (_after_work).
+    ``only_pingpongs``: rank 0's ping-pongs with every other rank and
+    nothing else, each pair's latency (``calibrate fit --peers``): the
+    rest, collectives over every rank included, cost minutes on many slow
+    ranks."""
     import numpy as np
     from mpi4py import MPI
     w = MPI.COMM_WORLD
+    if only_pingpongs:
+        _write(w, out, _point_to_point(w, sizes, repeats, spacing, only_pingpongs=True))
+        return
     rows = [(1, sizes[-1], t, "warmup") for t in _warmup(w, sizes[-1])]
     rows += _point_to_point(w, sizes, repeats, spacing)
     # the binding's cost per call: calls that MPI answers at once
@@ -557,6 +569,11 @@ def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0) -> N
                         ("eager_limit", _eager_limit(w, largest=max(sizes[-1], 1 << 16)))):
         if value is not None:
             rows.append((-1, value, 0.0, what))
+    _write(w, out, rows)
+
+
+def _write(w, out: str, rows: list) -> None:
+    """The measurements CSV ``out``, written by rank 0."""
     if w.rank == 0:
         with open(out, "w") as f:
             f.write("peer,bytes,one_way,what\n")

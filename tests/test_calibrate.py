@@ -319,10 +319,12 @@ def test_calibrate_fit_moves_each_level_to_its_median_peer(tmp_path):
     import yaml
 
     from calibrate.fit import _line
-    for name, n in (("pingpong1.csv", 3), ("peers1.csv", 6)):
+    for name, n, only in (("pingpong1.csv", 3, []), ("peers1.csv", 6, ["--only-pingpongs"])):
         p = mpirun(n, ["-m", "calibrate", "measure", "--repeats", "1", "--max-bytes", "128",
-                       "-o", str(tmp_path / name)], timeout=300)
+                       *only, "-o", str(tmp_path / name)], timeout=300)
         assert p.returncode == 0, p.stderr
+    peers = pd.read_csv(tmp_path / "peers1.csv")     # each peer's ping-pongs, nothing else
+    assert set(peers["what"]) == {"pingpong"} and sorted(set(peers["peer"])) == [1, 2, 3, 4, 5]
     levels = {}
     for key, extra in (("before", []), ("after", ["--peers", str(tmp_path / "peers1.csv")])):
         out = tmp_path / f"{key}.yaml"
@@ -343,7 +345,7 @@ def test_calibrate_fit_moves_each_level_to_its_median_peer(tmp_path):
         assert [t for _, t in lv1["one_way"]] == pytest.approx(
             [max(t + shift, 0.0) for _, t in lv0["one_way"]], abs=1e-12)
         assert f"{lv1['name']} {shift * 1e3:+.3f} ms (median of {len(mine)} peers" in said
-    pd.read_csv(tmp_path / "peers1.csv").query("what != 'pingpong'").to_csv(
+    pd.read_csv(tmp_path / "pingpong1.csv").query("what != 'pingpong'").to_csv(
         tmp_path / "none.csv", index=False)
     p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pingpong1.csv"),
              "--cores-per-node", "2", "--nodes", "3", "--peers", str(tmp_path / "none.csv"),
