@@ -95,7 +95,8 @@ def _parse(argv: list[str]):
                     help="stop a replayed rank that makes no MPI call for this many seconds, "
                          "saying where it is stuck (default 300; 0: never): a replay only "
                          "blocks in what the tracer did not see, such as MPI called below "
-                         "Python")
+                         "Python.  On a virtual core of share F (python -m emulate "
+                         "--core-share) these are the core's seconds, 1/F wall seconds each")
     ap.add_argument("--repeats", type=int, default=1,
                     help="replay every rank K times (each in its own process, into "
                          "OUT_DIR/repeat<K>/; OUT_DIR/repeats_rank<R>.csv lists them) and "
