@@ -21,9 +21,10 @@ import sys
 import threading
 import time
 
+from emulate.cores import own_core
+
 # the limit, its variable and how a stuck thread is described are the same
 # as for trace and record
-from emulate.cores import own_core
 from launch.watchdog import DEFAULT, ENV, EXIT, limit  # noqa: F401  (re-exported)
 from launch.watchdog import location as _location
 from launch.watchdog import state as _state
