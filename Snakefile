@@ -104,6 +104,8 @@ CALIBRATE = config["calibrate"]["enabled"] or "calibrated" in PLATFORMS
 TEMPLATE = config["calibrate"].get("template")
 if config["calibrate"]["peers"] == 1:
     raise WorkflowError("config: calibrate.peers: 1 rank has no peer; 0 (none) or at least 2")
+# the calibrate rule's widest run: its measurement or its peers'
+CALIBRATE_RANKS = max(config["calibrate"]["ranks"], config["calibrate"]["peers"])
 if TEMPLATE and not os.path.exists(TEMPLATE):
     raise WorkflowError(f"config: calibrate.template: {TEMPLATE} does not exist")
 if VALIDATE and config["validate"].get("platform") not in PLATFORMS:
@@ -472,9 +474,8 @@ rule calibrate:
             if output.peers else ""),
         fit_peers=lambda w, output: f"--peers {output.peers[0]}" if output.peers else "",
     resources:
-        tasks=max(config["calibrate"]["ranks"], config["calibrate"]["peers"]),
-    # one core per rank: timings, not throughput
-    threads: max(config["calibrate"]["ranks"], config["calibrate"]["peers"])
+        tasks=CALIBRATE_RANKS,
+    threads: CALIBRATE_RANKS   # one core per rank: timings, not throughput
     conda:
         ENV
     shell:
