@@ -172,10 +172,13 @@ if SMALL:
     rule extrapolate:
         """The trace at N from the small traces: position classes, peers as
         grid offsets, sizes fitted exactly, computation (the small runs'
-        replayed times, or the traces' CPU seconds) with its interval."""
+        replayed times, or the traces' CPU seconds) with its interval, and
+        each class's variability (its representative's copies in the
+        largest small run, or its members' spread in the largest trace)."""
         input:
             traces=expand(f"{RES}/n{{k}}/trace", k=SMALL),
             compute=expand(f"{RES}/n{{k}}/compute.csv", k=SMALL) if REPLAYED_SMALL else [],
+            variability=f"{RES}/n{SMALL[-1]}/variability.csv" if REPLAYED_SMALL else [],
         output:
             directory(f"{LAST}/trace"),
         log:
@@ -186,8 +189,9 @@ if SMALL:
             py=PY,
             n=N,
             uneven=config["trace"]["extrapolate_uneven"],
-            compute=lambda w, input: f"--compute {' '.join(input.compute)}" if input.compute
-            else "",
+            compute=lambda w, input: (
+                f"--compute {' '.join(input.compute)} --variability {input.variability}"
+                if input.compute else ""),
         conda:
             ENV
         shell:
@@ -411,8 +415,8 @@ rule expand:
 rule simulate:
     """Step 6: simulate the full-scale run on a target platform: seeded
     samples of the ranks' measured variability (of the representatives'
-    copies, or, for an extrapolated trace, of each position class's
-    members), the median sample the prediction and the 5-95 % range its
+    copies, or, for an extrapolated trace, of each position class's), the
+    median sample the prediction and the 5-95 % range its
     band."""
     input:
         trace=f"{RUN}/trace",
@@ -432,8 +436,8 @@ rule simulate:
     params:
         py=PY,
         v=VAR,      # a plain value: a changed variability config reruns the simulations
-        # an extrapolated trace samples how each position class's members
-        # differed in the largest small trace
+        # an extrapolated trace samples each position class's variability
+        # (its representative's copies, or its members' spread)
         measured=lambda w, input: (
             f"--class-variability --samples {VAR['samples']} --seed {VAR['seed']}"
             if extrapolated(w)

@@ -59,7 +59,8 @@ N: for each N of ``--ranks`` (64), a cluster of N virtual cores; per
 application (bench/apps/virtual_extrapolate.yaml) traces at the small N
 (``--small`` or the recipe's ``small``: 16 and 32), each recorded and its
 representatives replayed on the cluster's cores (the target's
-computation at the small N), ``python -m extrapolate --compute`` to N,
+computation at the small N), ``python -m extrapolate --compute`` to N
+with the largest small N's copies' variability (``--variability``),
 one network measurement per cluster (messages up to 64 KiB) fitted,
 netsim with the classes'
 variability and without, against ``--rounds`` real runs at N: OUT/X<N>/.
@@ -377,9 +378,11 @@ def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small:
         host_stages(app, dk, k, timeout=TIMEOUT, mpi_env=HOST_MPI)
         replay_round(app, dk, k, 1, timeout=TIMEOUT, load=n, bind=c.core)
         traces.append(str(dk / "trace"))
-        computes.append(str(expand_round(dk, 1)))
+        computes.append(str(expand_round(dk, 1, variability=True)))
+    # each class samples its representative's copies at the largest small N
     sh([PY, "-m", "extrapolate", *traces, "--ranks", str(n), "-o", str(d / "trace"), "--force",
-        "--compute", *computes], d / "extrapolate.log")
+        "--compute", *computes, "--variability", str(d / f"N{small[-1]}" / "variability1.csv")],
+       d / "extrapolate.log")
     shutil.copy(network, d / "pingpong1.csv")
     runs = []
     for k in range(1, rounds + 1):

@@ -35,12 +35,20 @@ def main(argv=None) -> int:
                         "replay.expand): extrapolate these times instead of the traces' CPU "
                         "seconds (a host whose cores the small runs shared, or the target's "
                         "own computation)")
+    p.add_argument("--variability", metavar="CSV",
+                   help="with --compute: the largest small run's variability table "
+                        "(replay.expand --variability, beside its computation table); each "
+                        "position class then carries the variability of its representative's "
+                        "copies on the target (netsim --class-variability samples it), and "
+                        "the spans' means over the copies are extrapolated")
     a = p.parse_args(argv)
     if a.ranks < 1 or not 0 < a.level < 1:
         p.error("--ranks must be >= 1 and --level within (0, 1)")
+    if a.variability and not a.compute:
+        p.error("--variability needs --compute (the tables it was measured with)")
     try:
         meta = extrapolate(a.traces, a.ranks, a.output, force=a.force, level=a.level,
-                           uneven=a.uneven, compute=a.compute)
+                           uneven=a.uneven, compute=a.compute, variability=a.variability)
     except ExtrapolationError as e:
         print(f"extrapolate: error: {e}", file=sys.stderr)
         return 2
@@ -49,13 +57,15 @@ def main(argv=None) -> int:
           f"{meta['events']} events, from N = {', '.join(str(f['size']) for f in x['from'])} "
           f"({x['scaling']} scaling)")
     if a.compute:
-        print("computation: the tables given (--compute), not the traces' CPU seconds")
+        print("computation: the tables given (--compute), not the traces' CPU seconds"
+              + (f"; variability: {a.variability}" if a.variability else ""))
     print(f"{'class':<14} {'calls':>6} {'cpu s':>10} {int(100 * a.level)} % interval"
-          f"{'':>12} members' spread  span noise")
+          f"{'':>12} speeds      run noise  span noise")
     for c in x["classes"]:
         f = c.get("cpu_factors") or [1.0]
         print(f"{c['class']:<14} {c['calls']:>6} {c['cpu_total']:>10.4g} "
               f"{c['cpu_low']:>10.4g} .. {c['cpu_high']:<10.4g} {min(f):.2f}-{max(f):.2f}x"
+              f"{100 * c.get('cpu_sigma_run', 0.0):>9.1f} %"
               f"{100 * c.get('cpu_sigma_span', 0.0):>10.1f} %")
     return 0
 

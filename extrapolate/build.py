@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from contracts.compute import ComputeError, read_compute
+from contracts.compute import REP, ComputeError, read_compute
 from contracts.merge import (
     COMMS_COLUMNS,
     EVENT_SCHEMA,
@@ -251,9 +251,12 @@ def _slice_topology(layout: Layout, kept: tuple, comm_of: np.ndarray, proto: dic
 
 
 def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: int,
-               level: float, uneven: str = "refuse"):
+               level: float, uneven: str = "refuse", measured: dict | None = None):
     """Per class: its call table at the target (bytes fitted) and each
-    call's cpu and comp there, with the totals' model and interval."""
+    call's cpu and comp there, with the totals' model and interval.
+    ``measured``: per class, the variability its replayed representative
+    showed on the target (:func:`_replayed_variability`), in place of its
+    members' spread in the largest trace."""
     last = seqs[-1]
     dims_by_n = [lay.dims for lay in lays]
     sizes = [t.size for t in traces]
@@ -277,9 +280,15 @@ def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: 
             share = per_call / per_call.sum() if per_call.sum() > 0 else per_call * 0
             calls[col] = pred * share
             row.update({f"{col}_total": pred, f"{col}_low": lo, f"{col}_high": hi})
-            factors, sigma = _class_variability(getattr(last[name], col),
-                                                last[name].calls["op"].to_numpy())
-            row.update({f"{col}_factors": factors, f"{col}_sigma_span": sigma})
+            if measured:
+                rep, factors, sigma_run, sigma = measured[name]
+                row["variability_of"] = rep
+            else:
+                factors, sigma = _class_variability(getattr(last[name], col),
+                                                    last[name].calls["op"].to_numpy())
+                sigma_run = 0.0
+            row.update({f"{col}_factors": factors, f"{col}_sigma_run": sigma_run,
+                        f"{col}_sigma_span": sigma})
             if col == "cpu":
                 row["model"] = model.describe()
                 row["kind"] = _scaling_kind(sizes, totals)
@@ -317,6 +326,41 @@ def _class_variability(x: np.ndarray, op: np.ndarray) -> tuple[list[float], floa
     # each span's centre is fitted over the k members
     sigma = _robust_sd(resid, np.tile(w, (k, 1))) * np.sqrt(k / (k - 1))
     return [float(f) for f in factors], float(sigma)
+
+
+def _replayed_variability(path: str, seqs: dict, reps: np.ndarray, ranks: np.ndarray,
+                          where: str) -> dict:
+    """Per class of the largest small run (``seqs``), the variability that
+    its members' representative showed where it was replayed: the
+    variability table at ``path`` (replay.expand --variability), each
+    class taking the rows of the representative of most of its members
+    (``reps``: each event's representative, ``ranks``: each event's
+    rank).  Returns ``{class: (representative, core factors, sigma_run,
+    sigma_span)}``.  A replayed small run's members all compute as their
+    representative did, so their spread says nothing; the copies' does:
+    the target's cores and runs, as the full-scale prediction samples
+    them (netsim --variability)."""
+    from contracts.variability import VariabilityError, read_variability
+    try:
+        table = read_variability(path)
+    except VariabilityError as e:
+        raise ExtrapolationError(str(e)) from None
+    rep_of = pd.Series(reps, index=ranks).groupby(level=0).first()
+    out = {}
+    for name, seq in seqs.items():
+        counts = rep_of.reindex(seq.members).value_counts()
+        # the most members; a tie to the lowest rank
+        rep = int(min(counts.index[counts == counts.max()])) if len(counts) else \
+            int(seq.members[0])
+        rows = table[table["representative"] == rep].sort_values("copy")
+        if rows.empty:
+            raise ExtrapolationError(
+                f"{path}: no rows for representative {rep}, which stands for position "
+                f"class {name} in {where}: give the variability table written beside "
+                f"that run's computation table (replay.expand --variability)")
+        out[name] = (rep, [float(f) for f in rows["factor"]], float(rows["sigma_run"].iat[0]),
+                     float(rows["sigma_span"].iat[0]))
+    return out
 
 
 def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.ndarray,
@@ -364,21 +408,26 @@ def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.
     return pa.Table.from_pydict({f.name: cols[f.name] for f in EVENT_SCHEMA}, schema=EVENT_SCHEMA)
 
 
-def _replace_computation(trace, path: str) -> None:
+def _replace_computation(trace, path: str, column: str = "comp") -> np.ndarray:
     """Put the computation table at ``path`` (one time per event of
     ``trace``: replay.expand's compute.csv) in place of the trace's own
-    CPU and wall seconds."""
+    CPU and wall seconds: its ``column`` (``comp``, the kept replay's
+    spans, or ``mean``, each span's mean over the copies and rounds).
+    Returns each event's representative."""
     try:
-        comp = read_compute(path, trace.events[["rank", "seq"]])
+        band = read_compute(path, trace.events[["rank", "seq"]], band=True)
     except ComputeError as e:
         raise ExtrapolationError(f"{e} (the computation given for {trace.path})") from None
-    trace.events["cpu"] = comp
-    trace.events["comp"] = comp
+    trace.events["cpu"] = band[column].to_numpy(float)
+    trace.events["comp"] = band[column].to_numpy(float)
+    return band[REP].to_numpy(np.int64)
 
 
-def _load(paths: list[str], compute: list[str] | None) -> tuple[list, list[int]]:
+def _load(paths: list[str], compute: list[str] | None,
+          column: str = "comp") -> tuple[list, list[int], list]:
     """The traces, smallest N first, each with its computation table's times
-    where ``compute`` gives them, and the order (indices into ``paths``)."""
+    where ``compute`` gives them (its ``column``), the order (indices into
+    ``paths``) and, with ``compute``, each trace's events' representatives."""
     if compute is not None and len(compute) != len(paths):
         raise ExtrapolationError(f"{len(compute)} computation tables for {len(paths)} "
                                  f"traces: give one per trace, in the traces' order")
@@ -386,8 +435,7 @@ def _load(paths: list[str], compute: list[str] | None) -> tuple[list, list[int]]
         loaded = [load_trace(p) for p in paths]
     except TraceError as e:
         raise ExtrapolationError(str(e)) from None
-    for t, c in zip(loaded, compute or []):
-        _replace_computation(t, c)
+    reps = [_replace_computation(t, c, column) for t, c in zip(loaded, compute or [])]
     order = sorted(range(len(paths)), key=lambda i: loaded[i].size)
     traces = [loaded[i] for i in order]
     _check_same_application(traces)
@@ -395,25 +443,33 @@ def _load(paths: list[str], compute: list[str] | None) -> tuple[list, list[int]]
         threads = trace_warnings(t.meta).get("threads")
         if threads:
             _say(f"warning: {t.path}: {threads}")
-    return traces, order
+    return traces, order, [reps[i] for i in order] if reps else []
 
 
 def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
                 level: float = 0.9, uneven: str = "refuse",
-                compute: list[str] | None = None) -> dict:
+                compute: list[str] | None = None, variability: str | None = None) -> dict:
     """Write the trace of ``target`` ranks extrapolated from the traces at
     ``paths`` into ``out``; returns its meta.json.  ``uneven``: a message
     size that splits with a remainder at the target is refused, floored
     or rounded (extrapolate/fit.py, :func:`predict_bytes`).  ``compute``:
     one computation table per trace, in the order of ``paths`` (each
     small run's representatives replayed on the target and expanded,
-    replay.expand), extrapolated in place of the traces' CPU seconds."""
+    replay.expand), extrapolated in place of the traces' CPU seconds.
+    ``variability``: the largest small run's variability table (beside
+    its computation table): each class then carries its representative's
+    measured variability, and the spans' means over the copies and
+    rounds are extrapolated (what that variability is sampled around)."""
     if uneven not in UNEVEN:
         raise ExtrapolationError(f"uneven: {uneven!r}, not one of {', '.join(UNEVEN)}")
     if len(paths) < 2:
         raise ExtrapolationError("give traces at two N at least (three or more to judge the "
                                  "fits)")
-    traces, order = _load(paths, compute)
+    if variability and not compute:
+        raise ExtrapolationError("a variability table needs the computation tables it was "
+                                 "measured with (--compute): the traces' own spread is "
+                                 "their members'")
+    traces, order, reps = _load(paths, compute, "mean" if variability else "comp")
     paths = [paths[i] for i in order]
     if target <= traces[-1].size:
         _say(f"warning: the target N={target} is not beyond the largest trace "
@@ -426,7 +482,11 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
     seqs = [class_sequences(t, lay) for t, lay in zip(traces, lays)]
     target_names = target_layout.position_classes(np.arange(target))
     _match(seqs, traces, set(target_names))
-    templates, report = _templates(seqs, traces, lays, target_layout, target, level, uneven)
+    measured = _replayed_variability(variability, seqs[-1], reps[-1],
+                                     traces[-1].events["rank"].to_numpy(), traces[-1].path) \
+        if variability else None
+    templates, report = _templates(seqs, traces, lays, target_layout, target, level, uneven,
+                                   measured)
     names = sorted(templates)
     for calls in templates.values():
         comp = calls["comp"].to_numpy()
@@ -459,6 +519,10 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
     meta["extrapolated"]["uneven"] = uneven
     meta["extrapolated"]["computation"] = (
         [compute[i] for i in order] if compute else "the traces' CPU seconds")
+    meta["extrapolated"]["variability"] = (
+        variability if variability else
+        "the members' spread in the computation tables" if compute else
+        "the members' spread in the largest trace")
     sites = traces[-1].sites
     write_tables(tmp, meta, tgt.comms, sites, tgt.topology)
     if os.path.exists(out):

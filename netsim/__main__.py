@@ -72,10 +72,11 @@ def _parser() -> argparse.ArgumentParser:
                          "samples of the run and its band their 5-95 %% range "
                          "(netsim/variability.py); needs --compute")
     ap.add_argument("--class-variability", action="store_true",
-                    help="for an extrapolated trace (python -m extrapolate): sample how the "
-                         "members of each position class differed from one another in the "
-                         "largest small trace (each member's speed, span-to-span noise), "
-                         "as --variability samples the representatives' copies")
+                    help="for an extrapolated trace (python -m extrapolate): sample each "
+                         "position class's variability as --variability samples the "
+                         "representatives' copies: its representative's copies where the "
+                         "trace was extrapolated with --variability, else how its members "
+                         "differed in the largest small trace (speed, span-to-span noise)")
     ap.add_argument("--samples", type=int, default=SAMPLES,
                     help=f"samples of the run drawn from --variability (default {SAMPLES}; "
                          f"odd, so that the median is one of them; 0: none, every rank at "
@@ -247,8 +248,10 @@ def _retimed(s: Schedule, factor: float) -> Schedule:
 
 def _class_variability(t, a):
     """--class-variability: the Variability of an extrapolated trace (one
-    pseudo-representative per position class, its members' speeds as the
-    copies' factors, their span noise) and each rank's class."""
+    pseudo-representative per position class: its members' speeds as the
+    copies' factors and their span noise, or, extrapolated from replayed
+    small runs with their variability, its representative's copies') and
+    each rank's class."""
     import pandas as pd
 
     from contracts.variability import rows
@@ -266,7 +269,8 @@ def _class_variability(t, a):
     index = {c["class"]: k for k, c in enumerate(classes)}
     names = Layout(tuple(x["grid"]), tuple(x["periods"])).position_classes(np.arange(t.size))
     reps = np.array([index[n] for n in names], np.int64)
-    table = pd.concat([rows(k, np.asarray(c[f"{a.vector}_factors"], float), 0.0,
+    table = pd.concat([rows(k, np.asarray(c[f"{a.vector}_factors"], float),
+                            float(c.get(f"{a.vector}_sigma_run", 0.0)),
                             float(c[f"{a.vector}_sigma_span"]), 1, None)
                        for k, c in enumerate(classes)], ignore_index=True)
     return Variability(table, a.samples, a.seed), reps

@@ -4,6 +4,7 @@ what is refused."""
 import json
 import sys
 
+import numpy as np
 import pytest
 from conftest import APPS, EXAMPLES, run, trace
 
@@ -275,3 +276,68 @@ def test_replayed_computation_is_extrapolated_in_place_of_the_cpu_seconds(traces
     assert p.returncode == 2 and str(cut) in p.stderr and "jacobi12" in p.stderr, p.stderr
     p = extrapolate(*small, "--ranks", 20, "-o", tmp_path / "z", "--compute", tables[0])
     assert p.returncode == 2 and "one per trace" in p.stderr, p.stderr
+
+
+def test_the_replayed_copies_variability_goes_to_every_class(traces, tmp_path):
+    """``--variability`` with replayed small runs: their members compute
+    exactly as their representative did, so their spread is nothing; each
+    class takes the variability its representative's copies showed (the
+    largest small run's table: core factors, run and span noise), the
+    spans' means over the copies are extrapolated (what the samples vary
+    around), and netsim --class-variability samples it: every rank then
+    waits for the slowest.  A table without the representative, or one
+    without --compute, is refused."""
+    import pandas as pd
+
+    from contracts.compute import write_compute
+    from contracts.variability import rows, write_variability
+    small = [traces / f"jacobi{n}" for n in (9, 12, 16)]
+    tables = []
+    for d in small:
+        ev = load_trace(str(d)).events
+        # rank 5 stands for every rank of each run: one cluster
+        t = ev[["rank", "seq"]].assign(comp=2 * ev["cpu"], mean=3 * ev["cpu"], representative=5)
+        tables.append(tmp_path / f"{d.name}.csv")
+        write_compute(t, str(tables[-1]))
+    var = tmp_path / "variability.csv"
+    factors = [1.0, 1.25, 0.9, 1.1]
+    write_variability(pd.concat([rows(5, np.array(factors), 0.05, 0.2, 3, None),
+                                 rows(7, np.ones(2), 0.0, 0.0, 3, None)]), str(var))
+    p = extrapolate(*small, "--ranks", 20, "-o", tmp_path / "comp", "--compute", *tables)
+    assert p.returncode == 0, p.stderr
+    p = extrapolate(*small, "--ranks", 20, "-o", tmp_path / "x", "--compute", *tables,
+                    "--variability", var)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "x" / "meta.json").read_text())["extrapolated"]
+    assert meta["variability"] == str(var)
+    for c in meta["classes"]:
+        assert c["variability_of"] == 5 and c["cpu_factors"] == factors
+        assert (c["cpu_sigma_run"], c["cpu_sigma_span"]) == (0.05, 0.2)
+    # without the table, the members' spread in the tables (nothing, where
+    # replay.expand wrote them; here each rank's own CPU seconds)
+    plain = json.loads((tmp_path / "comp" / "meta.json").read_text())["extrapolated"]
+    assert "computation tables" in plain["variability"]
+    assert not any("variability_of" in c for c in plain["classes"])
+    x, comp = load_trace(str(tmp_path / "x")), load_trace(str(tmp_path / "comp"))
+    ratio = x.events.groupby("rank")["cpu"].sum() / comp.events.groupby("rank")["cpu"].sum()
+    assert ratio.between(1.45, 1.55).all(), ratio.describe()
+
+    out = {}
+    for name, extra in (("plain", []), ("sampled", ["--class-variability", "--samples", "5"])):
+        p = run([sys.executable, "-m", "netsim", str(tmp_path / "x"), "--platform",
+                 "config/platforms/ib-cluster.yaml", "-o", str(tmp_path / f"{name}.json")]
+                + extra, check=False)
+        assert p.returncode == 0, p.stderr
+        out[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    sampled = out["sampled"]["variability"]["representatives"]
+    assert {r["sigma_run"] for r in sampled} == {0.05}
+    assert out["sampled"]["summary"]["waiting"]["mean"] > \
+        out["plain"]["summary"]["waiting"]["mean"]
+
+    write_variability(rows(7, np.ones(2), 0.0, 0.0, 3, None), str(var))
+    p = extrapolate(*small, "--ranks", 20, "-o", tmp_path / "y", "--compute", *tables,
+                    "--variability", var)
+    assert p.returncode == 2 and "representative 5" in p.stderr and str(var) in p.stderr
+    assert "jacobi16" in p.stderr and not (tmp_path / "y").exists(), p.stderr
+    p = extrapolate(*small, "--ranks", 20, "-o", tmp_path / "y", "--variability", var)
+    assert p.returncode == 2 and "needs --compute" in p.stderr, p.stderr

@@ -285,6 +285,12 @@ def test_a_trace_extrapolated_from_small_runs_is_predicted(tmp_path):
     assert meta["extrapolated"]["computation"] == [str(res / f"n{k}" / "compute.csv")
                                                    for k in (4, 6, 8)]
     assert all((res / f"n{k}" / "msglog").is_dir() for k in (4, 6, 8))
+    # each class carries its representative's copies at the largest small N
+    assert meta["extrapolated"]["variability"] == str(res / "n8" / "variability.csv")
+    measured = pd.read_csv(res / "n8" / "variability.csv")
+    for c in meta["extrapolated"]["classes"]:
+        mine = measured[measured["representative"] == c["variability_of"]]
+        assert c["cpu_factors"] == pytest.approx(list(mine.sort_values("copy")["factor"]))
     assert not (res / "n16" / "msglog").exists() and not (res / "n16" / "compute.csv").exists()
     pred = json.loads((res / "n16" / "prediction" / "ib-cluster.json").read_text())
     assert pred["band"][0] < pred["predicted_time"] < pred["band"][1]

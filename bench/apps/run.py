@@ -287,11 +287,14 @@ def round_variability(d: Path, reps: pd.DataFrame) -> Path | None:
 EXPAND_OPTIONS: list[str] = []
 
 
-def expand_round(d: Path, k: int) -> Path:
-    """Round ``k``'s replays expanded to every rank: d/compute<k>.csv."""
+def expand_round(d: Path, k: int, variability: bool = False) -> Path:
+    """Round ``k``'s replays expanded to every rank: d/compute<k>.csv; with
+    ``variability``, the representatives' copies' variability measured in
+    that round beside it, d/variability<k>.csv."""
     compute = d / f"compute{k}.csv"
+    var = ["--variability", str(d / f"variability{k}.csv")] if variability else []
     sh([PY, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
-        str(d / "replay" / f"repeat{k}"), "-o", str(compute)] + EXPAND_OPTIONS,
+        str(d / "replay" / f"repeat{k}"), "-o", str(compute)] + var + EXPAND_OPTIONS,
        d / f"expand{k}.log")
     return compute
 
