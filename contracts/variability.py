@@ -3,7 +3,8 @@
 (every representative's rows, written by ``python -m replay.expand``
 beside compute.csv), one row per copy.  How the figures are measured:
 replay/variability.py; how the simulator samples them:
-netsim/variability.py.
+netsim/variability.py; ``python -m extrapolate --variability`` hands
+each position class its representative's rows.
 
 Read here only (docs/FILES.md):
 
