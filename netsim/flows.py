@@ -193,7 +193,10 @@ def affected(seeds, nseeds, started, above, na, level, route, route_ptr, route_l
     above = above * (1.0 - 1e-9)
     sub = np.empty(na, np.int64)
     ns = 0
-    todo = np.empty(16, np.int64)
+    # room for every link at once (each is marked when listed), so that the
+    # list is never replaced: a list the walk could rebind made numba count
+    # its references at every step (a tenth of rtt_flows' time)
+    todo = np.empty(len(seen_link), np.int64)
     nt = 0
     for k in range(nseeds):
         op = seeds[k]
@@ -202,8 +205,8 @@ def affected(seeds, nseeds, started, above, na, level, route, route_ptr, route_l
             seen_op[op] = True
             sub[ns] = op
             ns += 1
-        todo, nt = _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic,
-                             seen_link, todo, nt)
+        nt = _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic, seen_link,
+                       todo, nt)
     shift = 0
     while (1 << shift) < per:
         shift += 1
@@ -219,8 +222,8 @@ def affected(seeds, nseeds, started, above, na, level, route, route_ptr, route_l
             seen_op[op] = True
             sub[ns] = op
             ns += 1
-            todo, nt = _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic,
-                                 seen_link, todo, nt)
+            nt = _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic,
+                           seen_link, todo, nt)
     for k in range(nt):                  # the marks as they were
         seen_link[todo[k]] = False
     for k in range(ns):
@@ -228,20 +231,19 @@ def affected(seeds, nseeds, started, above, na, level, route, route_ptr, route_l
     return sub, ns
 
 
-@njit(cache=True)
+# inlined: a call per flow walked counted the references of seven arrays
+@njit(cache=True, inline="always")
 def _to_visit(op, route, route_ptr, route_links, nic, out_nic, in_nic, seen_link, todo, nt):
     """Flow ``op``'s links not yet seen, marked and appended to
-    ``todo[:nt]`` (grown as needed); the list and its new length."""
+    ``todo[:nt]`` (room for every link); the list's new length."""
     lo, hi, end = _span(op, route, route_ptr, nic)
     for q in range(lo, end):
         i = route_links[q] if q < hi else out_nic[op] if q == hi else in_nic[op]
         if not seen_link[i]:
             seen_link[i] = True
-            if nt == len(todo):
-                todo = np.concatenate((todo, np.empty(nt, np.int64)))
             todo[nt] = i
             nt += 1
-    return todo, nt
+    return nt
 
 
 @njit(cache=True)

@@ -20,7 +20,9 @@ starts (the probe writes its pid to /tmp/perf_ready then)::
 (numba's reference counts) 28-32 % of the samples, the engine's loop
 23-27 %, the solve's functions the rest; marking the solve's helpers and
 enter/release ``inline="always"`` moved nothing out of the reference
-counts (bench/tables/topology_simgrid.md, "Cost").
+counts; a list of links that the walk could replace did (numba counted
+its references at every step): made once with room for every link, the
+share fell to 22 % (bench/tables/topology_simgrid.md, "Cost").
 """
 from __future__ import annotations
 
