@@ -62,12 +62,14 @@ representatives replayed on the cluster's cores (the target's
 computation at the small N), ``python -m extrapolate --compute`` to N
 with the largest small N's copies' variability (``--variability``),
 one network measurement per cluster (messages up to 64 KiB) fitted,
-netsim with the classes'
+each level at its median pair as above (rank 0's ping-pongs with every
+rank to 8 bytes: 10 minutes at 0.025 CPU), netsim with the classes'
 variability and without, against ``--rounds`` real runs at N: OUT/X<N>/.
 Every command stops the kernel's free page reporting while it runs (and
-restores it; ``--keep-page-reporting`` leaves it): on a virtual machine
-that hands free memory back to its hypervisor, a run touching it again
-pays a hypervisor fault per page as its own CPU time, dilated 1/F.
+restores it; ``--keep-page-reporting`` leaves it) and writes the free
+memory once: on a virtual machine that hands free memory back to its
+hypervisor, a run touching it again pays a hypervisor fault per page as
+its own CPU time, dilated 1/F.
 ``--budget S`` starts no application after S seconds; ``--predict-only``
 predicts again from what an earlier table saved under ``--out`` (after a
 change to the model or the fit; with ``--no-fault-charge``, the same
@@ -265,14 +267,14 @@ def network_of(recipe: dict, d: Path, c: Cluster, spacing: float) -> Path:
                            ranks=min(int(recipe["ranks"]), c.cores_per_node + 1))
 
 
-def peers_of(d: Path, c: Cluster) -> Path:
+def peers_of(d: Path, c: Cluster, most: int = 128) -> Path:
     """Rank 0's small-message ping-pongs with every other rank of the
-    cluster (``calibrate measure`` on all of them, messages to the eager
-    limit) into d/peers1.csv: on virtual cores each pair's latency is set
+    cluster (``calibrate measure`` on all of them, messages to ``most``
+    bytes) into d/peers1.csv: on virtual cores each pair's latency is set
     by the cores' quota phases (bench/probes/vcore_latency.sh), and the
     one pair per level of network_of may be atypical."""
-    return measure_network(d / "peers1.csv", c.mpiexec, ("--repeats", "3", "--max-bytes", "128",
-                                                        "--only-pingpongs"),
+    return measure_network(d / "peers1.csv", c.mpiexec, ("--repeats", "3", "--max-bytes",
+                                                        str(most), "--only-pingpongs"),
                            timeout=TIMEOUT, ranks=c.nodes * c.cores_per_node)
 
 
@@ -332,6 +334,19 @@ def warm_up(app: list, n: int, c: Cluster) -> None:
     print(f"    warm-up run: {s['measured']:.4f} s (not kept)", flush=True)
 
 
+def fit_network(d: Path, nodes: int, cpn: int, peers: bool) -> None:
+    """d/platform.yaml fitted to d/pingpong1.csv, each level at its median
+    pair where ``peers`` and d/peers1.csv is there (calibrate fit --peers:
+    on virtual cores a pair's latency is set by its cores' quota phases)."""
+    typical = ("--peers", str(d / "peers1.csv")) if peers and (d / "peers1.csv").exists() else ()
+    sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
+        "--nodes", str(nodes), "--name", "virtual-cores", *typical,
+        "-o", str(d / "platform.yaml")], d / "fit.log")
+    for line in (d / "fit.log").read_text().splitlines():
+        if typical and line.startswith("calibrate: ") and "median of" in line:
+            print(f"    typical pair: {line.removeprefix('calibrate: ')}", flush=True)
+
+
 def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share: float,
                   peers: bool = False) -> dict:
     """An application's row from what validate_on_cluster saved in ``d``
@@ -340,15 +355,7 @@ def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share:
     ends every measurement with it, and ``--predict-only`` calls it alone
     after a change to the model or the fit, without measuring again."""
     runs = json.loads((d / "runs.json").read_text())
-    # each level at its median pair (calibrate fit --peers): on virtual
-    # cores a pair's latency is set by its cores' quota phases
-    typical = ("--peers", str(d / "peers1.csv")) if peers and (d / "peers1.csv").exists() else ()
-    sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
-        "--nodes", str(nodes), "--name", "virtual-cores", *typical,
-        "-o", str(d / "platform.yaml")], d / "fit.log")
-    for line in (d / "fit.log").read_text().splitlines():
-        if typical and line.startswith("calibrate: ") and "median of" in line:
-            print(f"    typical pair: {line.removeprefix('calibrate: ')}", flush=True)
+    fit_network(d, nodes, cpn, peers)
     row = predict_app(name, recipe, d, d / "platform.yaml", len(runs), runs)
     row.update(share=share, nodes=nodes, cores_per_node=cpn)
     (d / "row.json").write_text(json.dumps(row))
@@ -356,13 +363,14 @@ def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share:
 
 
 def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small: list[int],
-                            rounds: int, network: Path) -> dict:
+                            rounds: int, network: Path, peers: bool = False) -> dict:
     """An application's trace extrapolated from the ``small`` N to the
     cluster's N, against real runs at N there; its row.  At each small N:
     trace, cluster and record on the host, replay the representatives on
     the cluster's virtual cores (a copy on every core, as the table does),
     expand; then python -m extrapolate --compute from those traces and
-    tables, the cluster's ``network`` measurement fitted, the prediction
+    tables, the cluster's ``network`` measurement fitted (each level at its
+    median pair where ``peers``: the peers1.csv beside it), the prediction
     with the classes' variability, and ``rounds`` real runs at N."""
     n = c.nodes * c.cores_per_node
     app = app_args(recipe)
@@ -384,6 +392,8 @@ def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small:
         "--compute", *computes, "--variability", str(d / f"N{small[-1]}" / "variability1.csv")],
        d / "extrapolate.log")
     shutil.copy(network, d / "pingpong1.csv")
+    if peers and (network.parent / "peers1.csv").exists():
+        shutil.copy(network.parent / "peers1.csv", d / "peers1.csv")
     runs = []
     for k in range(1, rounds + 1):
         runs.append(measure(app, n, 1, c.mpiexec, env=env(), log=lambda s: None,
@@ -391,18 +401,17 @@ def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small:
         (d / "runs.json").write_text(json.dumps(runs))
         print(f"    run {k}/{rounds}: {runs[-1]:.4f} s", flush=True)
     return predict_extrapolated(name, recipe, d, small, c.nodes, c.cores_per_node,
-                                c.core_share)
+                                c.core_share, peers)
 
 
 def predict_extrapolated(name: str, recipe: dict, d: Path, small: list[int], nodes: int,
-                         cpn: int, share: float) -> dict:
-    """The row of an extrapolation saved in ``d``: the fitted platform,
-    netsim on the extrapolated trace with the classes' variability and
-    without, against the real runs' median."""
+                         cpn: int, share: float, peers: bool = False) -> dict:
+    """The row of an extrapolation saved in ``d``: the fitted platform
+    (each level at its median pair where ``peers``), netsim on the
+    extrapolated trace with the classes' variability and without, against
+    the real runs' median."""
     runs = json.loads((d / "runs.json").read_text())
-    sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
-        "--nodes", str(nodes), "--name", "virtual-cores", "-o", str(d / "platform.yaml")],
-       d / "fit.log")
+    fit_network(d, nodes, cpn, peers)
     base = [PY, "-m", "netsim", str(d / "trace"), "--platform", str(d / "platform.yaml")]
     sh(base + ["--class-variability", "-o", str(d / "prediction.json")], d / "simulate.log")
     sh(base + ["-o", str(d / "prediction-plain.json")], d / "simulate-plain.log")
@@ -516,19 +525,24 @@ def extrapolated_at(a, recipes: dict, names: list[str], n: int, out: Path,
     if cpn is None:
         return ""
     share = share_for(n)
+    peers = a.network_peers == "all"
     d = out / f"X{n}"
     # one network measurement for every application: on cores of 0.025
-    # CPU it takes minutes, and the apps' messages stay below 64 KiB
+    # CPU it takes minutes, and the apps' messages stay below 64 KiB; the
+    # pairs' latencies to 8 bytes only (the intercepts), 10 minutes at 64
     network = d / "pingpong1.csv"
     with cluster_for(a, n, cpn, share) as c:
         if c is not None:
             measure_network(network, c.mpiexec, ("--repeats", "3", "--max-bytes", str(1 << 16)),
                             timeout=TIMEOUT, ranks=min(n, cpn + 1))
+            if peers:
+                peers_of(d, c, most=8)
         rows = each_app(a, recipes, names, n, start, lambda name, recipe: (
-            predict_extrapolated(name, recipe, d / name, small_of(recipe), n // cpn, cpn, share)
+            predict_extrapolated(name, recipe, d / name, small_of(recipe), n // cpn, cpn, share,
+                                 peers)
             if c is None else
             extrapolated_on_cluster(name, recipe, d / name, c, small_of(recipe), a.rounds,
-                                    network)))
+                                    network, peers)))
     if not rows:
         return ""
     for r in rows:                              # a failed one's row too
@@ -608,7 +622,7 @@ def main(argv=None) -> int:
                     help="the network measurement's calibrate measure --spacing: each "
                          "ping-pong timed after this much work (default 0)")
     ap.add_argument("--network-peers", choices=("level", "all"), default="all",
-                    help="table: each network level's latency from its median pair (all, "
+                    help="each network level's latency from its median pair (all, "
                          "the default: rank 0's small-message ping-pongs with every rank, "
                          "measured after the first measurement and saved as peers1.csv; "
                          "--predict-only uses a saved one) or from the one pair the first "

@@ -29,7 +29,8 @@ sees as the rank's CPU time, dilated 1/F on a virtual core.  A second
 probe right after the first (its memory not yet handed back) has no slow
 first run, and with the reporting stopped (``--stop-reporting``) only the
 very first run after the stop is slow.  Hence bench/virtual_cores.py
-stops it, and runs each application once before its rounds.
+stops it, writes the free memory once (2.7 s a GiB the first time, 0.2
+s after), and runs each application once before its rounds.
 
 Needs root and the cgroup v1 cpu controller (as virtual cores do).
 """
