@@ -34,7 +34,8 @@ def main(argv=None) -> int:
                         "run's representatives replayed and expanded: python -m "
                         "replay.expand): extrapolate these times instead of the traces' CPU "
                         "seconds (a host whose cores the small runs shared, or the target's "
-                        "own computation)")
+                        "own computation): each run's speed pooled over its "
+                        "representatives, times each class's traced CPU seconds")
     p.add_argument("--variability", metavar="CSV",
                    help="with --compute: the largest small run's variability table "
                         "(replay.expand --variability, beside its computation table); each "

@@ -251,15 +251,21 @@ def _slice_topology(layout: Layout, kept: tuple, comm_of: np.ndarray, proto: dic
 
 
 def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: int,
-               level: float, uneven: str = "refuse", measured: dict | None = None):
+               level: float, uneven: str = "refuse", measured: dict | None = None,
+               host: list | None = None, reps: list | None = None):
     """Per class: its call table at the target (bytes fitted) and each
     call's cpu and comp there, with the totals' model and interval.
     ``measured``: per class, the variability its replayed representative
     showed on the target (:func:`_replayed_variability`), in place of its
-    members' spread in the largest trace."""
+    members' spread in the largest trace.  ``host`` and ``reps``: with
+    replayed computation, each small trace's own CPU seconds per rank and
+    its events' representatives; each class's totals are then the
+    replays' speed pooled over the run times the trace's CPU
+    (:func:`_pooled_totals`)."""
     last = seqs[-1]
     dims_by_n = [lay.dims for lay in lays]
     sizes = [t.size for t in traces]
+    pooled = _pooled_totals(seqs, traces, host, reps) if host and reps else None
     out, report = {}, []
     for name in sorted(last):
         calls = last[name].calls.copy()
@@ -269,7 +275,8 @@ def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: 
         calls["sbytes"], calls["rbytes"] = fitted["sbytes"], fitted["rbytes"]
         row = {"class": name, "calls": len(calls)}
         for col in ("cpu", "comp"):
-            totals = [getattr(s[name], col).sum(axis=1) for s in seqs]
+            totals = pooled[name] if pooled else [getattr(s[name], col).sum(axis=1)
+                                                  for s in seqs]
             try:
                 model = total_model(sizes, totals)
             except ValueError as e:
@@ -295,6 +302,33 @@ def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: 
         out[name] = calls
         report.append(row)
     return out, pd.DataFrame(report)
+
+
+def _pooled_totals(seqs, traces, host: list, reps: list) -> dict:
+    """Per class, its members' replayed totals at each small N as the
+    run's pooled speed times their traced CPU seconds: each class's
+    representative is replayed on its own, minutes apart from the others,
+    and the same work came out 3.0-4.1 s at 64 in cg's three classes (one
+    replay per class and N, the slowest class pacing the prediction:
+    bench/probes/class_spread_probe.py), while the trace timed every rank
+    at once (ranks' totals 0.3-3 % apart in a run, replays of the same
+    work 4-8 %).  So the replays give the target's speed against the
+    host's, over all of a run's representatives (their summed totals over
+    the traced ones), and the trace how the work is spread over the
+    classes, which run the same program: each rank's CPU seconds averaged
+    over its representative's cluster (``reps``: each event's), as the
+    clustering judged those ranks alike."""
+    out: dict = {name: [] for name in seqs[-1]}
+    for s, t, h, r in zip(seqs, traces, host, reps):
+        replayed = t.events.groupby("rank")["cpu"].sum()
+        speed = float(replayed.sum() / h.sum()) if h.sum() > 0 else 0.0
+        cluster = pd.Series(r, index=t.events["rank"].to_numpy()).groupby(level=0).first()
+        h = h.groupby(cluster.reindex(h.index).to_numpy()).transform("mean")
+        for name in out:
+            members = s[name].members
+            out[name].append(speed * h.reindex(members).to_numpy(float) if speed > 0 else
+                             replayed.reindex(members).to_numpy(float))
+    return out
 
 
 def _class_variability(x: np.ndarray, op: np.ndarray) -> tuple[list[float], float]:
@@ -424,10 +458,11 @@ def _replace_computation(trace, path: str, column: str = "comp") -> np.ndarray:
 
 
 def _load(paths: list[str], compute: list[str] | None,
-          column: str = "comp") -> tuple[list, list[int], list]:
+          column: str = "comp") -> tuple[list, list[int], list, list]:
     """The traces, smallest N first, each with its computation table's times
     where ``compute`` gives them (its ``column``), the order (indices into
-    ``paths``) and, with ``compute``, each trace's events' representatives."""
+    ``paths``) and, with ``compute``, each trace's events' representatives
+    and its own CPU seconds per rank (a Series by rank)."""
     if compute is not None and len(compute) != len(paths):
         raise ExtrapolationError(f"{len(compute)} computation tables for {len(paths)} "
                                  f"traces: give one per trace, in the traces' order")
@@ -435,6 +470,7 @@ def _load(paths: list[str], compute: list[str] | None,
         loaded = [load_trace(p) for p in paths]
     except TraceError as e:
         raise ExtrapolationError(str(e)) from None
+    host = [t.events.groupby("rank")["cpu"].sum() for t in loaded] if compute else []
     reps = [_replace_computation(t, c, column) for t, c in zip(loaded, compute or [])]
     order = sorted(range(len(paths)), key=lambda i: loaded[i].size)
     traces = [loaded[i] for i in order]
@@ -443,7 +479,8 @@ def _load(paths: list[str], compute: list[str] | None,
         threads = trace_warnings(t.meta).get("threads")
         if threads:
             _say(f"warning: {t.path}: {threads}")
-    return traces, order, [reps[i] for i in order] if reps else []
+    return (traces, order, [reps[i] for i in order] if reps else [],
+            [host[i] for i in order] if host else [])
 
 
 def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
@@ -469,7 +506,7 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
         raise ExtrapolationError("a variability table needs the computation tables it was "
                                  "measured with (--compute): the traces' own spread is "
                                  "their members'")
-    traces, order, reps = _load(paths, compute, "mean" if variability else "comp")
+    traces, order, reps, host = _load(paths, compute, "mean" if variability else "comp")
     paths = [paths[i] for i in order]
     if target <= traces[-1].size:
         _say(f"warning: the target N={target} is not beyond the largest trace "
@@ -486,7 +523,7 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
                                      traces[-1].events["rank"].to_numpy(), traces[-1].path) \
         if variability else None
     templates, report = _templates(seqs, traces, lays, target_layout, target, level, uneven,
-                                   measured)
+                                   measured, host, reps)
     names = sorted(templates)
     for calls in templates.values():
         comp = calls["comp"].to_numpy()

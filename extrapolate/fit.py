@@ -22,6 +22,8 @@ pickles of one size).
 *Computation.*  Each member's total over the small runs is fitted against
 N by ``scaling.auto.Auto`` (the shrunk log-log prior, its predictive
 interval); the call-by-call shares come from the largest small trace.
+With replayed computation, the totals are each run's pooled speed times
+the traced CPU seconds (extrapolate/build.py, ``_pooled_totals``).
 """
 from __future__ import annotations
 

@@ -278,6 +278,38 @@ def test_replayed_computation_is_extrapolated_in_place_of_the_cpu_seconds(traces
     assert p.returncode == 2 and "one per trace" in p.stderr, p.stderr
 
 
+def test_replays_give_the_speed_and_the_trace_the_spread_over_classes(traces, tmp_path):
+    """Each class's representative is replayed on its own, minutes apart
+    from the others; the trace timed every rank at once.  Replayed tables
+    where one class's representative (rank 0, each rank its own) came out
+    30 % slow against the others: the extrapolated computation is the
+    run's pooled speed times the traced CPU seconds, the same ratio to the
+    traces' own extrapolation on every rank, not 30 % more on rank 0's
+    class.  Where one representative stands for every rank (one cluster),
+    every class computes alike: the cluster's mean."""
+    from contracts.compute import write_compute
+    small = [traces / f"jacobi{n}" for n in (9, 12, 16)]
+    for name, rep in (("each", None), ("one", 5)):
+        tables = []
+        for d in small:
+            ev = load_trace(str(d)).events
+            slow = np.where(ev["rank"] == 0, 2.6, 2.0)
+            t = ev[["rank", "seq"]].assign(comp=slow * ev["cpu"],
+                                           representative=ev["rank"] if rep is None else rep)
+            tables.append(tmp_path / f"{name}{d.name}.csv")
+            write_compute(t, str(tables[-1]))
+        p = extrapolate(*small, "--ranks", 20, "-o", tmp_path / name, "--compute", *tables)
+        assert p.returncode == 0, p.stderr
+    p = extrapolate(*small, "--ranks", 20, "-o", tmp_path / "plain")
+    assert p.returncode == 0, p.stderr
+    plain = load_trace(str(tmp_path / "plain")).events.groupby("rank")["cpu"].sum()
+    each = load_trace(str(tmp_path / "each")).events.groupby("rank")["cpu"].sum()
+    ratio = each / plain
+    assert ratio.max() / ratio.min() < 1.01 and ratio.between(1.95, 2.15).all(), ratio
+    one = load_trace(str(tmp_path / "one")).events.groupby("rank")["cpu"].sum()
+    assert one.max() / one.min() < 1 + 1e-9 and plain.max() / plain.min() > 1.01, (one, plain)
+
+
 def test_the_replayed_copies_variability_goes_to_every_class(traces, tmp_path):
     """``--variability`` with replayed small runs: their members compute
     exactly as their representative did, so their spread is nothing; each
