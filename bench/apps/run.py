@@ -525,16 +525,19 @@ PAGE_REPORTING = Path("/sys/module/page_reporting/parameters/page_reporting_orde
 NO_BLOCK = 11           # above the largest block the kernel frees (order 10): none reported
 
 
-def touch_free_memory(margin: int = 2 << 30, chunk: int = 256 << 20) -> None:
-    """Write every page of the host's free memory but ``margin`` bytes
-    once, then free it: memory the kernel had handed back to the
+def touch_free_memory(margin: int = 2 << 30, most: int = 16 << 30,
+                      chunk: int = 256 << 20) -> None:
+    """Write the host's free memory once (all but ``margin`` bytes, at
+    most ``most``: more than 64 ranks' runs take, and a minute at most on
+    a larger host), then free it: memory the kernel had handed back to the
     hypervisor is backed again before anything is measured (a first touch
-    costs 2.7 s a GiB here, a second 0.2 s).  Only what is free now, so
-    that no file cache is evicted."""
+    costs 2.7 s a GiB here, a second 0.2 s), and freed pages are the
+    first the kernel hands out again.  Only what is free now, so that no
+    file cache is evicted."""
     import numpy as np
     free = next(int(line.split()[1]) * 1024 for line in open("/proc/meminfo")
                 if line.startswith("MemFree:"))
-    count = max(0, free - margin) // chunk
+    count = min(max(0, free - margin), most) // chunk
     t0, held = time.perf_counter(), []
     for _ in range(count):
         held.append(np.ones(chunk, np.uint8))
