@@ -63,7 +63,7 @@ computation at the small N), ``python -m extrapolate --compute`` to N
 with the largest small N's copies' variability (``--variability``),
 one network measurement per cluster (messages up to 64 KiB) fitted,
 each level at its median pair as above (rank 0's ping-pongs with every
-rank to 8 bytes: 10 minutes at 0.025 CPU), netsim with the classes'
+rank to 8 bytes: 14 minutes at 0.025 CPU), netsim with the classes'
 variability and without, against ``--rounds`` real runs at N: OUT/X<N>/.
 Every command stops the kernel's free page reporting while it runs (and
 restores it; ``--keep-page-reporting`` leaves it) and writes the free
@@ -529,7 +529,7 @@ def extrapolated_at(a, recipes: dict, names: list[str], n: int, out: Path,
     d = out / f"X{n}"
     # one network measurement for every application: on cores of 0.025
     # CPU it takes minutes, and the apps' messages stay below 64 KiB; the
-    # pairs' latencies to 8 bytes only (the intercepts), 10 minutes at 64
+    # pairs' latencies to 8 bytes only (the intercepts), 14 minutes at 64
     network = d / "pingpong1.csv"
     with cluster_for(a, n, cpn, share) as c:
         if c is not None:
