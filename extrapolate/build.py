@@ -259,7 +259,7 @@ def _templates(seqs, traces, lays: list[Layout], target_layout: Layout, target: 
     showed on the target (:func:`_replayed_variability`), in place of its
     members' spread in the largest trace.  ``host`` and ``reps``: with
     replayed computation, each small trace's own CPU seconds per rank and
-    its events' representatives; each class's totals are then the
+    each rank's representative; each class's totals are then the
     replays' speed pooled over the run times the trace's CPU
     (:func:`_pooled_totals`)."""
     last = seqs[-1]
@@ -316,14 +316,13 @@ def _pooled_totals(seqs, traces, host: list, reps: list) -> dict:
     host's, over all of a run's representatives (their summed totals over
     the traced ones), and the trace how the work is spread over the
     classes, which run the same program: each rank's CPU seconds averaged
-    over its representative's cluster (``reps``: each event's), as the
+    over its representative's cluster (``reps``: each rank's), as the
     clustering judged those ranks alike."""
     out: dict = {name: [] for name in seqs[-1]}
-    for s, t, h, r in zip(seqs, traces, host, reps):
+    for s, t, h, rep_of in zip(seqs, traces, host, reps):
         replayed = t.events.groupby("rank")["cpu"].sum()
         speed = float(replayed.sum() / h.sum()) if h.sum() > 0 else 0.0
-        cluster = pd.Series(r, index=t.events["rank"].to_numpy()).groupby(level=0).first()
-        h = h.groupby(cluster.reindex(h.index).to_numpy()).transform("mean")
+        h = h.groupby(rep_of.reindex(h.index).to_numpy()).transform("mean")
         for name in out:
             members = s[name].members
             out[name].append(speed * h.reindex(members).to_numpy(float) if speed > 0 else
@@ -362,24 +361,22 @@ def _class_variability(x: np.ndarray, op: np.ndarray) -> tuple[list[float], floa
     return [float(f) for f in factors], float(sigma)
 
 
-def _replayed_variability(path: str, seqs: dict, reps: np.ndarray, ranks: np.ndarray,
-                          where: str) -> dict:
+def _replayed_variability(path: str, seqs: dict, rep_of: pd.Series, where: str) -> dict:
     """Per class of the largest small run (``seqs``), the variability that
     its members' representative showed where it was replayed: the
     variability table at ``path`` (replay.expand --variability), each
     class taking the rows of the representative of most of its members
-    (``reps``: each event's representative, ``ranks``: each event's
-    rank).  Returns ``{class: (representative, core factors, sigma_run,
-    sigma_span)}``.  A replayed small run's members all compute as their
-    representative did, so their spread says nothing; the copies' does:
-    the target's cores and runs, as the full-scale prediction samples
-    them (netsim --variability)."""
+    (``rep_of``: each rank's representative).  Returns ``{class:
+    (representative, core factors, sigma_run, sigma_span)}``.  A replayed
+    small run's members all compute as their representative did, so
+    their spread says nothing; the copies' does: the target's cores and
+    runs, as the full-scale prediction samples them (netsim
+    --variability)."""
     from contracts.variability import VariabilityError, read_variability
     try:
         table = read_variability(path)
     except VariabilityError as e:
         raise ExtrapolationError(str(e)) from None
-    rep_of = pd.Series(reps, index=ranks).groupby(level=0).first()
     out = {}
     for name, seq in seqs.items():
         counts = rep_of.reindex(seq.members).value_counts()
@@ -442,27 +439,28 @@ def _chunk(ranks: np.ndarray, cls: np.ndarray, stacked: pd.DataFrame, start: np.
     return pa.Table.from_pydict({f.name: cols[f.name] for f in EVENT_SCHEMA}, schema=EVENT_SCHEMA)
 
 
-def _replace_computation(trace, path: str, column: str = "comp") -> np.ndarray:
+def _replace_computation(trace, path: str, column: str = "comp") -> pd.Series:
     """Put the computation table at ``path`` (one time per event of
     ``trace``: replay.expand's compute.csv) in place of the trace's own
     CPU and wall seconds: its ``column`` (``comp``, the kept replay's
     spans, or ``mean``, each span's mean over the copies and rounds).
-    Returns each event's representative."""
+    Returns each rank's representative (a Series by rank)."""
     try:
         band = read_compute(path, trace.events[["rank", "seq"]], band=True)
     except ComputeError as e:
         raise ExtrapolationError(f"{e} (the computation given for {trace.path})") from None
     trace.events["cpu"] = band[column].to_numpy(float)
     trace.events["comp"] = band[column].to_numpy(float)
-    return band[REP].to_numpy(np.int64)
+    return pd.Series(band[REP].to_numpy(np.int64),
+                     index=trace.events["rank"].to_numpy()).groupby(level=0).first()
 
 
 def _load(paths: list[str], compute: list[str] | None,
           column: str = "comp") -> tuple[list, list[int], list, list]:
     """The traces, smallest N first, each with its computation table's times
     where ``compute`` gives them (its ``column``), the order (indices into
-    ``paths``) and, with ``compute``, each trace's events' representatives
-    and its own CPU seconds per rank (a Series by rank)."""
+    ``paths``) and, with ``compute``, each trace's representative of each
+    rank and its own CPU seconds per rank (Series by rank)."""
     if compute is not None and len(compute) != len(paths):
         raise ExtrapolationError(f"{len(compute)} computation tables for {len(paths)} "
                                  f"traces: give one per trace, in the traces' order")
@@ -519,8 +517,7 @@ def extrapolate(paths: list[str], target: int, out: str, force: bool = False,
     seqs = [class_sequences(t, lay) for t, lay in zip(traces, lays)]
     target_names = target_layout.position_classes(np.arange(target))
     _match(seqs, traces, set(target_names))
-    measured = _replayed_variability(variability, seqs[-1], reps[-1],
-                                     traces[-1].events["rank"].to_numpy(), traces[-1].path) \
+    measured = _replayed_variability(variability, seqs[-1], reps[-1], traces[-1].path) \
         if variability else None
     templates, report = _templates(seqs, traces, lays, target_layout, target, level, uneven,
                                    measured, host, reps)
