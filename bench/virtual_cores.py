@@ -59,7 +59,8 @@ N: for each N of ``--ranks`` (64), a cluster of N virtual cores; per
 application (bench/apps/virtual_extrapolate.yaml) traces at the small N
 (``--small`` or the recipe's ``small``: 16 and 32), each recorded and its
 representatives replayed on the cluster's cores (the target's
-computation at the small N), ``python -m extrapolate --compute`` to N
+computation at the small N; one replay at the first small N unkept
+before), ``python -m extrapolate --compute`` to N
 with the largest small N's copies' variability (``--variability``),
 one network measurement per cluster (messages up to 64 KiB) fitted,
 each level at its median pair as above (rank 0's ping-pongs with every
@@ -334,6 +335,29 @@ def warm_up(app: list, n: int, c: Cluster) -> None:
     print(f"    warm-up run: {s['measured']:.4f} s (not kept)", flush=True)
 
 
+def replayed_total(round_dir: Path) -> float:
+    """The mean over a replay round's copies of a representative's total
+    computation (seconds; the first representative's copies)."""
+    first = sorted(round_dir.glob("rank*.csv"))[0].name
+    files = [round_dir / first, *sorted((round_dir / "copies").glob(f"copy*/{first}"))]
+    return statistics.mean(float(pd.read_csv(f)["comp"].sum()) for f in files)
+
+
+def warm_up_replay(app: list, d: Path, k: int, n: int, c: Cluster) -> None:
+    """One replay round at the first small N, not kept (d/warm-up-replay):
+    an application's first replay on the cluster is slower than the next,
+    even with the free memory written (12-01: jacobi 16.4 against 11.9 s
+    of computation a copy, cg 17.8 against 14.3, numba-halo 209.8 against
+    205.8), and the fit over the small N read that as a steeper fall
+    (numba-halo's replays, the same work at 16 and 32, had come out 277
+    and 259 s a copy, 258 and 250, 238 and 215: the first always the
+    slower)."""
+    replay_round(app, d, k, 1, timeout=TIMEOUT, load=n, bind=c.core)
+    os.replace(d / "replay" / "repeat1", d / "warm-up-replay")
+    print(f"    warm-up replay at N={k}: {replayed_total(d / 'warm-up-replay'):.3f} s of "
+          f"computation a copy (not kept)", flush=True)
+
+
 def fit_network(d: Path, nodes: int, cpn: int, peers: bool) -> None:
     """d/platform.yaml fitted to d/pingpong1.csv, each level at its median
     pair where ``peers`` and d/peers1.csv is there (calibrate fit --peers:
@@ -367,11 +391,12 @@ def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small:
     """An application's trace extrapolated from the ``small`` N to the
     cluster's N, against real runs at N there; its row.  At each small N:
     trace, cluster and record on the host, replay the representatives on
-    the cluster's virtual cores (a copy on every core, as the table does),
-    expand; then python -m extrapolate --compute from those traces and
-    tables, the cluster's ``network`` measurement fitted (each level at its
-    median pair where ``peers``: the peers1.csv beside it), the prediction
-    with the classes' variability, and ``rounds`` real runs at N."""
+    the cluster's virtual cores (a copy on every core, as the table does;
+    at the first, one replay unkept before: warm_up_replay), expand; then
+    python -m extrapolate --compute from those traces and tables, the
+    cluster's ``network`` measurement fitted (each level at its median
+    pair where ``peers``: the peers1.csv beside it), the prediction with
+    the classes' variability, and ``rounds`` real runs at N."""
     n = c.nodes * c.cores_per_node
     app = app_args(recipe)
     shutil.rmtree(d, ignore_errors=True)
@@ -384,7 +409,11 @@ def extrapolated_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, small:
         dk = d / f"N{k}"
         dk.mkdir()
         host_stages(app, dk, k, timeout=TIMEOUT, mpi_env=HOST_MPI)
+        if k == small[0]:
+            warm_up_replay(app, dk, k, n, c)
         replay_round(app, dk, k, 1, timeout=TIMEOUT, load=n, bind=c.core)
+        print(f"    replay at N={k}: {replayed_total(dk / 'replay' / 'repeat1'):.3f} s of "
+              f"computation a copy", flush=True)
         traces.append(str(dk / "trace"))
         computes.append(str(expand_round(dk, 1, variability=True)))
     # each class samples its representative's copies at the largest small N
