@@ -15,7 +15,9 @@ A representative's replay lines up with its traced events when both made
 the same calls.  When they differ (a non-deterministic application polled
 Test/Iprobe a different number of times in the recording run), the traced
 vector of that representative is scaled so its total equals the replayed
-total, and a warning says so.
+total, and a warning says so and where the two part: the first event
+(``seq``) whose call differs and what each made there, or, when one is a
+prefix of the other, how many calls each made.
 
 Waiting by polling is not computation.  The replay answers a waiting
 loop's first poll with what the recorded run's last poll found, so the
@@ -131,9 +133,9 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
         else:
             hv = h[column].to_numpy()
             factor = secs[rp["op"].to_numpy() != "init"].sum() / max(hv[1:].sum(), 1e-300)
-            warn(f"replay.expand: warning: rank {rep}: the replay made {len(rp)} calls, the "
-                 f"trace {len(h)} (a non-deterministic application?); using the traced "
-                 f"vector scaled by {factor:.4g}")
+            warn(f"replay.expand: warning: rank {rep}: {_first_difference(rp, h)} (a "
+                 f"non-deterministic application?); using the traced vector scaled by "
+                 f"{factor:.4g}")
             target[rep] = (*(hv * factor,) * 3, np.zeros(len(hv)), hv * factor)
     for r, h in host.items():
         rep = rep_of[r]
@@ -151,6 +153,21 @@ def expand(trace_dir: str, reps: pd.DataFrame, replay_dir: str, scale: str = "no
                                  "low": lo, "high": hi, "inside": inside,
                                  "representative": rep, "mean": mean}))
     return pd.concat(out, ignore_index=True)
+
+
+def _first_difference(replayed: pd.DataFrame, traced: pd.DataFrame) -> str:
+    """Where a replay's calls part from its trace's, in words: the first
+    event (``seq``) whose operation differs, or the shorter's end."""
+    a, b = replayed["op"].to_numpy(), traced["op"].to_numpy()
+    n = min(len(a), len(b))
+    differ = np.nonzero(a[:n] != b[:n])[0]
+    if len(differ):
+        i = int(differ[0])
+        return (f"the replay's calls part from the trace's at event seq "
+                f"{int(traced['seq'].iat[i])}: {a[i]} where the trace has {b[i]} "
+                f"({len(differ)} of {n} events differ; {len(a)} calls replayed, {len(b)} traced)")
+    return (f"the replay made {len(a)} calls, the trace {len(b)} (the same up to event seq "
+            f"{int(traced['seq'].iat[n - 1]) if n else 0})")
 
 
 def fault_charge(rp: pd.DataFrame, traced: np.ndarray, rep: int, warn=print) -> np.ndarray:

@@ -75,6 +75,27 @@ def test_a_cut_replay_is_refused_not_taken_for_non_determinism(stages, tmp_path)
     assert not (tmp_path / "c.csv").exists()
 
 
+def test_a_replay_that_parts_from_its_trace_is_named_where(stages, tmp_path):
+    """A replay whose calls differ from the trace's (a non-deterministic
+    application: a task pool's master probing in another order) is expanded
+    from the traced vector, and the warning says at which event the two part
+    and what each holds there, so that the user can look."""
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    for f in (stages / "rep").glob("rank*.csv"):
+        df = pd.read_csv(f)
+        df.loc[3, "op"] = "iprobe"
+        df.to_csv(rep / f.name, index=False)
+    seq = int(pd.read_csv(stages / "rep" / "rank0.csv")["seq"].iat[3])
+    p = run([sys.executable, "-m", "replay.expand", str(stages / "t"),
+             str(stages / "reps.csv"), str(rep), "-o", str(tmp_path / "c.csv")], check=False)
+    assert p.returncode == 0, p.stderr
+    said = p.stdout + p.stderr
+    assert f"part from the trace's at event seq {seq}: iprobe where the trace has" in said, said
+    assert "1 of " in said and "non-deterministic" in said, said
+    assert len(pd.read_csv(tmp_path / "c.csv")) > 0
+
+
 def test_a_damaged_replay(stages, tmp_path):
     rep = tmp_path / "rep"
     rep.mkdir()
