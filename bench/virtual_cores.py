@@ -7,6 +7,7 @@
                                         [--recipes FILE] [--rounds 5]
                                         [--cores-per-node 2] [--rate 10gbit]
                                         [--budget S] [--replay-copies all|node]
+                                        [--copies in-step|free] [--replay-again]
                                         [--out DIR] [--markdown]
 
 Both run isolated (a private network and mount namespace, python -m
@@ -71,6 +72,10 @@ restores it; ``--keep-page-reporting`` leaves it) and writes the free
 memory once: on a virtual machine that hands free memory back to its
 hypervisor, a run touching it again pays a hypervisor fault per page as
 its own CPU time, dilated 1/F.
+``--copies`` (replay's): each representative's copies held in step at
+the run's waiting calls (in-step, the default) or free running;
+``--replay-again`` replays every saved round again (the first replays
+kept as replay-before) and predicts against the same runs.
 ``--budget S`` starts no application after S seconds; ``--predict-only``
 predicts again from what an earlier table saved under ``--out`` (after a
 change to the model or the fit; with ``--no-fault-charge``, the same
@@ -101,6 +106,7 @@ from run import (  # noqa: E402
     EXPAND_OPTIONS,
     MPIEXEC,
     PY,
+    REPLAY_OPTIONS,
     app_args,
     app_environment,
     env,
@@ -297,6 +303,28 @@ def network_again(name: str, recipe: dict, d: Path, c: Cluster, spacing: float) 
             os.replace(d / first, d / f"before-{first}")
     network_of(recipe, d, c, spacing)
     return predict_saved(name, recipe, d, c.nodes, c.cores_per_node, c.core_share)
+
+
+def replay_again(name: str, recipe: dict, d: Path, c: Cluster, copies: int) -> dict:
+    """Every round's replay made again for the runs saved in ``d`` (the
+    first replays kept as d/replay-before), then predicted again: what a
+    change to the replay (``--copies free`` against in-step) changes
+    against the same real runs and network measurement."""
+    if not (d / "runs.json").exists():
+        raise RuntimeError(f"{d}: no saved runs to predict again")
+    rounds = len(json.loads((d / "runs.json").read_text()))
+    print(f"{name}: the replays again on {c.nodes} x {c.cores_per_node} virtual cores "
+          f"({' '.join(REPLAY_OPTIONS) or 'default options'})", flush=True)
+    if not (d / "replay-before").exists():
+        os.replace(d / "replay", d / "replay-before")
+    shutil.rmtree(d / "replay", ignore_errors=True)
+    app = app_args(recipe)
+    n = int(recipe["ranks"])
+    warm_up(app, n, c)
+    for k in range(1, rounds + 1):
+        replay_round(app, d, n, k, timeout=TIMEOUT, load=copies, bind=c.core)
+    return predict_saved(name, recipe, d, c.nodes, c.cores_per_node, c.core_share,
+                         (d / "peers1.csv").exists())
 
 
 def validate_on_cluster(name: str, recipe: dict, d: Path, c: Cluster, rounds: int,
@@ -604,6 +632,7 @@ def table_at(a, recipes: dict, names: list[str], n: int, out: Path, start: float
         rows = each_app(a, recipes, names, n, start, lambda name, recipe: (
             predict_saved(name, recipe, d / name, n // cpn, cpn, share, peers) if c is None else
             network_again(name, recipe, d / name, c, a.spacing) if a.network_again else
+            replay_again(name, recipe, d / name, c, copies) if a.replay_again else
             validate_on_cluster(name, recipe, d / name, c, a.rounds, copies, a.spacing, peers)))
     if not rows:
         return ""
@@ -611,7 +640,8 @@ def table_at(a, recipes: dict, names: list[str], n: int, out: Path, start: float
     d.mkdir(parents=True, exist_ok=True)
     df.to_csv(d / "results.csv", index=False)
     again = (" (predicted again from saved runs)" if a.predict_only else
-             " (network measured again for saved runs)" if a.network_again else "")
+             " (network measured again for saved runs)" if a.network_again else
+             " (replayed again for saved runs)" if a.replay_again else "")
     md = (f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
           f"{a.rate / 1e9:g} Gbit/s links{again}\n\n" + markdown(df, recipes))
     print(md, flush=True)
@@ -647,6 +677,14 @@ def main(argv=None) -> int:
                          "cluster: each pair's latency on virtual cores is set by the "
                          "cluster's quota phases, so it may differ from the runs' "
                          "(bench/probes/vcore_latency.sh)")
+    ap.add_argument("--replay-again", action="store_true",
+                    help="table: replay every round again on the cluster for the runs "
+                         "saved under --out (the first replays kept as replay-before), "
+                         "then predict again: a change to the replay (--copies) against "
+                         "the same runs and network")
+    ap.add_argument("--copies", choices=("in-step", "free"), default="in-step",
+                    help="python -m replay --copies: the representative's copies held in "
+                         "step at the run's waiting calls (the default) or free running")
     ap.add_argument("--spacing", type=float, default=0.0, metavar="SECONDS",
                     help="the network measurement's calibrate measure --spacing: each "
                          "ping-pong timed after this much work (default 0)")
@@ -680,6 +718,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.no_fault_charge:
         EXPAND_OPTIONS.append("--no-fault-charge")
+    REPLAY_OPTIONS.extend(["--copies", a.copies])
     why = unavailable()
     if why:
         print(f"virtual_cores: {why}", file=sys.stderr)

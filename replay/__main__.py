@@ -8,7 +8,8 @@ import sys
 from launch import bind_command, in_own_arena, split_command
 
 VALUED = ("--rank", "--ranks", "--reps", "--size", "--log", "-o", "--output",
-          "--concurrent", "--repeats", "--load", "--watchdog", "--bind-command")
+          "--concurrent", "--repeats", "--load", "--watchdog", "--bind-command",
+          "--copies")
 # (--force takes no value)
 
 
@@ -78,6 +79,13 @@ def _parse(argv: list[str]):
                          "(OUT_DIR/copies/) and summarised in OUT_DIR/variability_rank<R>.csv: "
                          "the cores' speeds and the run-to-run and span-to-span noise that "
                          "the simulator samples (default 0: alone, nothing measured to vary)")
+    ap.add_argument("--copies", choices=("in-step", "free"), default="in-step",
+                    help="with --load K: in-step (the default) holds the K copies together "
+                         "at every call that waits for another rank in the run (collectives, "
+                         "receives, waits), so that they contend for the node phase against "
+                         "phase as the run's ranks do; free lets each copy run on alone "
+                         "(they drift apart, and each then computes beside a different mix "
+                         "of the others' phases)")
     ap.add_argument("--bind-command", metavar="CMD",
                     help="start copy C (or each replay, on core 0) as `CMD C COMMAND...` "
                          "instead of binding it with sched_setaffinity: an emulated node's "
@@ -165,7 +173,7 @@ def main(argv=None) -> int:
         if a.rank is not None and (a.repeats > 1 or a.load > 1 or a.bind_command):
             replay_many([a.rank], a.size, a.log, a.output, target, mode, 1,
                         repeats=a.repeats, load=a.load, any_command=a.any_command,
-                        bind=a.bind_command)
+                        bind=a.bind_command, in_step=a.copies == "in-step")
         elif a.rank is not None:
             from pmpishim.build import ShimError
             from pmpishim.native import is_native
@@ -211,7 +219,7 @@ def main(argv=None) -> int:
                 _refuse_to_overwrite(ranks, a.output)
             replay_many(ranks, a.size, a.log, a.output, target, mode, a.concurrent,
                         repeats=a.repeats, load=a.load, any_command=a.any_command,
-                        bind=a.bind_command)
+                        bind=a.bind_command, in_step=a.copies == "in-step")
     except (LogError, Divergence, ReplayError, OSError) as e:
         print(f"replay: error: {e}", file=sys.stderr)
         return 2

@@ -62,8 +62,9 @@ from mpimodel.kinds import (
 )
 from mpimodel.ops import COMM_METHODS, COMM_PARENTS, KINDS, REFUSED_KINDS, WRAPPED_LEVELS, methods
 
-from . import objects
+from . import lockstep, objects
 from .errors import Divergence, ReplayCut
+from .lockstep import WAITING_KINDS, WAITING_OPS
 
 REAL: dict = {}
 _CLS: dict = {}
@@ -142,8 +143,8 @@ class Replayer:
         # cut, replay/loops.py), and whether the replay stopped there
         self.cut = log.header.get("partial") if log is not None else None
         self.stopped = False
-        # seconds of the last call's own work that the next enter() adds to
-        # the span after that call: page faults in its copies into the
+        # CPU seconds of the last call's own work that the next enter() adds
+        # to the span after that call: page faults in its copies into the
         # application's buffers (see _copy_in), mpi4py's work in a collective
         # of objects (see charge())
         self.carried = 0.0
@@ -173,6 +174,8 @@ class Replayer:
         # (method, self, args, kwargs) of the last call, where overhead()
         # may repeat it; else None
         self.last_call = None
+        # the current call ends at the copies' barrier (in_step())
+        self.step_due = False
 
     # The clocks are read so that their own cost (process_time is a system
     # call) falls inside the call, not into the computation spans.
@@ -208,6 +211,11 @@ class Replayer:
                 and not MPI.Is_finalized():
             self.probes.append((self.seq, *overhead(PROBE_CALLS, self.last_call)))
             self._next_probe = time.perf_counter() + self._probe_every
+        if self.step_due:
+            # last, so that every copy starts its next span at the same
+            # moment, whatever it did inside the call (a probe above)
+            self.step_due = False
+            STEP.wait()
         self._flt_event = minor_faults()
         self.last_cpu = time.process_time()
         self.last_exit = time.perf_counter()
@@ -378,13 +386,18 @@ def _first_touch(view, n: int) -> None:
     pages, which the copy's source faults in too.  ``view``: a byte view
     (mpimodel.calls.bytes_view, or a window's bytearray)."""
     f0 = minor_faults()
-    t0 = time.perf_counter()
+    # CPU seconds, not wall: the faults are the process's own work, and on
+    # a virtual core (replay.run.on_core_share) its wall time also holds
+    # wherever the quota paused it, up to a period, which the division by
+    # the share then multiplied into a span: a per-span noise of 20-50 %
+    # in the copies of an application receiving into fresh arrays
+    t0 = time.process_time()
     step = len(_ZEROS) * PAGE
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         view[lo:hi:PAGE] = _ZEROS[:len(range(lo, hi, PAGE))]
     view[n - 1] = 0
-    t1 = time.perf_counter()
+    t1 = time.process_time()
     if minor_faults() > f0:
         RP.carried += t1 - t0
         RP.fault_seconds += t1 - t0
@@ -395,6 +408,9 @@ _NULL_HANDLE = MPI.COMM_NULL.handle
 # the shim answering this rank's calls below Python (pmpishim/control.py
 # AnsweredBelowPython), or None when it made none
 BELOW: Any = None
+# this copy's barrier with the representative's other copies
+# (replay/lockstep.py), or None
+STEP: Any = None
 
 
 def _new_comm(desc):
@@ -496,12 +512,15 @@ def _comm_method(cls_name, name):
     sig = inspect.signature(getattr(real, name))
     poll = row.op in POLLS
     repeatable = row.kind in REPEATABLE and not poll
+    waits = row.kind in WAITING_KINDS and not poll
 
     def f(self, *args, **kw):
         if RP.finished:
             RP.late += 1
             return None
         RP.enter()
+        if waits:
+            in_step()
         ba = sig.bind(self, *args, **kw)
         ba.apply_defaults()
         c = Call(name, row.op, ba.arguments, *peer_tag(row.kind, ba.arguments))
@@ -727,12 +746,15 @@ def _single(name):
     """Wait/Test (either case) on one request."""
     op = name.lower()
     poll = op in POLLS
+    waits = op in WAITING_OPS
 
     def f(self, status=None):
         if RP.finished:
             RP.late += 1
             return None
         RP.enter()
+        if waits:
+            in_step()
         if poll and not RP.polled(op, key=requests_key([self])):
             return _answered_empty(op, name)
         result, payloads = RP.next(op)
@@ -748,12 +770,15 @@ def _multi(name):
     """Waitall/Testall/Waitany/Testany/Waitsome/Testsome, either case."""
     op = name.lower()
     poll = op in POLLS
+    waits = op in WAITING_OPS
 
     def f(cls, requests, statuses=None):
         if RP.finished:
             RP.late += 1
             return None
         RP.enter()
+        if waits:
+            in_step()
         requests = list(requests)
         if poll and not RP.polled(op, key=requests_key(requests)):
             return _answered_empty(op, name)
@@ -785,6 +810,8 @@ def _message_method(name):
 
     def f(self, *args, **kw):
         RP.enter()
+        if op in WAITING_OPS:
+            in_step()
         buf = (args[0] if args else kw["buf"]) if name[0].isupper() else None
         result, payloads = RP.next(op)
         if op == "mrecv":
@@ -873,10 +900,20 @@ def build():
                                  __hash__=lambda self: id(self)))
 
 
+def in_step() -> None:
+    """Inside a call that waits for another rank in the run: its end waits
+    for the representative's other copies too, where they are kept in step
+    (replay/lockstep.py; Replayer.leave); only the main thread's calls,
+    whose order is the same in every copy."""
+    if STEP is not None and threading.current_thread() is threading.main_thread():
+        RP.step_due = True
+
+
 def install(log: LogReader, rank: int) -> Replayer:
     """Make this process rank ``rank`` of the logged run."""
-    global RP
+    global RP, STEP
     build()
+    STEP = lockstep.joined()
     RP = Replayer(log, rank)
     if BELOW is not None:
         RP.clocks = []

@@ -14,6 +14,8 @@ from emulate.cores import own_core
 from launch import command_line
 
 from .errors import Divergence, ReplayCut, ReplayError
+from .lockstep import ENV as LOCKSTEP_ENV
+from .lockstep import Keeper
 
 
 def check_command(header: dict, path: str, target: list[str], mode: str) -> None:
@@ -140,6 +142,9 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
                                     else (0.0, 0.0))))
     rows = on_core_share(less_overhead(rp.rows, rp.probes))
     faults = rp.faults
+    # the work inside calls (objects.answer) is CPU seconds, in the core's
+    # clock like the spans
+    rp.inside = {seq: s / own_core()[0] for seq, s in rp.inside.items()}
     if fake.BELOW is not None:
         rows, rp.inside = _with_below_python(rank, rows, rp, fake.BELOW)
         faults = {}                 # the shim's spans count none
@@ -152,11 +157,11 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
           f"measurements along the run, {walls[0] * 1e6:.2f}-{walls[-1] * 1e6:.2f} us)",
           file=sys.stderr)
     if rp.fault_seconds:
-        print(f"replay: note: rank {rank}: {rp.fault_seconds * 1e3:.3f} ms of page faults in "
+        print(f"replay: note: rank {rank}: {rp.fault_seconds * 1e3:.3f} CPU ms of page faults in "
               f"receives into memory the application had not touched yet, charged to the "
               f"spans after those calls (MPI's copy pays them in a real run)", file=sys.stderr)
     if rp.object_seconds:
-        print(f"replay: note: rank {rank}: {rp.object_seconds * 1e3:.3f} ms of mpi4py's "
+        print(f"replay: note: rank {rank}: {rp.object_seconds * 1e3:.3f} CPU ms of mpi4py's "
               f"pickling and reducing in collectives of Python objects, redone and charged "
               f"to the spans around those calls", file=sys.stderr)
     if rp.stopped:
@@ -376,7 +381,7 @@ def _less(span: float, take: float, most: float) -> tuple[float, float]:
 def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
                 target: list[str], mode: str, concurrent: int = 1, env=None,
                 repeats: int = 1, load: int = 0, any_command: bool = False,
-                bind: str | None = None) -> list[str]:
+                bind: str | None = None, in_step: bool = True) -> list[str]:
     """Replay each rank in its own process, ``concurrent`` at a time.
 
     ``load`` K > 1: replay each rank as K concurrent *copies*, one
@@ -389,6 +394,10 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     (replay/variability.py; written for every rank, also without copies:
     with one copy and one round it says that nothing was measured to
     vary, with repeats it holds their span-to-span noise).
+
+    ``in_step``: hold the copies together at every call that waits for
+    another rank in the run (replay/lockstep.py), as the run's ranks are
+    held; else each runs on alone.
 
     ``bind``: a command that runs a command on core C (``BIND C COMMAND``,
     an emulated node's virtual cores: emulate.cores) starts copy C, or
@@ -418,7 +427,7 @@ def replay_many(ranks: list[int], size: int | None, log_dir: str, out_dir: str,
     def one_round(dest: str) -> list[str]:
         if load > 1:
             return _copies_round(ranks, size, log_dir, dest, target, mode, env, load, cores,
-                                 any_command, bind)
+                                 any_command, bind, in_step)
         return _replay_round(ranks, size, log_dir, dest, target, mode, concurrent, env,
                              any_command, bind)
     rounds = [out_dir] if repeats == 1 else [os.path.join(out_dir, f"repeat{k}")
@@ -609,30 +618,42 @@ def _raise_failed(failed: list) -> None:
 
 
 def _copies_round(ranks, size, log_dir, out_dir, target, mode, env, load, cores,
-                  any_command=False, bind=None) -> list[str]:
+                  any_command=False, bind=None, in_step=True) -> list[str]:
     """Every rank of ``ranks`` replayed as ``load`` concurrent copies, one
     rank after the other, copy c bound to ``cores[c]`` (-1: not bound;
-    with ``bind``, started as ``bind cores[c] command``);
+    with ``bind``, started as ``bind cores[c] command``), held in step
+    where ``in_step`` (replay/lockstep.py);
     copy 0 writes OUT/rank<R>.csv and .out, copy c OUT/copies/copy<c>/."""
     from .variability import copy_path  # the driver only: it imports numpy
     done, failed = [], []
     t0 = time.time()
     for n, r in enumerate(ranks):
+        keeper = Keeper(load) if in_step else None
+        copy_env = dict(env if env is not None else os.environ)
+        if keeper:
+            copy_env[LOCKSTEP_ENV] = keeper.path
         procs = []
-        for c in range(load):
-            dest = os.path.dirname(copy_path(out_dir, c, r))
-            os.makedirs(dest, exist_ok=True)
-            core = cores[c]
-            with open(os.path.join(dest, f"rank{r}.out"), "w") as out:
-                cmd = _command(r, dest, size, log_dir, target, mode, any_command)
-                procs.append(subprocess.Popen(
-                    [bind, str(core)] + cmd if bind else cmd, env=env,
-                    stdout=out, stderr=subprocess.PIPE, text=True,
-                    preexec_fn=None if core < 0 or bind else (
-                        lambda core=core: os.sched_setaffinity(0, {core}))))
-        print(f"replay: rank {r} started as {load} copies ({n + 1}/{len(ranks)})",
-              file=sys.stderr, flush=True)
-        errs = [p.communicate()[1] for p in procs]
+        try:
+            for c in range(load):
+                dest = os.path.dirname(copy_path(out_dir, c, r))
+                os.makedirs(dest, exist_ok=True)
+                core = cores[c]
+                with open(os.path.join(dest, f"rank{r}.out"), "w") as out:
+                    cmd = _command(r, dest, size, log_dir, target, mode, any_command)
+                    procs.append(subprocess.Popen(
+                        [bind, str(core)] + cmd if bind else cmd, env=copy_env,
+                        stdout=out, stderr=subprocess.PIPE, text=True,
+                        preexec_fn=None if core < 0 or bind else (
+                            lambda core=core: os.sched_setaffinity(0, {core}))))
+            print(f"replay: rank {r} started as {load} copies"
+                  f"{' in step' if keeper else ''} ({n + 1}/{len(ranks)})",
+                  file=sys.stderr, flush=True)
+            if keeper:
+                keeper.started(procs)
+            errs = [p.communicate()[1] for p in procs]
+        finally:
+            if keeper:
+                keeper.close()
         bad = [(c, p.returncode, e) for c, (p, e) in enumerate(zip(procs, errs))
                if p.returncode != 0]
         if bad:

@@ -407,7 +407,7 @@ def test_page_faults_of_receives_into_new_memory_go_to_the_next_span(tmp_path):
         vec = pd.read_csv(tmp_path / f"rep-{how}" / "rank0.csv")
         after = vec["op"].shift(1) == "sendrecv"
         spans[how] = vec.loc[after, "cpu"].to_numpy()
-        charged = re.search(r"rank 0: ([0-9.]+) ms of page faults", p.stderr)
+        charged = re.search(r"rank 0: ([0-9.]+) CPU ms of page faults", p.stderr)
         if how == "fresh":
             # 1024 pages per receive, each faulted at the replay's touch
             assert charged and float(charged.group(1)) > 0, p.stderr
@@ -435,7 +435,7 @@ def test_mpi4py_work_in_collectives_of_objects_is_charged_to_the_spans(tmp_path)
         app = [APPS / "object_allreduce.py", how]
         host = host_lines(record(2, tmp_path / how, [0, 1], app).stdout, "rank ")
         p = replay(tmp_path / how, tmp_path / f"rep-{how}", app, ranks=[0, 1])
-        said = re.findall(r"note: rank (\d): ([0-9.]+) ms of mpi4py's pickling", p.stderr)
+        said = re.findall(r"note: rank (\d): ([0-9.]+) CPU ms of mpi4py's pickling", p.stderr)
         charged[how] = {int(r): float(ms) for r, ms in said}
         for r in (0, 1):
             assert (tmp_path / f"rep-{how}" / f"rank{r}.out").read_text().strip() == host[r]

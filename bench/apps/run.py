@@ -249,6 +249,10 @@ def host_stages(app: list[str], d: Path, n: int, count_c_calls: bool = False,
         "-o", str(d / "msglog")] + app, d / "record.log", timeout=timeout, **mpi_env)
 
 
+# python -m replay's options for every round (a benchmark's command line sets them)
+REPLAY_OPTIONS: list[str] = []
+
+
 def replay_round(app: list[str], d: Path, n: int, k: int,
                  timeout: float = STAGE_TIMEOUT, load: int | None = None,
                  bind: str | None = None) -> None:
@@ -260,7 +264,7 @@ def replay_round(app: list[str], d: Path, n: int, k: int,
     load = load or min(n, os.cpu_count() or 1)
     sh([PY, "-m", "replay", "--reps", str(d / "reps.csv"), "--log", str(d / "msglog"),
         "--load", str(load), "-o", str(d / "replay" / f"repeat{k}")]
-       + (["--bind-command", bind] if bind else []) + app,
+       + (["--bind-command", bind] if bind else []) + REPLAY_OPTIONS + app,
        d / f"replay{k}.log", timeout=timeout)
 
 
