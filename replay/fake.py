@@ -807,10 +807,11 @@ def _startall(cls, requests):
 
 def _message_method(name):
     op = "mrecv" if name in ("Recv", "recv") else "imrecv"
+    waits = op in WAITING_OPS
 
     def f(self, *args, **kw):
         RP.enter()
-        if op in WAITING_OPS:
+        if waits:
             in_step()
         buf = (args[0] if args else kw["buf"]) if name[0].isupper() else None
         result, payloads = RP.next(op)

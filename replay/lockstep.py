@@ -11,7 +11,8 @@ and each then computes beside a different mix of the others' phases.  On
 the emulated cluster (32 virtual cores, the same real runs and network)
 copies held in step measured more computation than free ones: fft2d,
 jacobi and cg were predicted 15, 31 and 11 % longer without the
-variability model, closer to their real runs on the first two (bench/tables/virtual_cores_n32.md).
+variability model, closer to their real runs on the first two
+(bench/tables/virtual_cores_n32.md).
 
 With copies in step, every copy waits at each call that waits for another
 rank in the run (blocking collectives, receives, probes and waits) until
@@ -47,8 +48,9 @@ WAITING_OPS = frozenset({"wait", "waitall", "waitany", "waitsome", "mrecv"})
 
 
 class Keeper:
-    """The driver's side: the barrier of ``copies`` processes (their pids
-    are given to :meth:`started`), served on a Unix socket by a thread."""
+    """The driver's side: the barrier of ``copies`` processes (given to
+    :meth:`started` once all are started), served on a Unix socket by a
+    thread."""
 
     def __init__(self, copies: int):
         self.copies = copies

@@ -144,7 +144,8 @@ def replay_rank(rank: int, size: int | None, log_dir: str, out_dir: str,
     faults = rp.faults
     # the work inside calls (objects.answer) is CPU seconds, in the core's
     # clock like the spans
-    rp.inside = {seq: s / own_core()[0] for seq, s in rp.inside.items()}
+    share = own_core()[0]
+    rp.inside = {seq: s / share for seq, s in rp.inside.items()}
     if fake.BELOW is not None:
         rows, rp.inside = _with_below_python(rank, rows, rp, fake.BELOW)
         faults = {}                 # the shim's spans count none
