@@ -87,6 +87,10 @@ def _print_summary(d: dict) -> None:
               f"{gbs(lv['byte_time']):.2f} GB/s" +
               (f", {gbs(rdv):.2f} GB/s over the eager limit" if rdv is not None else "") +
               (f", streamed {big[0]} B every {big[1] * 1e6:.1f} us" if big else ""))
+        if lv.get("warmup"):
+            w = lv["warmup"]
+            print(f"{lv['name']}: a new connection: {w.get('first', 0.0) * 1e6:.1f} us to "
+                  f"open, {w['seconds'] * 1e6:.1f} us more over its first {w['bytes']} B")
     if net.get("call_overhead"):
         print(f"call overhead {net['call_overhead'] * 1e6:.3f} us per call")
     if net.get("copy_byte_time"):

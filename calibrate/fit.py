@@ -24,11 +24,13 @@ With the peer -1 row, that cost becomes ``network.call_overhead``
 latency, so that a ping-pong (one call per
 one-way trip on its critical path) still costs what was measured while a
 collective or a window of Isends pays it once per call, not per message.
-The ``warmup`` rows give the ``warmup`` of the level joining ranks 0 and
-1 (place them on two nodes to measure the network's): what the
-exchanges of the first half of the bytes on their new connection cost
-beyond the median of the second half's, over those bytes, where it
-exceeds 1 % of their time.
+The ``warmup`` rows give each level its ``warmup``, from the rows of
+the peers it joins to rank 0: what the exchanges of the first half of
+the bytes on a new connection cost beyond the median of the second
+half's, over those bytes, where it exceeds 1 % of their time; and of
+that, what the first exchange cost beyond the next one (``first``:
+opening the connection, paid by a connection's first message whatever
+its size).
 The ``rma`` row, less the call's cost, gives ``network.rma_overhead``;
 the ``probe_late`` row, ``network.probe_late_polls``; the
 ``intercomm_poll_bytes`` row, ``network.intercomm_poll_bytes``.
@@ -237,28 +239,37 @@ def _fit_level(name: str, pingpong, stream, eager_limit: int, call: float, excha
     return lv
 
 
-def _warmup(rows, combine: str) -> dict | None:
-    """A new connection's warm-up from the ``warmup`` rows (each file's
-    exchanges in order): the first half of the bytes took ``seconds``
-    longer in all than the median exchange of the second half, combined
-    over the files; None where that is within 1 % of the first half's time
-    (the machine's noise), or the rows are too few."""
+def _warmup(rows, combine: str, go: float = 0.0) -> dict | None:
+    """A new connection's warm-up from the ``warmup`` rows (each file's and
+    peer's exchanges in order): the first half of the bytes took
+    ``seconds`` longer in all than the median exchange of the second half,
+    and of that the first exchange ``first`` longer than the second less
+    ``go``, the one-way time of the 1-byte message that opened the
+    connection inside the first exchange's timing (an application's first
+    message opens it itself), combined over the files and peers; None
+    where the excess is within 1 % of the first half's time (the machine's
+    noise), or the rows are too few."""
     import numpy as np
     import pandas as pd
     fits = []
-    for _, r in rows.groupby("file"):
+    for _, r in rows.groupby(["file", "peer"]):
         t = r["one_way"].to_numpy(float)
         half = len(t) // 2
         if half >= 2:
             steady = float(np.median(t[half:]))
             fits.append((half * int(r["bytes"].iat[0]), float((t[:half] - steady).sum()),
-                         half * steady))
+                         half * steady, max(float(t[0] - t[1] - go), 0.0)))
     if not fits:
         return None
-    f = pd.DataFrame(fits, columns=["bytes", "seconds", "steady"]).agg(combine)
+    f = pd.DataFrame(fits, columns=["bytes", "seconds", "steady", "first"]).agg(combine)
     if f["bytes"] <= 0 or f["seconds"] <= 0.01 * f["steady"]:
         return None
-    return {"bytes": int(f["bytes"]), "seconds": float(f["seconds"])}
+    warm = {"bytes": int(f["bytes"]), "seconds": float(f["seconds"])}
+    # the first exchange's excess is part of the whole; the rest spreads
+    first = min(float(f["first"]), warm["seconds"])
+    if first > 0.01 * f["steady"]:
+        warm.update(seconds=warm["seconds"] - first, first=first)
+    return warm
 
 
 def _agg(rows, combine: str, default: float = 0.0) -> float:
@@ -360,7 +371,10 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
                         exchange if i == level(1) else None, combine)
         if i < len(spans):
             lv["span"] = spans[i]
-        warm = _warmup(df[what == "warmup"], combine) if i == level(1) else None
+        warm_rows = df[what == "warmup"]
+        mine = pingpong[at == i]
+        go = _agg(mine.loc[mine["bytes"] == mine["bytes"].min(), "one_way"], combine)
+        warm = _warmup(warm_rows[warm_rows["peer"].map(level) == i], combine, go)
         if warm:
             lv["warmup"] = warm
         if peers is not None:

@@ -2,10 +2,14 @@
 
     mpiexec -n P python -m calibrate measure -o pingpong.csv [--repeats R]
 
-First, before any other message between them, ranks 0 and 1 time their
-``warmup``: back-to-back exchanges of the largest size on their new
-connection, in order (``peer`` 1), 32 MiB each way (at least 16 of them,
-at most 1,024).  Then rank 0 ping-pongs with every other rank in turn (so with ranks
+First, before any other message between them, rank 0 and every other
+rank in turn time their ``warmup``: back-to-back exchanges of the largest
+size on their new connection, in order (``peer`` the other rank), 32 MiB
+each way (at least 16 of them, at most 1,024), the first behind a 1-byte
+message from rank 0 that opens the connection (so that every level's
+connections are measured new, not only the nearest: on a cluster of
+2-core nodes ranks 0 and 1 share memory, and the network's connection
+is ranks 0 and 2's).  Then rank 0 ping-pongs with every other rank in turn (so with ranks
 placed block-wise the pairs cross every level of the machine: same socket,
 same node, other nodes), over every power of two from 0 bytes to 4 MiB,
 in blocks of back-to-back round trips with separate send and receive
@@ -460,27 +464,41 @@ def _stream(w, peer, sbuf, rbuf) -> tuple[Callable, Callable]:
     return send, receive
 
 
-def _warmup(w, n: int, total: int = WARMUP_BYTES) -> list:
-    """The first exchanges of ``n`` bytes (Sendrecv, both directions at
-    once) between ranks 0 and 1 on their new connection, each timed, until
-    ``total`` bytes went each way (at least 16): returned on rank 0, in
-    order.  Called before any other message between them, so that a
-    transport that opens its windows as data flows (TCP) shows what a new
-    connection costs: over the emulated 1 Gbit/s link MPICH's first 1 MiB
-    exchange took 17-19 ms, the next nine 12-15, later ones 10-11."""
+def _warmups(w, n: int, total: int = WARMUP_BYTES) -> list:
+    """Rows (peer, n, seconds, "warmup") on rank 0: its first exchanges of
+    ``n`` bytes (Sendrecv, both directions at once) with every other rank
+    in turn, each timed, until ``total`` bytes went each way (at least 16),
+    before any other message between them (no barrier first: a barrier's
+    messages would open the connections).  The first exchange follows a
+    1-byte message from rank 0 that the other rank waits for, which opens
+    the connection inside the timing: a transport that connects on first
+    use (libfabric's TCP provider: a handshake through both ranks' progress)
+    and opens its windows as data flows (TCP) shows what a new connection
+    costs.  Over the emulated 1 Gbit/s link MPICH's first 1 MiB exchange
+    took 17-19 ms, the next nine 12-15, later ones 10-11; on virtual cores
+    of 0.05 CPU fft2d's first Alltoall took 1.7 s longer than its third."""
     from mpi4py import MPI
+    rows: list = []
     if w.size < 2 or n < 1:
-        return []
-    times = []
+        return rows
     sbuf, rbuf = message_buffer(n), message_buffer(n)
-    w.Barrier()
-    if w.rank < 2:
-        # at most 1,024 (a measurement capped at a few bytes would make millions)
-        for _ in range(max(16, min(-(-total // n), 1024))):
+    go = bytearray(1)
+    # at most 1,024 (a measurement capped at a few bytes would make millions)
+    count = max(16, min(-(-total // n), 1024))
+    for peer in range(1, w.size):
+        if w.rank not in (0, peer):
+            continue
+        other = peer if w.rank == 0 else 0
+        if w.rank == peer:
+            w.Recv(go, 0, 5)
+        for k in range(count):
             t0 = MPI.Wtime()
-            w.Sendrecv(sbuf, 1 - w.rank, 6, rbuf, 1 - w.rank, 6)
-            times.append(MPI.Wtime() - t0)
-    return times if w.rank == 0 else []
+            if k == 0 and w.rank == 0:
+                w.Send(go, peer, 5)
+            w.Sendrecv(sbuf, other, 6, rbuf, other, 6)
+            if w.rank == 0:
+                rows.append((peer, n, MPI.Wtime() - t0, "warmup"))
+    return rows
 
 
 def _point_to_point(w, sizes, repeats: int, spacing: float, only_pingpongs: bool = False
@@ -538,7 +556,7 @@ def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0,
     if only_pingpongs:
         _write(w, out, _point_to_point(w, sizes, repeats, spacing, only_pingpongs=True))
         return
-    rows = [(1, sizes[-1], t, "warmup") for t in _warmup(w, sizes[-1])]
+    rows = _warmups(w, sizes[-1])
     rows += _point_to_point(w, sizes, repeats, spacing)
     # the binding's cost per call: calls that MPI answers at once
     buf = np.zeros(8, dtype=np.uint8)

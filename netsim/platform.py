@@ -30,11 +30,15 @@ sender's NIC (and, with contention, the nodes' NICs) for that time less
 is spaced as measured while each message still arrives one wire time
 after it leaves (shared-memory MPICH streamed a window of 4 MiB messages
 at 450-600 us each, one-way trips took 700-860 us at the same moment);
-optionally ``warmup: {bytes, seconds}``: a new connection's first
+optionally ``warmup: {bytes, seconds, first}``: a new connection's first
 ``bytes`` bytes from one rank to another over the level cost ``seconds``
 more in all, spread over them in proportion (MPICH over TCP moved its
 first 1 MiB messages to a new peer 3-7 ms slower each than later ones at
-1 Gbit/s, about 30 ms over its first 10 MiB; ``calibrate fit`` writes it);
+1 Gbit/s, about 30 ms over its first 10 MiB), and its first message
+``first`` more whatever its size (opening the connection: MPICH's TCP
+provider connects on first use; on virtual cores of 0.05 CPU fft2d's
+first Alltoall, 31 new connections a rank, took 1.7 s longer than its
+third); ``calibrate fit`` writes it;
 ``network.overhead: {send, recv}`` (LogGP o,
 seconds per message) and optional ``overhead_byte: {send, recv}`` (LogGOPS
 O, seconds per byte); ``network.gap`` (g, seconds between two messages of
@@ -127,7 +131,7 @@ class Level:
     rendezvous_byte_time: float | None = None   # over the eager limit; None: byte_time
     one_way: list | None = None   # measured [bytes, seconds] ping-pong curve, by size
     stream: list | None = None    # measured [bytes, seconds per message] in a window of sends
-    warmup: tuple | None = None   # (bytes, seconds): a new connection's extra cost
+    warmup: tuple | None = None   # (bytes, seconds, first): a new connection's extra cost
 
 
 @dataclass
@@ -295,21 +299,25 @@ class Platform:
         return out
 
     def warmup_extra(self, level: np.ndarray, before: np.ndarray,
-                     nbytes: np.ndarray) -> np.ndarray:
+                     nbytes: np.ndarray, first=None) -> np.ndarray:
         """Seconds of warm-up each message adds: its share of its level's
         ``warmup`` seconds, for the part of its bytes that falls within the
         connection's first warm-up bytes, ``before`` being the bytes that
-        connection carried before it (0 where the level has none)."""
+        connection carried before it, plus the level's ``first`` where
+        ``first`` (booleans) says it is the connection's first message (0
+        where the level has no warm-up)."""
         level = np.asarray(level)
         before = np.asarray(before, dtype=np.float64)
         after = before + np.asarray(nbytes, dtype=np.float64)
         out = np.zeros(len(level))
         for i, lv in enumerate(self.levels):
             if lv.warmup:
-                w, secs = lv.warmup
+                w, secs, opening = lv.warmup
                 here = level == i
                 out[here] = secs * (np.minimum(after[here], w)
                                     - np.minimum(before[here], w)) / w
+                if first is not None and opening:
+                    out[here & np.asarray(first, bool)] += opening
         return out
 
     def self_message(self, nbytes: float) -> float:
@@ -571,7 +579,8 @@ def from_dict(d: dict, source: str = "<dict>", schema: bool = True) -> Platform:
                     float(lv["latency"]), float(lv["byte_time"]),
                     float(lv["rendezvous_byte_time"]) if "rendezvous_byte_time" in lv else None,
                     _curve(lv.get("one_way")), _curve(lv.get("stream")),
-                    (float(lv["warmup"]["bytes"]), float(lv["warmup"]["seconds"]))
+                    (float(lv["warmup"]["bytes"]), float(lv["warmup"]["seconds"]),
+                     float(lv["warmup"].get("first", 0.0)))
                     if lv.get("warmup") else None)
               for i, lv in enumerate(net["levels"])]
     ov = net.get("overhead") or {}

@@ -146,9 +146,9 @@ def _finite(end: np.ndarray) -> None:
 
 def _warmup(s: Schedule, sends: np.ndarray, core: np.ndarray, platform) -> np.ndarray:
     """Seconds of connection warm-up each SEND adds (platform.warmup_extra),
-    the connection being the ordered pair of ranks and its earlier bytes
+    the connection being the ordered pair of ranks, its earlier bytes
     those of the pair's earlier sends in the schedule's order (a rank's ops
-    are in call order)."""
+    are in call order), and its first send the one that opens it."""
     idx = np.flatnonzero(sends)
     if not len(idx):
         return np.zeros(0)
@@ -160,8 +160,10 @@ def _warmup(s: Schedule, sends: np.ndarray, core: np.ndarray, platform) -> np.nd
     starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
     before = np.empty(len(idx))                     # less those of earlier connections
     before[order] = sent - np.repeat(sent[starts], np.diff(np.r_[starts, len(pair)]))
+    first = np.zeros(len(idx), bool)
+    first[order[starts]] = True
     level = platform.level_of(core[src], core[dst])
-    return platform.warmup_extra(level, before, size)
+    return platform.warmup_extra(level, before, size, first)
 
 
 def _with_room(s: Schedule, simulate):

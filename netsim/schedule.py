@@ -610,6 +610,8 @@ class _Lowering(_OneSided):
         self.coll_ids: dict = {}            # (comm, k) -> coll id (analytic)
         self.ncoll: dict = {}               # (rank, comm) -> collectives so far
         self.warm: dict = {}                # (rank, comm) -> bytes per peer so far
+        self.opened: set = set()            # (rank, members) whose connections are open
+        self._keys: dict = {}               # comm -> its members' key (_members_key)
         self.cols = {k: ev[k].to_numpy() for k in ("rank", "seq", "op", "comm", "peer", "tag",
                                                    "sbytes", "rbytes", "req", "rpeer", "rtag",
                                                    "flags", "polls", "poll_gap")}
@@ -688,6 +690,14 @@ class _Lowering(_OneSided):
         ids = list(ids) if ids is not None and len(ids) else ([req] if req >= 0 else [])
         for q in ids:
             self.after = self.after + self.pending.pop(int(q), [])
+
+    def _members_key(self, comm: int) -> bytes:
+        """What identifies a communicator's members (world ranks, in order):
+        communicators with the same members use the same connections."""
+        key = self._keys.get(comm)
+        if key is None:
+            key = self._keys[comm] = np.asarray(self.members[comm], np.int64).tobytes()
+        return key
 
     def _widest(self, comm: int, nbytes: float):
         """(L, G, level) of the outermost level a communicator's members span, G
@@ -784,11 +794,17 @@ class _Lowering(_OneSided):
             cost = C.analytic_cost(fam, p, nb, L, G, plat.o_send + plat.o_recv, neighbours)
             if plat.levels[lv].warmup and message > 0:
                 # every block goes over a connection of its own, each
-                # warmed by as many bytes as this rank's earlier blocks
+                # warmed by as many bytes as this rank's earlier blocks, and
+                # opened by the first collective over these members (a
+                # duplicate of a communicator shares its connections)
                 before = self.warm.get((r, comm), 0.0)
                 self.warm[(r, comm)] = before + message
+                group = (r, self._members_key(comm))
+                first = group not in self.opened
+                self.opened.add(group)
                 cost += C.blocks(fam, p, neighbours) * float(plat.warmup_extra(
-                    np.array([lv]), np.array([before]), np.array([message]))[0])
+                    np.array([lv]), np.array([before]), np.array([message]),
+                    np.array([first]))[0])
             x = self.B.op(COLL, r, self.after, coll=cid, dur=cost, ctx=ctx, event=i)
             return [x], [x]
         return self._steps(i, r, fam, alg, m, self.index_of[comm][r], root, nb, per_peer, k,

@@ -181,25 +181,40 @@ def _smaps_over(addr: int, n: int) -> tuple[int, int]:
 def test_calibrate_fits_a_new_connections_warm_up(tmp_path):
     """The warmup rows' first half, beyond the median of the second half,
     becomes the level's warm-up over the first half's bytes (combined over
-    several files); within 1 % of that half's time it is noise and none
-    is written."""
+    several files), the first exchange's excess over the second apart (the
+    connection's opening, paid by its first message); within 1 % of that
+    half's time it is noise and none is written.  Each level has its own,
+    from the rows of the peers it joins to rank 0."""
     mib = 1 << 20
-    head = ["peer,bytes,one_way,what"] + [f"1,{n},{1e-5 + n * 1e-8!r},pingpong"
-                                          for n in (0, 8, mib)]
 
-    def fitted(*firsts):
+    def fitted(*firsts, peer=1, cores=1, near=None):
+        head = ["peer,bytes,one_way,what"] + [f"{q},{n},{1e-5 + n * 1e-8!r},pingpong"
+                                              for q in range(1, peer + 1) for n in (0, 8, mib)]
         paths = []
         for i, first in enumerate(firsts):
-            warm = [f"1,{mib},{t!r},warmup" for t in list(first) + [10e-3] * len(first)]
+            warm = [f"{peer},{mib},{t!r},warmup" for t in list(first) + [10e-3] * len(first)]
+            warm += [f"1,{mib},{t!r},warmup" for t in list(near or [])
+                     + [10e-3] * len(near or [])]
             paths.append(tmp_path / f"pp{i}.csv")
             paths[-1].write_text("\n".join(head[:1] + warm + head[1:]) + "\n")
         run([sys.executable, "-m", "calibrate", "fit", *map(str, paths), "--combine", "mean",
-             "--cores-per-node", "1", "--nodes", "2", "-o", str(tmp_path / "p.yaml")])
-        return load_platform(str(tmp_path / "p.yaml")).levels[-1].warmup
-    assert fitted([17e-3, 14e-3, 13e-3, 12e-3]) == (4 * mib, pytest.approx(16e-3))
-    assert fitted([17e-3, 14e-3, 13e-3, 12e-3], [13e-3, 12e-3, 11e-3, 12e-3]) == \
-        (4 * mib, pytest.approx(12e-3))
-    assert fitted([10.1e-3, 9.9e-3, 10.2e-3, 10.1e-3]) is None
+             "--cores-per-node", str(cores), "--nodes", "2", "-o", str(tmp_path / "p.yaml")])
+        return [lv.warmup for lv in load_platform(str(tmp_path / "p.yaml")).levels]
+    # the opening less the 1-byte message's one-way time (1e-5 s here),
+    # which the first exchange's timing holds and an application's does not
+    go = 1e-5
+    assert fitted([17e-3, 14e-3, 13e-3, 12e-3])[-1] == \
+        (4 * mib, pytest.approx(13e-3 + go), pytest.approx(3e-3 - go))
+    assert fitted([17e-3, 14e-3, 13e-3, 12e-3], [13e-3, 12e-3, 11e-3, 12e-3])[-1] == \
+        (4 * mib, pytest.approx(10e-3 + go), pytest.approx(2e-3 - go))
+    # a steady warm-up, no opening cost: all of it spread over the bytes
+    assert fitted([14e-3, 14e-3, 13e-3, 12e-3])[-1] == (4 * mib, pytest.approx(13e-3), 0.0)
+    assert fitted([10.1e-3, 9.9e-3, 10.2e-3, 10.1e-3])[-1] is None
+    # two cores a node: peer 1 shares rank 0's node, peer 2 is the network's
+    node, fabric = fitted([40e-3, 14e-3, 13e-3, 12e-3], peer=2, cores=2,
+                          near=[10.1e-3, 9.9e-3, 10.2e-3, 10.1e-3])
+    assert node is None and \
+        fabric == (4 * mib, pytest.approx(13e-3 + go), pytest.approx(26e-3 - go))
 
 
 def test_calibrate_measures_the_eager_limit_one_sided_calls_and_late_probes(tmp_path):

@@ -828,6 +828,15 @@ def test_a_new_connection_pays_its_warm_up_once_per_direction():
         extra = (simulate(ping_pongs(0, 2, 900, k), hot).predicted_time
                  - simulate(ping_pongs(0, 2, 900, k), cold).predicted_time)
         assert extra == pytest.approx(2 * paid * 1e-3, rel=1e-9), k   # both directions
+    # opening the connection: its first message pays ``first`` whatever its size
+    opened = platform(network={"levels": [
+        {"name": "node", "span": 2, "latency": 1 * US, "byte_time": 1e-9},
+        {"name": "net", "latency": net.latency, "byte_time": net.byte_time,
+         "warmup": dict(warm["warmup"], first=5e-3)}]})
+    for k, paid in ((1, 900 / 2000), (6, 1.0)):
+        extra = (simulate(ping_pongs(0, 2, 900, k), opened).predicted_time
+                 - simulate(ping_pongs(0, 2, 900, k), cold).predicted_time)
+        assert extra == pytest.approx(2 * (paid * 1e-3 + 5e-3), rel=1e-9), k
     # within a node (no warm-up on that level): nothing
     assert simulate(ping_pongs(0, 1, 900, 6), hot).predicted_time == \
         pytest.approx(simulate(ping_pongs(0, 1, 900, 6), cold).predicted_time, rel=1e-12)
@@ -849,6 +858,11 @@ def test_an_analytic_collective_pays_its_connections_warm_up(local_trace, tmp_pa
     warm = [dict(lv, warmup={"bytes": spread * 65536, "seconds": 1e-3}) for lv in levels]
     paid = _predict(local_trace, tmp_path, "warm", levels=warm, **base)
     assert paid - plain == pytest.approx(1e-3, rel=0.02), (plain, paid)
+    # and the connection's opening once, by the first collective over it
+    opened = [dict(lv, warmup={"bytes": spread * 65536, "seconds": 1e-3, "first": 2e-3})
+              for lv in levels]
+    paid = _predict(local_trace, tmp_path, "opened", levels=opened, **base)
+    assert paid - plain == pytest.approx(3e-3, rel=0.02), (plain, paid)
 
 
 @pytest.mark.parametrize("call", ["send", "ssend", "issend"])
