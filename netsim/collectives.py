@@ -21,6 +21,9 @@ Algorithms (p members, n bytes per member's contribution):
                          recursive doubling allgather (n/2, n/4, ... bytes)
 ``pairwise``             alltoall(v/w), reduce_scatter: p-1 rounds, round
                          k sends to i+k and receives from i-k
+``scattered``            alltoall(v/w): one round, every send and receive
+                         posted at once (MPICH's Alltoallv/w, and its
+                         Alltoall of blocks from 256 B to 32 KiB)
 ``dissemination``        barrier: ceil(log2 p) rounds, 0-byte messages
 ``linear``               gather/scatter/bcast/reduce: the root talks to
                          every member in turn
@@ -78,7 +81,7 @@ FOR_OP = {
     "gather": ("binomial", "linear"),
     "scatter": ("binomial", "linear"),
     "allgather": ("ring", "recursive_doubling"),
-    "alltoall": ("pairwise",),
+    "alltoall": ("pairwise", "scattered"),
     "reduce_scatter": ("pairwise",),
     "scan": ("recursive_doubling",),
     "exscan": ("recursive_doubling",),
@@ -312,12 +315,15 @@ def _allgather(alg, i, p, root, n, per_peer):
 
 
 def _alltoall(alg, i, p, root, n, per_peer):
-    """Pairwise exchange: step k sends to i+k and receives from i-k."""
+    """Pairwise exchange: step k sends to i+k and receives from i-k; or
+    scattered: those sends and receives all in one step."""
     out = []
     for k in range(1, p):
         to, frm = (i + k) % p, (i - k) % p
         nb = per_peer[to] if per_peer is not None and len(per_peer) == p else n
         out.append(([(to, nb)], [(frm, n)]))
+    if alg == "scattered":
+        return [([s for step, _ in out for s in step], [r for _, step in out for r in step])]
     return out
 
 

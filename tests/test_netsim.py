@@ -194,6 +194,17 @@ def test_collective_algorithms_take_their_rounds(family, alg, p, hops):
     assert res.predicted_time == pytest.approx(hops * 2 * US, rel=1e-9)
 
 
+@pytest.mark.parametrize("p", [4, 8])
+def test_a_scattered_alltoall_posts_everything_at_once(p):
+    """MPICH's Alltoallv/w post every send and receive at once: one round,
+    its latency hidden behind the rank's 2 (p - 1) overheads (pairwise: p -
+    1 rounds of o + L + o)."""
+    o = 0.5 * US
+    res = simulate(collective_schedule("alltoall", "scattered", p, 8), from_dict(dict(ONE_NODE)))
+    assert res.predicted_time == pytest.approx(2 * (p - 1) * o, rel=1e-9)
+    assert np.isfinite(res.end).all()
+
+
 @pytest.mark.parametrize("p", [3, 5, 6, 7])
 def test_non_power_of_two_allreduce_completes_with_fold(p):
     res = simulate(collective_schedule("allreduce", "recursive_doubling", p, 8),
