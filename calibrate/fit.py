@@ -362,6 +362,8 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     def level(peer):
         return next((i for i, s in enumerate(spans) if peer // s == 0), len(spans))
     at = pingpong["peer"].map(level)
+    warm_rows = df[what == "warmup"]
+    warm_at = warm_rows["peer"].map(level)
     stream_at = stream["peer"].map(level)
     levels = []
     for i, lname in enumerate(names):
@@ -371,10 +373,9 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
                         exchange if i == level(1) else None, combine)
         if i < len(spans):
             lv["span"] = spans[i]
-        warm_rows = df[what == "warmup"]
         mine = pingpong[at == i]
         go = _agg(mine.loc[mine["bytes"] == mine["bytes"].min(), "one_way"], combine)
-        warm = _warmup(warm_rows[warm_rows["peer"].map(level) == i], combine, go)
+        warm = _warmup(warm_rows[warm_at == i], combine, go)
         if warm:
             lv["warmup"] = warm
         if peers is not None:

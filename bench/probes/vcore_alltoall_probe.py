@@ -30,10 +30,11 @@ at the real CPU's speed): one-way and two-way 20.0 ms, a pairwise round
 blocks 0.8-0.9 s.  netsim priced the Alltoall at 423 ms on one cluster's
 fitted platform and 746 ms on the other's (its pair's quota phases set
 the fitted latency: 0.7x to 1.5x the measured).  In fft2d's own loop
-(``--fft2d 4096``) its third and fourth Alltoalls took what the
-back-to-back ones take (600-615 ms from the last rank's entry), but its
-first took 2.3-2.4 s and its second 1.4-1.5 s: the connections to 31 new
-peers opened and warmed in them, which the calibration measured only
+(bench/probes/vcore_first_calls_probe.py, that day a version of this
+probe timing the loop's calls untraced) its third and fourth Alltoalls
+took what the back-to-back ones take (600-615 ms from the last rank's
+entry), but its first took 2.3-2.4 s and its second 1.4-1.5 s: the
+connections to 31 new peers opened and warmed in them, which the calibration measured only
 between ranks 0 and 1 (one node's shared memory), so the fitted network
 had no warm-up at all.  It now measures every peer's (calibrate measure,
 ``first``: the opening).
@@ -98,44 +99,6 @@ if r == 0:
     print(json.dumps(out), flush=True)
 """.replace("CASES", repr(CASES))
 
-# fft2d's own loop (examples/fft2d.py) with every Alltoall timed: what its
-# exchanges cost in the application, beside the back-to-back ones above
-FFT2D = r"""
-import sys, time
-import numpy as np
-from mpi4py import MPI
-c = MPI.COMM_WORLD
-n, steps = int(sys.argv[1]), int(sys.argv[2])
-rows = n // c.size
-clock = lambda: time.clock_gettime(time.CLOCK_MONOTONIC)     # one host: one clock
-calls = []                                   # (entry, exit) per Alltoall
-def transpose(a):
-    send = np.ascontiguousarray(a.reshape(rows, c.size, rows).transpose(1, 0, 2))
-    recv = np.empty_like(send)
-    calls.append([clock()])
-    c.Alltoall(send, recv)
-    calls[-1].append(clock())
-    return recv.transpose(2, 0, 1).reshape(rows, c.size * rows)
-field = np.random.default_rng(c.rank).standard_normal((rows, n)) + 0j
-c.Barrier()
-for _ in range(steps):
-    spec = np.fft.fft(transpose(np.fft.fft(field, axis=1)), axis=1)
-    field = np.fft.ifft(transpose(np.fft.ifft(spec, axis=1)), axis=1)
-every = c.gather(np.array(calls), root=0)
-if c.rank == 0:
-    t = np.stack(every)                      # rank, call, (entry, exit)
-    last = t[:, :, 0].max(axis=0)
-    in_call = (t[:, :, 1] - t[:, :, 0]).mean(axis=0)
-    after_last = (t[:, :, 1] - last).mean(axis=0)
-    first_out = t[:, :, 1].min(axis=0) - last
-    for k in range(t.shape[1]):
-        print(f"fft2d Alltoall {k + 1}: in the call {1e3 * in_call[k]:.0f} ms a rank, "
-              f"entries spread {1e3 * (last[k] - t[:, k, 0].min()):.0f} ms, from the last "
-              f"entry {1e3 * after_last[k]:.0f} ms (first rank out {1e3 * first_out[k]:.0f})",
-              flush=True)
-"""
-
-
 def goal(case: str, n: int, s: int, reps: int) -> str:
     """The case as a GOAL schedule: every op after the rank's previous one
     (a Sendrecv's two after the previous pair)."""
@@ -183,8 +146,6 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="65536,262144,1048576", help="bytes, comma-separated")
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--launches", type=int, default=2)
-    ap.add_argument("--fft2d", type=int, metavar="N",
-                    help="also fft2d's loop at N points a side (4096: its table recipe)")
     a = ap.parse_args(argv)
     if os.environ.get(MARK) != "1":
         return isolated([PY, str(Path(__file__).resolve())] + argv)
@@ -205,11 +166,6 @@ def main(argv=None) -> int:
             for key, t in json.loads(p.stdout.strip().splitlines()[-1]).items():
                 measured.setdefault(key, []).append(t)
             print(f"launch {launch + 1} of {a.launches} done", flush=True)
-            if a.fft2d:
-                p = subprocess.run([c.mpiexec, "-n", str(a.ranks), PY, "-c", FFT2D,
-                                    str(a.fft2d), "2"], env=env(), capture_output=True,
-                                   text=True, timeout=3600)
-                print(p.stdout.strip() or p.stderr[-1500:], flush=True)
     print(f"N = {a.ranks}, {share_for(a.ranks):g} CPU a core; platform {work}/platform.yaml")
     print("| case | bytes | measured ms (each launch) | netsim ms | measured / netsim |")
     print("|---|---|---|---|---|")
