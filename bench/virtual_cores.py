@@ -98,6 +98,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -386,14 +387,23 @@ def warm_up_replay(app: list, d: Path, k: int, n: int, c: Cluster) -> None:
           f"computation a copy (not kept)", flush=True)
 
 
+# the platform's collectives besides the fit's (--alltoall)
+COLLECTIVES: dict = {}
+
+
 def fit_network(d: Path, nodes: int, cpn: int, peers: bool) -> None:
     """d/platform.yaml fitted to d/pingpong1.csv, each level at its median
     pair where ``peers`` and d/peers1.csv is there (calibrate fit --peers:
-    on virtual cores a pair's latency is set by its cores' quota phases)."""
+    on virtual cores a pair's latency is set by its cores' quota phases),
+    with the algorithms of ``COLLECTIVES``."""
     typical = ("--peers", str(d / "peers1.csv")) if peers and (d / "peers1.csv").exists() else ()
     sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
         "--nodes", str(nodes), "--name", "virtual-cores", *typical,
         "-o", str(d / "platform.yaml")], d / "fit.log")
+    if COLLECTIVES:
+        plat = yaml.safe_load((d / "platform.yaml").read_text())
+        plat.setdefault("collectives", {}).update(COLLECTIVES)
+        (d / "platform.yaml").write_text(yaml.safe_dump(plat, sort_keys=False))
     for line in (d / "fit.log").read_text().splitlines():
         if typical and line.startswith("calibrate: ") and "median of" in line:
             print(f"    typical pair: {line.removeprefix('calibrate: ')}", flush=True)
@@ -711,6 +721,10 @@ def main(argv=None) -> int:
                          "stopped for the run and restored: see page_reporting_off)")
     ap.add_argument("--no-dilation", action="store_true",
                     help="check: the quantisation rows only")
+    ap.add_argument("--alltoall", choices=("analytic", "pairwise", "scattered", "bruck", "mpich"),
+                    help="the fitted platform's all-to-all algorithm (collectives: "
+                         "{alltoall: ALG}; default: the fit's); with --predict-only, the "
+                         "same runs under another algorithm")
     ap.add_argument("--no-fault-charge", action="store_true",
                     help="expand without charging the page faults the traced run took "
                          "beyond the replay's (replay.expand --no-fault-charge): with "
@@ -719,6 +733,8 @@ def main(argv=None) -> int:
     if a.no_fault_charge:
         EXPAND_OPTIONS.append("--no-fault-charge")
     REPLAY_OPTIONS.extend(["--copies", a.copies])
+    if a.alltoall:
+        COLLECTIVES["alltoall"] = a.alltoall
     why = unavailable()
     if why:
         print(f"virtual_cores: {why}", file=sys.stderr)

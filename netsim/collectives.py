@@ -21,9 +21,18 @@ Algorithms (p members, n bytes per member's contribution):
                          recursive doubling allgather (n/2, n/4, ... bytes)
 ``pairwise``             alltoall(v/w), reduce_scatter: p-1 rounds, round
                          k sends to i+k and receives from i-k
-``scattered``            alltoall(v/w): one round, every send and receive
-                         posted at once (MPICH's Alltoallv/w, and its
-                         Alltoall of blocks from 256 B to 32 KiB)
+``scattered``            alltoall(v/w): every send and receive posted at
+                         once, in rounds of at most 32 peers (MPICH's
+                         Alltoallv/w, and its Alltoall of blocks from 256 B
+                         to 32 KiB)
+``bruck``                alltoall: ceil(log2 p) rounds, round k sends to
+                         i+2^k the blocks whose index has bit k set (about
+                         p/2 blocks a round; MPICH's Alltoall of blocks up
+                         to 256 B on 8 members or more)
+``mpich``                alltoall(v/w): MPICH's own choice, call by call:
+                         Alltoallv/w scattered; Alltoall bruck up to 256 B a
+                         block (8 members or more), scattered up to 32 KiB,
+                         pairwise beyond
 ``dissemination``        barrier: ceil(log2 p) rounds, 0-byte messages
 ``linear``               gather/scatter/bcast/reduce: the root talks to
                          every member in turn
@@ -81,7 +90,7 @@ FOR_OP = {
     "gather": ("binomial", "linear"),
     "scatter": ("binomial", "linear"),
     "allgather": ("ring", "recursive_doubling"),
-    "alltoall": ("pairwise", "scattered"),
+    "alltoall": ("pairwise", "scattered", "bruck", "mpich"),
     "reduce_scatter": ("pairwise",),
     "scan": ("recursive_doubling",),
     "exscan": ("recursive_doubling",),
@@ -126,6 +135,26 @@ def choose(family: str, wanted: str) -> str:
         return "analytic"
     ok = FOR_OP[family]
     return wanted if wanted in ok else ok[0]
+
+
+# MPICH's limits for its Alltoall (MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE,
+# _MEDIUM_MSG_SIZE, _THROTTLE: bytes of one block; peers posted at once)
+MPICH_ALLTOALL_SHORT = 256
+MPICH_ALLTOALL_MEDIUM = 32768
+SCATTERED_THROTTLE = 32
+
+
+def resolve(family: str, algorithm: str, p: int, n: float, vector: bool) -> str:
+    """The algorithm one call runs: ``algorithm`` itself, or, for
+    ``mpich``, MPICH's choice for this call (``vector``: an Alltoallv/w;
+    ``n``: bytes of one block)."""
+    if algorithm != "mpich":
+        return algorithm
+    if vector or n > MPICH_ALLTOALL_MEDIUM:
+        return "scattered" if vector else "pairwise"
+    if n <= MPICH_ALLTOALL_SHORT and p >= 8:
+        return "bruck"
+    return "scattered"
 
 
 def _log2c(p: int) -> int:
@@ -315,15 +344,27 @@ def _allgather(alg, i, p, root, n, per_peer):
 
 
 def _alltoall(alg, i, p, root, n, per_peer):
-    """Pairwise exchange: step k sends to i+k and receives from i-k; or
-    scattered: those sends and receives all in one step."""
+    """Pairwise exchange: step k sends to i+k and receives from i-k;
+    scattered: those sends and receives posted at once, a round per
+    ``SCATTERED_THROTTLE`` offsets; bruck: log2 rounds of about p/2 blocks."""
+    if alg == "bruck":
+        out, k = [], 1
+        while k < p:
+            moved = sum(1 for j in range(1, p) if j & k) * n
+            out.append(([((i + k) % p, moved)], [((i - k) % p, moved)]))
+            k <<= 1
+        return out
     out = []
     for k in range(1, p):
         to, frm = (i + k) % p, (i - k) % p
         nb = per_peer[to] if per_peer is not None and len(per_peer) == p else n
         out.append(([(to, nb)], [(frm, n)]))
     if alg == "scattered":
-        return [([s for step, _ in out for s in step], [r for _, step in out for r in step])]
+        # MPICH counts the member itself among a round's offsets
+        rounds = [out[max(0, a - 1):b - 1] for a, b in
+                  ((a, min(a + SCATTERED_THROTTLE, p)) for a in range(0, p, SCATTERED_THROTTLE))]
+        return [([s for step, _ in r for s in step], [x for _, step in r for x in step])
+                for r in rounds if r]
     return out
 
 

@@ -768,20 +768,24 @@ class _Lowering(_OneSided):
                     first, last = self.messages(i, r, part, comm, nb, 0, None)
                     self.issued(first, last, False, -1)
                 return
-        first, last = self.messages(i, r, fam, comm, nb, root, per_peer)
+        # an Alltoallv/w (mpi4py's object alltoall is one, after its counts)
+        # may run another algorithm than an Alltoall of the same bytes
+        vector = _base(op)[-1:] in ("v", "w") or bool(cols["flags"][i] & FLAG_OBJECT)
+        first, last = self.messages(i, r, fam, comm, nb, root, per_peer, vector)
         self.issued(first, last, op.startswith("i") or op.endswith("_init"),
                     int(cols["req"][i]))
 
-    def messages(self, i, r, fam, comm, nb, root, per_peer):
+    def messages(self, i, r, fam, comm, nb, root, per_peer, vector=False):
         """Rank r's part in the next collective of family ``fam`` over
-        ``comm`` (event i, ``nb`` bytes as the family counts them): one
-        analytic op, or its algorithm's messages.  Returns (first ops, last)."""
+        ``comm`` (event i, ``nb`` bytes as the family counts them;
+        ``vector``: a v/w form): one analytic op, or its algorithm's
+        messages.  Returns (first ops, last)."""
         plat, m = self.platform, self.members[comm]
         p = len(m)
         k = self.ncoll.get((r, comm), 0)
         self.ncoll[(r, comm)] = k + 1
         ctx = 2 * comm + 1
-        alg = C.choose(fam, plat.algorithm(fam))
+        alg = C.resolve(fam, C.choose(fam, plat.algorithm(fam)), p, nb, vector)
         if alg == "analytic" or fam == "neighbor":
             cid = self.coll_ids.get((comm, k))
             if cid is None:

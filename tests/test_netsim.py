@@ -185,6 +185,7 @@ ONE_NODE = dict(nodes=1, cores_per_node=16,
     ("allreduce", "recursive_doubling", 8, 3), ("allreduce", "ring", 4, 6),
     ("allreduce", "rabenseifner", 8, 6), ("allgather", "ring", 5, 4),
     ("allgather", "recursive_doubling", 8, 3), ("alltoall", "pairwise", 4, 3),
+    ("alltoall", "bruck", 8, 3), ("alltoall", "bruck", 5, 3),
     ("barrier", "dissemination", 8, 3), ("barrier", "dissemination", 5, 3),
     ("scan", "recursive_doubling", 8, 3), ("gather", "binomial", 8, 3),
 ])
@@ -203,6 +204,33 @@ def test_a_scattered_alltoall_posts_everything_at_once(p):
     res = simulate(collective_schedule("alltoall", "scattered", p, 8), from_dict(dict(ONE_NODE)))
     assert res.predicted_time == pytest.approx(2 * (p - 1) * o, rel=1e-9)
     assert np.isfinite(res.end).all()
+
+
+@pytest.mark.parametrize("p,rounds", [(32, [31]), (33, [31, 1]), (40, [31, 8])])
+def test_a_scattered_alltoall_posts_32_peers_a_round(p, rounds):
+    """MPICH posts at most 32 offsets (itself among the first) a round and
+    waits for the round: each round of m peers costs m o + L + o when the
+    latency L is longer than the posting."""
+    o, L = 0.5 * US, 100 * US
+    plat = from_dict(dict(nodes=1, cores_per_node=64, network={
+        "levels": [{"name": "node", "latency": L, "byte_time": 0.0}],
+        "overhead": {"send": o, "recv": o}}))
+    res = simulate(collective_schedule("alltoall", "scattered", p, 8), plat)
+    assert res.predicted_time == pytest.approx(sum(m * o + L + o for m in rounds), rel=1e-9)
+
+
+def test_mpich_alltoall_choice_by_call():
+    """``mpich`` runs, call by call, what MPICH's Alltoall would: Bruck up
+    to 256 B a block on 8 members or more, scattered up to 32 KiB,
+    pairwise beyond; the v/w forms scattered at any size."""
+    from netsim.collectives import resolve
+    assert resolve("alltoall", "mpich", 8, 256, False) == "bruck"
+    assert resolve("alltoall", "mpich", 7, 256, False) == "scattered"
+    assert resolve("alltoall", "mpich", 8, 257, False) == "scattered"
+    assert resolve("alltoall", "mpich", 8, 32768, False) == "scattered"
+    assert resolve("alltoall", "mpich", 8, 32769, False) == "pairwise"
+    assert resolve("alltoall", "mpich", 8, 1 << 20, True) == "scattered"
+    assert resolve("alltoall", "pairwise", 8, 8, True) == "pairwise"
 
 
 @pytest.mark.parametrize("p", [3, 5, 6, 7])

@@ -18,10 +18,18 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--nu", type=float, default=0.01)
     ap.add_argument("--dt", type=float, default=0.01)
+    ap.add_argument("--grid", choices=("slab", "pencil"), default="slab",
+                    help="decomposition of the ranks (default: slab)")
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
     n = a.n
-    fft = PFFT(comm, [n, n, n], axes=(0, 1, 2), dtype=np.float64, grid=(-1,))
+    # slabs: one Alltoallw over all ranks per transform; pencils: two, each
+    # over a row or a column of a 2-D grid of ranks (sub-communicators)
+    grid = (-1,) if a.grid == "slab" else (-1, -1)
+    # FFTW_ESTIMATE: plans chosen without timing them, so every run computes
+    # with the same algorithm
+    fft = PFFT(comm, [n, n, n], axes=(0, 1, 2), dtype=np.float64, grid=grid,
+               planner_effort="FFTW_ESTIMATE")
     # local physical coordinates and spectral wavenumbers
     xs = [np.arange(n)[s] * 2 * np.pi / n for s in fft.local_slice(False)]
     X = np.meshgrid(*xs, indexing="ij", sparse=True)
