@@ -33,10 +33,7 @@ opening the connection, paid by a connection's first message whatever
 its size).
 The ``rma`` row, less the call's cost, gives ``network.rma_overhead``;
 the ``probe_late`` row, ``network.probe_late_polls``; the
-``intercomm_poll_bytes`` row, ``network.intercomm_poll_bytes``; the
-``mpich`` row, ``collectives: {alltoall: mpich}`` (the all-to-all runs
-the algorithm MPICH picks for each call; other MPIs keep the analytic
-cost).
+``intercomm_poll_bytes`` row, ``network.intercomm_poll_bytes``.
 The ``copy`` rows give ``network.copy_byte_time`` (their slope).  At two
 ranks the model of an alltoall or allgather is one exchange, which the
 model times as one ping-pong trip (the one-way time at 8 bytes, off the
@@ -336,8 +333,7 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     pack_bt = _pack_byte_time(df[what.isin(PACKING)], combine)
     # the two-rank rows (sendrecv, collectives, loop): what -> seconds per call
     apart = ["pingpong", "exchange", "stream", "stream_loop", "call", "copy", "eager_limit",
-             "probe_late", "intercomm_poll_bytes", "warmup", "rma", "spacing", "mpich",
-             *PACKING]
+             "probe_late", "intercomm_poll_bytes", "warmup", "rma", "spacing", *PACKING]
     # Iprobe calls that miss an arrived message (the largest over several
     # measurements: a property of the MPI, not of the moment)
     late = int(_agg(df.loc[what == "probe_late", "bytes"], "max", 0))
@@ -403,14 +399,9 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     net.update({k: v for k, v in optional.items() if v})
     if coll_over and alltoall_self_limit:
         net["alltoall_self_limit"] = alltoall_self_limit
-    # MPICH's all-to-all by its own choice per call: on virtual cores at
-    # N = 16 and 32 closer than the analytic pairwise cost on four FFT codes
-    # (docs/METHODS.md, "Collectives")
-    collectives = {"default": "analytic"}
-    if (what == "mpich").any():
-        collectives["alltoall"] = "mpich"
     return {"name": name, "nodes": nodes, "cores_per_node": cores_per_node, "placement": "block",
-            "network": net, "collectives": collectives, "compute_scale": 1.0}
+            "network": net,
+            "collectives": {"default": "analytic"}, "compute_scale": 1.0}
 
 
 def into_template(fitted: dict, template: dict) -> dict:

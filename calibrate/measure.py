@@ -45,9 +45,7 @@ message over an intercommunicator moves per call its sender makes
 (bisected; MPICH here: 8112); and
 ``eager_limit``, whose ``bytes`` is the largest message a blocking Send
 hands over before its receiver posted the receive (bisected; MPICH on
-shared memory: 8112); and ``mpich`` (``bytes`` 1), present where the MPI
-library names itself MPICH (MPICH, Cray MPICH, MVAPICH): the all-to-all
-algorithms it chooses, which netsim's ``mpich`` all-to-all follows.
+shared memory: 8112).
 
 On a virtual core of an emulated cluster (emulate's ``core`` script sets
 its share), the CPU costs (``call``, ``stream_loop``, ``rma``, ``copy``,
@@ -182,13 +180,6 @@ def _eager_limit(w, late: float = 0.02, largest: int = 1 << 22) -> int | None:
         lo, hi = (mid, hi) if eager(mid) else (lo, mid)
     pair.Free()
     return lo if found else None
-
-
-def _is_mpich() -> int | None:
-    """1 where the MPI library names itself MPICH (or a derivative that
-    says so), else None."""
-    from mpi4py import MPI
-    return 1 if "MPICH" in MPI.Get_library_version().upper() else None
 
 
 def _probe_late(w, trials: int = 9, settle: float = 0.005) -> int | None:
@@ -593,8 +584,7 @@ def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0,
     # properties of the MPI, each a number of calls or bytes (None at one rank)
     for what, value in (("probe_late", _probe_late(w)),
                         ("intercomm_poll_bytes", _intercomm_poll_bytes(w)),
-                        ("eager_limit", _eager_limit(w, largest=max(sizes[-1], 1 << 16))),
-                        ("mpich", _is_mpich())):
+                        ("eager_limit", _eager_limit(w, largest=max(sizes[-1], 1 << 16)))):
         if value is not None:
             rows.append((-1, value, 0.0, what))
     _write(w, out, rows)
