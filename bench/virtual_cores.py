@@ -130,6 +130,7 @@ from emulate.__main__ import parse_rate  # noqa: E402
 from emulate.cores import MAX_LOAD, unavailable  # noqa: E402
 from emulate.isolate import MARK, enter, isolated  # noqa: E402
 from emulate.launch import TRANSPORT  # noqa: E402
+from netsim.collectives import FOR_OP  # noqa: E402
 from validate import measure  # noqa: E402
 
 KERNEL = HERE / "probes" / "vcore_kernel.py"
@@ -721,7 +722,7 @@ def main(argv=None) -> int:
                          "stopped for the run and restored: see page_reporting_off)")
     ap.add_argument("--no-dilation", action="store_true",
                     help="check: the quantisation rows only")
-    ap.add_argument("--alltoall", choices=("analytic", "pairwise", "scattered", "bruck", "mpich"),
+    ap.add_argument("--alltoall", choices=("analytic", *FOR_OP["alltoall"]),
                     help="the fitted platform's all-to-all algorithm (collectives: "
                          "{alltoall: ALG}; default: the fit's); with --predict-only, the "
                          "same runs under another algorithm")

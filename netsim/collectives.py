@@ -144,7 +144,7 @@ MPICH_ALLTOALL_MEDIUM = 32768
 SCATTERED_THROTTLE = 32
 
 
-def resolve(family: str, algorithm: str, p: int, n: float, vector: bool) -> str:
+def resolve(algorithm: str, p: int, n: float, vector: bool) -> str:
     """The algorithm one call runs: ``algorithm`` itself, or, for
     ``mpich``, MPICH's choice for this call (``vector``: an Alltoallv/w;
     ``n``: bytes of one block)."""
@@ -361,10 +361,11 @@ def _alltoall(alg, i, p, root, n, per_peer):
         out.append(([(to, nb)], [(frm, n)]))
     if alg == "scattered":
         # MPICH counts the member itself among a round's offsets
-        rounds = [out[max(0, a - 1):b - 1] for a, b in
-                  ((a, min(a + SCATTERED_THROTTLE, p)) for a in range(0, p, SCATTERED_THROTTLE))]
+        # (offset k is out[k - 1]; the round from offset a holds a to a + 31)
+        rounds = [out[max(a - 1, 0):a + SCATTERED_THROTTLE - 1]
+                  for a in range(0, p, SCATTERED_THROTTLE)]
         return [([s for step, _ in r for s in step], [x for _, step in r for x in step])
-                for r in rounds if r]
+                for r in rounds]
     return out
 
 

@@ -785,7 +785,7 @@ class _Lowering(_OneSided):
         k = self.ncoll.get((r, comm), 0)
         self.ncoll[(r, comm)] = k + 1
         ctx = 2 * comm + 1
-        alg = C.resolve(fam, C.choose(fam, plat.algorithm(fam)), p, nb, vector)
+        alg = C.resolve(C.choose(fam, plat.algorithm(fam)), p, nb, vector)
         if alg == "analytic" or fam == "neighbor":
             cid = self.coll_ids.get((comm, k))
             if cid is None:

@@ -224,13 +224,13 @@ def test_mpich_alltoall_choice_by_call():
     to 256 B a block on 8 members or more, scattered up to 32 KiB,
     pairwise beyond; the v/w forms scattered at any size."""
     from netsim.collectives import resolve
-    assert resolve("alltoall", "mpich", 8, 256, False) == "bruck"
-    assert resolve("alltoall", "mpich", 7, 256, False) == "scattered"
-    assert resolve("alltoall", "mpich", 8, 257, False) == "scattered"
-    assert resolve("alltoall", "mpich", 8, 32768, False) == "scattered"
-    assert resolve("alltoall", "mpich", 8, 32769, False) == "pairwise"
-    assert resolve("alltoall", "mpich", 8, 1 << 20, True) == "scattered"
-    assert resolve("alltoall", "pairwise", 8, 8, True) == "pairwise"
+    assert resolve("mpich", 8, 256, False) == "bruck"
+    assert resolve("mpich", 7, 256, False) == "scattered"
+    assert resolve("mpich", 8, 257, False) == "scattered"
+    assert resolve("mpich", 8, 32768, False) == "scattered"
+    assert resolve("mpich", 8, 32769, False) == "pairwise"
+    assert resolve("mpich", 8, 1 << 20, True) == "scattered"
+    assert resolve("pairwise", 8, 8, True) == "pairwise"
 
 
 @pytest.mark.parametrize("p", [3, 5, 6, 7])
