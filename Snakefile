@@ -455,7 +455,8 @@ rule calibrate:
     sizes and placements) and fit latency, per-byte time and the measured
     curves per level into a platform file (into calibrate.template's
     innermost level, when one is given); with calibrate.peers, each level
-    at its median pair among rank 0's small ping-pongs with that many ranks."""
+    at its median pair among the small ping-pongs of every pair of that many
+    ranks."""
     input:
         [TEMPLATE] if TEMPLATE else [],
     output:

@@ -39,7 +39,7 @@ C copies on node 0's cores only), and a real run on the cluster (python -m valid
 clock: MPI initialisation to the end); one network measurement
 (``calibrate measure`` at C + 1 ranks: a peer on the node and one across)
 fitted to C cores x N / C nodes, each level then shifted (calibrate fit --peers) to its median
-pair among rank 0's small-message ping-pongs with all N - 1 others
+pair among every pair's small-message ping-pongs
 (``--network-peers all``, the default; saved as peers1.csv): on virtual
 cores a pair's latency is set by the phases of its two cores' quota
 periods, 0.02 to 5 ms one way at F = 0.1 and not even steady within a
@@ -48,7 +48,15 @@ minutes later), so one pair can price a whole level at a value few
 pairs see.  Each round's replays are expanded and
 simulated with the variability model and without it, exactly as
 bench/apps/run.py does for this machine, and the same table is printed
-(error, 95 % interval, the untraced runs' own noise floor, the band).
+(error, 95 % interval, the untraced runs' own noise floor, the band),
+and under it each application's quantisation share: how much round 1's
+prediction (without variability) grows when every level's latency takes
+half a quota period more, the most a step that waits for another core
+can lose on virtual cores beyond what the fitted latency says
+(bench/probes/vcore_pairs_probe.py: a chain's step takes a whole
+period where a ping-pong says half).  Applications whose share exceeds
+``QUANTISED`` are bound by the instrument's quantisation, not by what
+the method predicts: the goal's figures are given without them too.
 Why a copy on every core: on a real cluster a node computes alike
 whatever the other nodes do, so one node's replay stands for all; here
 every emulated node runs on the same two CPUs, whose caches and memory
@@ -65,7 +73,7 @@ before), ``python -m extrapolate --compute`` to N
 with the largest small N's copies' variability (``--variability``),
 one network measurement per cluster (messages up to 64 KiB) fitted,
 each level at its median pair as above (rank 0's ping-pongs with every
-rank to 8 bytes: 14 minutes at 0.025 CPU), netsim with the classes'
+pair to 8 bytes), netsim with the classes'
 variability and without, against ``--rounds`` real runs at N: OUT/X<N>/.
 Every command stops the kernel's free page reporting while it runs (and
 restores it; ``--keep-page-reporting`` leaves it) and writes the free
@@ -127,7 +135,7 @@ from run import (  # noqa: E402
 
 from emulate import Cluster, down, up  # noqa: E402
 from emulate.__main__ import parse_rate  # noqa: E402
-from emulate.cores import MAX_LOAD, unavailable  # noqa: E402
+from emulate.cores import MAX_LOAD, period_us, unavailable  # noqa: E402
 from emulate.isolate import MARK, enter, isolated  # noqa: E402
 from emulate.launch import TRANSPORT  # noqa: E402
 from netsim.collectives import FOR_OP  # noqa: E402
@@ -277,11 +285,11 @@ def network_of(recipe: dict, d: Path, c: Cluster, spacing: float) -> Path:
 
 
 def peers_of(d: Path, c: Cluster, most: int = 128) -> Path:
-    """Rank 0's small-message ping-pongs with every other rank of the
-    cluster (``calibrate measure`` on all of them, messages to ``most``
-    bytes) into d/peers1.csv: on virtual cores each pair's latency is set
-    by the cores' quota phases (bench/probes/vcore_latency.sh), and the
-    one pair per level of network_of may be atypical."""
+    """Every pair's small-message ping-pongs on the cluster (``calibrate
+    measure --only-pingpongs`` on all ranks, messages to ``most`` bytes)
+    into d/peers1.csv: on virtual cores each pair's latency is set by the
+    cores' quota phases (bench/probes/vcore_pairs_probe.py), and the one
+    pair per level of network_of may be atypical."""
     return measure_network(d / "peers1.csv", c.mpiexec, ("--repeats", "3", "--max-bytes",
                                                         str(most), "--only-pingpongs"),
                            timeout=TIMEOUT, ranks=c.nodes * c.cores_per_node)
@@ -390,6 +398,8 @@ def warm_up_replay(app: list, d: Path, k: int, n: int, c: Cluster) -> None:
 
 # the platform's collectives besides the fit's (--alltoall)
 COLLECTIVES: dict = {}
+# fit with rank 0's pairs of peers1.csv alone (--network-peers rank0)
+RANK0_PAIRS = False
 
 
 def fit_network(d: Path, nodes: int, cpn: int, peers: bool) -> None:
@@ -398,6 +408,12 @@ def fit_network(d: Path, nodes: int, cpn: int, peers: bool) -> None:
     on virtual cores a pair's latency is set by its cores' quota phases),
     with the algorithms of ``COLLECTIVES``."""
     typical = ("--peers", str(d / "peers1.csv")) if peers and (d / "peers1.csv").exists() else ()
+    if typical and RANK0_PAIRS:
+        pairs = pd.read_csv(d / "peers1.csv")
+        if "rank" in pairs.columns:
+            pairs[pairs["rank"] == 0].drop(columns="rank").to_csv(d / "peers1-rank0.csv",
+                                                                  index=False)
+            typical = ("--peers", str(d / "peers1-rank0.csv"))
     sh([PY, "-m", "calibrate", "fit", str(d / "pingpong1.csv"), "--cores-per-node", str(cpn),
         "--nodes", str(nodes), "--name", "virtual-cores", *typical,
         "-o", str(d / "platform.yaml")], d / "fit.log")
@@ -410,6 +426,55 @@ def fit_network(d: Path, nodes: int, cpn: int, peers: bool) -> None:
             print(f"    typical pair: {line.removeprefix('calibrate: ')}", flush=True)
 
 
+# a quantisation share above which an application's error on virtual cores
+# is the instrument's more than the method's (quantisation_share)
+QUANTISED = 0.05
+
+
+def quantisation_share(d: Path, share: float) -> float:
+    """How much round 1's prediction without variability (saved in ``d``)
+    grows when every level's latency and one-way curve of d/platform.yaml
+    take half a quota period more (cores of ``share``): the part of the
+    predicted time that is steps waiting for another core, each of which
+    can cost up to half a period more on virtual cores than the fitted
+    latency says."""
+    half = period_us(share) / 2e6
+    plat = yaml.safe_load((d / "platform.yaml").read_text())
+    for lv in plat["network"]["levels"]:
+        lv["latency"] += half
+        if "one_way" in lv:
+            lv["one_way"] = [[n, t + half] for n, t in lv["one_way"]]
+    slow = d / "platform-quantised.yaml"
+    slow.write_text(yaml.safe_dump(plat, sort_keys=False))
+    sh([PY, "-m", "netsim", str(d / "trace"), "--platform", str(slow), "--compute",
+        str(d / "compute1.csv"), "-o", str(d / "prediction1-quantised.json")],
+       d / "simulate1-quantised.log")
+    moved = json.loads((d / "prediction1-quantised.json").read_text())["predicted_time"]
+    return moved / json.loads((d / "prediction1-plain.json").read_text())["predicted_time"] - 1
+
+
+def quantisation_lines(df: pd.DataFrame) -> str:
+    """Each application's quantisation share, and the goal's figures over
+    those at most QUANTISED (the table's other lines count them all)."""
+    if "quantisation" not in df:
+        return ""
+    df = df.dropna(subset=["quantisation"])
+    each = ", ".join(f"{r.app} {100 * r.quantisation:+.1f} %" for r in df.itertuples())
+    fine = df[df["quantisation"] <= QUANTISED]
+    e = fine["error"].abs().dropna()
+    ep = fine["error_plain"].abs().dropna() if "error_plain" in fine else e.iloc[:0]
+    out = (f"\nQuantisation share (round 1's prediction with every latency half a quota "
+           f"period longer): {each}.  ")
+    if len(e):
+        out += (f"Within {100 * QUANTISED:.0f} %: {len(e)} applications, |error| mean "
+                f"{100 * e.mean():.1f} %, max {100 * e.max():.1f} %"
+                + (f" (without variability {100 * ep.mean():.1f} / {100 * ep.max():.1f} %)"
+                   if len(ep) else "") + ".")
+    else:
+        out += f"None within {100 * QUANTISED:.0f} %."
+    return out
+
+
 def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share: float,
                   peers: bool = False) -> dict:
     """An application's row from what validate_on_cluster saved in ``d``
@@ -420,7 +485,9 @@ def predict_saved(name: str, recipe: dict, d: Path, nodes: int, cpn: int, share:
     runs = json.loads((d / "runs.json").read_text())
     fit_network(d, nodes, cpn, peers)
     row = predict_app(name, recipe, d, d / "platform.yaml", len(runs), runs)
-    row.update(share=share, nodes=nodes, cores_per_node=cpn)
+    row.update(share=share, nodes=nodes, cores_per_node=cpn,
+               quantisation=quantisation_share(d, share))
+    print(f"    quantisation share {100 * row['quantisation']:+.1f} %", flush=True)
     (d / "row.json").write_text(json.dumps(row))
     return row
 
@@ -593,7 +660,7 @@ def extrapolated_at(a, recipes: dict, names: list[str], n: int, out: Path,
     if cpn is None:
         return ""
     share = share_for(n)
-    peers = a.network_peers == "all"
+    peers = a.network_peers in ("all", "rank0")
     d = out / f"X{n}"
     # one network measurement for every application: on cores of 0.025
     # CPU it takes minutes, and the apps' messages stay below 64 KiB; the
@@ -637,7 +704,7 @@ def table_at(a, recipes: dict, names: list[str], n: int, out: Path, start: float
         return ""
     share = share_for(n)
     copies = cpn if a.replay_copies == "node" else n
-    peers = a.network_peers == "all"
+    peers = a.network_peers in ("all", "rank0")
     d = out / f"N{n}"
     with cluster_for(a, n, cpn, share) as c:
         rows = each_app(a, recipes, names, n, start, lambda name, recipe: (
@@ -654,7 +721,8 @@ def table_at(a, recipes: dict, names: list[str], n: int, out: Path, start: float
              " (network measured again for saved runs)" if a.network_again else
              " (replayed again for saved runs)" if a.replay_again else "")
     md = (f"## N={n}: {n // cpn} nodes x {cpn} virtual cores of {share:g} CPU, "
-          f"{a.rate / 1e9:g} Gbit/s links{again}\n\n" + markdown(df, recipes))
+          f"{a.rate / 1e9:g} Gbit/s links{again}\n\n" + markdown(df, recipes)
+          + quantisation_lines(df))
     print(md, flush=True)
     return md
 
@@ -699,14 +767,15 @@ def main(argv=None) -> int:
     ap.add_argument("--spacing", type=float, default=0.0, metavar="SECONDS",
                     help="the network measurement's calibrate measure --spacing: each "
                          "ping-pong timed after this much work (default 0)")
-    ap.add_argument("--network-peers", choices=("level", "all"), default="all",
+    ap.add_argument("--network-peers", choices=("level", "all", "rank0"), default="all",
                     help="each network level's latency from its median pair (all, "
-                         "the default: rank 0's small-message ping-pongs with every rank, "
+                         "the default: every pair's small-message ping-pongs, "
                          "measured after the first measurement and saved as peers1.csv; "
-                         "--predict-only uses a saved one) or from the one pair the first "
+                         "--predict-only uses a saved one; rank0: rank 0's pairs of it "
+                         "alone) or from the one pair the first "
                          "measurement has (level: rank 0 with rank 1 and with the first "
                          "rank of another node); on virtual cores each pair's latency is "
-                         "set by the quota phases (bench/probes/vcore_latency.sh)")
+                         "set by the quota phases (bench/probes/vcore_pairs_probe.py)")
     ap.add_argument("--replay-copies", choices=("all", "node"), default="all",
                     help="replay each representative as a copy on every virtual core of "
                          "the cluster (all, the default: the emulated nodes share this "
@@ -736,6 +805,9 @@ def main(argv=None) -> int:
     REPLAY_OPTIONS.extend(["--copies", a.copies])
     if a.alltoall:
         COLLECTIVES["alltoall"] = a.alltoall
+    if a.network_peers == "rank0":
+        global RANK0_PAIRS
+        RANK0_PAIRS = True
     why = unavailable()
     if why:
         print(f"virtual_cores: {why}", file=sys.stderr)

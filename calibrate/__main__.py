@@ -38,9 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                         "quotas, shared or oversubscribed nodes), where a back-to-back "
                         "loop pays the slicing on every trip")
     m.add_argument("--only-pingpongs", action="store_true",
-                   help="rank 0's ping-pongs with every other rank and nothing else: "
-                        "each pair's latency, for `calibrate fit --peers` (with "
-                        "--max-bytes 128); the full measurement's collectives over "
+                   help="every pair's ping-pongs and nothing else (round-robin rounds, "
+                        "the pairs of a round at once; a fifth column, rank, names the "
+                        "timing rank): each pair's latency, for `calibrate fit --peers` "
+                        "(with --max-bytes 128); the full measurement's collectives over "
                         "every rank take minutes on many slow ranks")
     f = sub.add_parser("fit", help="fit latency/byte time and curves per level, "
                                    "write a platform YAML")
@@ -63,9 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(min: the quietest moment; median: the typical one; mean: the "
                         "average over the machine's states)")
     f.add_argument("--peers", metavar="PEERS.csv",
-                   help="small-message ping-pongs of rank 0 with many peers (calibrate "
+                   help="small-message ping-pongs of every pair of ranks (calibrate "
                         "measure --max-bytes 128 --only-pingpongs on all ranks): each "
-                        "level's latency and curve moved to its median peer's, where pairs "
+                        "level's latency and curve moved to its median pair's, where pairs "
                         "of a level differ (virtual cores; farther or slower pairs)")
     f.add_argument("--template", metavar="PLATFORM.yaml",
                    help="write this platform with its innermost level's network replaced "

@@ -57,13 +57,16 @@ A file may hold several measurements (concatenated): each point's minimum
 is used, or with ``--combine median`` its median (the machine's typical
 moment rather than its quietest), or with ``--combine mean`` its mean (what
 many messages cost on average when the machine switches between states).
-With ``--peers`` (small-message ping-pongs of rank 0 with many peers,
+With ``--peers`` (small-message ping-pongs of every pair of ranks,
 ``calibrate measure --max-bytes 128 --only-pingpongs`` on all ranks), each level's latency
-and one-way curve move by the median over its peers' intercepts less its
-own measured one: the few peers of the full measurement stand for every
+and one-way curve move by the median over its pairs' intercepts less its
+own measured one: the few pairs of the full measurement stand for every
 pair of their level, and where pairs differ (virtual cores, whose pair
 latencies are set by their quota periods' phases; a machine with slower
-or farther pairs) the median pair is the typical one.
+or farther pairs) the median pair is the typical one.  Pairs that share
+no rank, not one rank's pairs: a rank's own state (its core's phase)
+moves all of its pairs together.  Files of rank 0's pairs alone (no
+``rank`` column, written by earlier versions) are read as such.
 """
 from __future__ import annotations
 
@@ -209,8 +212,17 @@ def read_measurements(raw):
                                     f"{df['bytes'].iat[i]} out of range")
         if df["what"].isna().any() or not pd.api.types.is_string_dtype(df["what"]):
             raise MeasurementsError(f"{p}: column what must name every row's measurement")
+        if "rank" in df.columns:
+            bad = not pd.api.types.is_integer_dtype(df["rank"]) or \
+                ((df["rank"] < 0) | (df["rank"] == df["peer"])).any()
+            if bad:
+                raise MeasurementsError(f"{p}: column rank must hold the timing rank of each "
+                                        f"pair (an integer >= 0, not its peer)")
         frames.append(df.assign(file=len(frames)))
-    return pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True)
+    # files of rank 0's measurements have no rank column
+    df["rank"] = df["rank"].fillna(0).astype(int) if "rank" in df.columns else 0
+    return df
 
 
 def _fit_level(name: str, pingpong, stream, eager_limit: int, call: float, exchange,
@@ -284,19 +296,20 @@ def _intercept(rows, combine: str) -> float:
 
 
 def peer_intercepts(raw, combine: str = "min"):
-    """Per peer of rank 0 (a Series indexed by peer), the intercept of its
-    ping-pongs in the measurements ``raw``, and the largest size they used."""
+    """Per pair (a Series indexed by (rank, peer): the timing rank and its
+    partner), the intercept of its ping-pongs in the measurements ``raw``,
+    and the largest size they used."""
     df = read_measurements(raw)
-    pp = df[(df["what"] == "pingpong") & (df["peer"] > 0)]
+    pp = df[(df["what"] == "pingpong") & (df["peer"] >= 0)]
     if pp.empty:
-        raise MeasurementsError(f"{raw}: no ping-pongs of rank 0 with a peer")
-    return (pp.groupby("peer").apply(lambda g: _intercept(g, combine)),
+        raise MeasurementsError(f"{raw}: no ping-pongs of a pair")
+    return (pp.groupby(["rank", "peer"]).apply(lambda g: _intercept(g, combine)),
             int(pp["bytes"].max()))
 
 
-def _at_median_peer(lv: dict, own, peers, most_bytes: int, combine: str) -> str:
+def _at_median_pair(lv: dict, own, peers, most_bytes: int, combine: str) -> str:
     """Move level ``lv`` (fitted to its ping-pong rows ``own``) by the
-    median of the intercepts ``peers`` (its peers') less its own
+    median of the intercepts ``peers`` (its pairs') less its own
     intercept over the same sizes (to ``most_bytes``); what it did, for
     the log."""
     own = own[own["bytes"] <= most_bytes]
@@ -304,7 +317,7 @@ def _at_median_peer(lv: dict, own, peers, most_bytes: int, combine: str) -> str:
     lv["latency"] = max(lv["latency"] + shift, 0.0)
     if "one_way" in lv:
         lv["one_way"] = [[n, max(t + shift, 0.0)] for n, t in lv["one_way"]]
-    return (f"{lv['name']} {shift * 1e3:+.3f} ms (median of {len(peers)} peers "
+    return (f"{lv['name']} {shift * 1e3:+.3f} ms (median of {len(peers)} pairs "
             f"{peers.median() * 1e3:.3f} ms, range {peers.min() * 1e3:.3f}-"
             f"{peers.max() * 1e3:.3f})")
 
@@ -315,8 +328,8 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     """A platform description (dict, the platform file's keys) fitted to the
     measurements ``raw``: a CSV path, or a list of them (several
     measurements: each point combined over them with ``combine``);
-    ``peers``: measurements of rank 0 with many peers, each level then at
-    its median peer (the module's docstring)."""
+    ``peers``: ping-pongs of many pairs, each level then at its median
+    pair (the module's docstring)."""
     df = read_measurements(raw)
     if peers is not None:
         at_peer, most_bytes = peer_intercepts(peers, combine)
@@ -355,12 +368,16 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
     stream = df[what == "stream"].copy()
     stream["one_way"] = (stream["one_way"] - _agg(df.loc[what == "stream_loop", "one_way"],
                                                   combine)).clip(0)
-    pingpong = df[what == "pingpong"]
+    pingpong = df[(what == "pingpong") & (df["rank"] == 0)]
     spans = spans or ([cores_per_node] if nodes > 1 else [])
     names = [f"span{s}" for s in spans] + ["fabric" if nodes > 1 else "node"]
 
+    def joining(a, b):
+        """The innermost level joining ranks a and b (placed block-wise)."""
+        return next((i for i, s in enumerate(spans) if a // s == b // s), len(spans))
+
     def level(peer):
-        return next((i for i, s in enumerate(spans) if peer // s == 0), len(spans))
+        return joining(0, peer)
     at = pingpong["peer"].map(level)
     warm_rows = df[what == "warmup"]
     warm_at = warm_rows["peer"].map(level)
@@ -379,9 +396,9 @@ def fit(raw, cores_per_node: int, nodes: int, spans: list[int] | None,
         if warm:
             lv["warmup"] = warm
         if peers is not None:
-            mine = at_peer[at_peer.index.map(level) == i]
+            mine = at_peer[[joining(a, b) == i for a, b in at_peer.index]]
             if len(mine):
-                said = _at_median_peer(lv, pingpong[at == i], mine, most_bytes, combine)
+                said = _at_median_pair(lv, pingpong[at == i], mine, most_bytes, combine)
                 print(f"calibrate: {said}", file=sys.stderr)
         levels.append(lv)
     if not levels:

@@ -501,12 +501,10 @@ def _warmups(w, n: int, total: int = WARMUP_BYTES) -> list:
     return rows
 
 
-def _point_to_point(w, sizes, repeats: int, spacing: float, only_pingpongs: bool = False
-                    ) -> list:
+def _point_to_point(w, sizes, repeats: int, spacing: float) -> list:
     """Rows (peer, bytes, one_way, what) of rank 0's ping-pongs and streams
     with every other rank, and its exchanges with rank 1, per size
-    (``spacing`` > 0: ping-pongs and exchanges timed after work;
-    ``only_pingpongs``: no streams nor exchanges)."""
+    (``spacing`` > 0: ping-pongs and exchanges timed after work)."""
     def timed(peer, on_zero, on_peer, n):
         if spacing > 0:
             return _after_work(w, peer, on_zero, on_peer, n, repeats, spacing)
@@ -526,8 +524,6 @@ def _point_to_point(w, sizes, repeats: int, spacing: float, only_pingpongs: bool
             t = timed(peer, ping, pong, n)
             if w.rank == 0:
                 rows.append((peer, n, t / 2, "pingpong"))
-            if only_pingpongs:
-                continue
             t = _typical_block(w, peer, *_stream(w, peer, sbuf, rbuf), WINDOW * n, repeats)
             if w.rank == 0:
                 rows.append((peer, n, t / WINDOW, "stream"))
@@ -541,20 +537,81 @@ def _point_to_point(w, sizes, repeats: int, spacing: float, only_pingpongs: bool
     return rows
 
 
+def partner(rank: int, size: int, round_: int) -> int | None:
+    """``rank``'s partner in round ``round_`` of a round-robin tournament
+    over ``size`` ranks (every pair meets once in ``rounds(size)`` rounds,
+    each rank in at most one pair a round); None: it sits the round out
+    (an odd count).  The circle method: over m = size rounded up to even,
+    ranks i, j < m - 1 meet in round (i + j) mod (m - 1), and rank m - 1
+    meets the i with 2 i = round mod (m - 1)."""
+    m = size + size % 2
+    if m < 2:
+        return None
+    if rank == m - 1:
+        other = round_ * (m // 2) % (m - 1)       # m / 2 is 2's inverse mod m - 1
+    else:
+        other = (round_ - rank) % (m - 1)
+        if other == rank:
+            other = m - 1
+    return other if other < size else None
+
+
+def rounds(size: int) -> int:
+    """The rounds of :func:`partner`'s tournament over ``size`` ranks."""
+    return max(size + size % 2 - 1, 0)
+
+
+def _every_pair(w, sizes, repeats: int) -> list:
+    """Rows (peer, bytes, one_way, what, rank) of every pair's ping-pongs,
+    on rank 0: in each round of a round-robin tournament all its pairs at
+    once (after a barrier), the lower rank of each timing the median block
+    of back-to-back trips (as _typical_block), ``rank`` that rank.  Pairs
+    of a level can differ (on virtual cores each pair's latency is set by
+    its two cores' quota phases), and rank 0's pairs all share its own:
+    a sample of pairs that share no rank is the typical pair of the
+    machine, not of rank 0."""
+    from mpi4py import MPI
+    rows = []
+    for k in range(rounds(w.size)):
+        other = partner(w.rank, w.size, k)
+        w.Barrier()
+        if other is None:
+            continue
+        for n in sizes:
+            sbuf, rbuf = message_buffer(n), message_buffer(n)
+            calls = 20 if n < (1 << 20) else 3
+            spans = []
+            for rep in range(repeats + 1):
+                t0 = MPI.Wtime()
+                for _ in range(calls):
+                    if w.rank < other:
+                        w.Send(sbuf, other, 7)
+                        w.Recv(rbuf, other, 7)
+                    else:
+                        w.Recv(rbuf, other, 7)
+                        w.Send(sbuf, other, 7)
+                if rep:                    # the first block warms up
+                    spans.append((MPI.Wtime() - t0) / calls)
+            if w.rank < other:
+                rows.append((other, n, statistics.median(spans) / 2, "pingpong", w.rank))
+    every = w.gather(rows, 0)
+    return [row for mine in every for row in mine] if w.rank == 0 else []
+
+
 def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0,
             only_pingpongs: bool = False) -> None:
     """Write the measurements CSV ``out`` (rank 0); see the module's text.
     ``spacing`` > 0: the ping-pongs and exchanges are timed one by one,
     each after that many seconds of computation (_after_work).
-    ``only_pingpongs``: rank 0's ping-pongs with every other rank and
-    nothing else, each pair's latency (``calibrate fit --peers``): the
-    rest, collectives over every rank included, cost minutes on many slow
+    ``only_pingpongs``: every pair's ping-pongs and nothing else, each
+    pair's latency (_every_pair; ``calibrate fit --peers``): the rest,
+    collectives over every rank included, cost minutes on many slow
     ranks."""
     import numpy as np
     from mpi4py import MPI
     w = MPI.COMM_WORLD
     if only_pingpongs:
-        _write(w, out, _point_to_point(w, sizes, repeats, spacing, only_pingpongs=True))
+        _write(w, out, _every_pair(w, sizes, repeats), ranked=True)
         return
     rows = _warmups(w, sizes[-1])
     rows += _point_to_point(w, sizes, repeats, spacing)
@@ -590,10 +647,12 @@ def measure(out: str, sizes=SIZES, repeats: int = 30, spacing: float = 0.0,
     _write(w, out, rows)
 
 
-def _write(w, out: str, rows: list) -> None:
-    """The measurements CSV ``out``, written by rank 0."""
+def _write(w, out: str, rows: list, ranked: bool = False) -> None:
+    """The measurements CSV ``out``, written by rank 0 (``ranked``: rows
+    of every pair, with the timing rank in a fifth column, ``rank``)."""
     if w.rank == 0:
         with open(out, "w") as f:
-            f.write("peer,bytes,one_way,what\n")
-            f.writelines(f"{p},{n},{t!r},{what}\n" for p, n, t, what in rows)
+            f.write("peer,bytes,one_way,what" + (",rank\n" if ranked else "\n"))
+            f.writelines(",".join([str(r[0]), str(r[1]), repr(r[2]), *map(str, r[3:])]) + "\n"
+                         for r in rows)
         print(f"wrote {out} ({len(rows)} points)")

@@ -325,12 +325,30 @@ def test_calibrate_times_cpu_costs_in_a_virtual_cores_own_clock(tmp_path):
         assert slow[what] > 20 * plain[what], (what, slow[what], plain[what])
 
 
-def test_calibrate_fit_moves_each_level_to_its_median_peer(tmp_path):
+def test_every_pair_meets_once_in_the_tournament():
+    """calibrate measure --only-pingpongs pairs the ranks round by round:
+    every pair exactly once, no rank twice in a round, an odd count with
+    one rank out each round."""
+    from calibrate.measure import partner, rounds
+    for size in range(1, 12):
+        met = []
+        for k in range(rounds(size)):
+            seen = {r: partner(r, size, k) for r in range(size)}
+            for r, o in seen.items():
+                assert o is None or (o != r and seen[o] == r), (size, k, r, o)
+            assert sum(o is None for o in seen.values()) == size % 2
+            met += [(r, o) for r, o in seen.items() if o is not None and r < o]
+        assert sorted(met) == [(a, b) for a in range(size) for b in range(a + 1, size)]
+
+
+def test_calibrate_fit_moves_each_level_to_its_median_pair(tmp_path):
     """calibrate fit --peers: a real measurement of one peer per level (3
     ranks: rank 1 on rank 0's node of 2 cores, rank 2 across), a real
-    small-message one with every peer (6 ranks); each level's latency and
-    curve move by its peers' median intercept less its own, and a file
-    with no ping-pongs is refused in one line."""
+    small-message one of every pair (6 ranks, 3 nodes); each level's
+    latency and curve move by its pairs' median intercept less its own; a
+    file of rank 0's pairs alone (no rank column, as earlier versions
+    wrote) moves them by rank 0's; a file with no ping-pongs is refused in
+    one line."""
     import yaml
 
     from calibrate.fit import _line
@@ -338,32 +356,40 @@ def test_calibrate_fit_moves_each_level_to_its_median_peer(tmp_path):
         p = mpirun(n, ["-m", "calibrate", "measure", "--repeats", "1", "--max-bytes", "128",
                        *only, "-o", str(tmp_path / name)], timeout=300)
         assert p.returncode == 0, p.stderr
-    peers = pd.read_csv(tmp_path / "peers1.csv")     # each peer's ping-pongs, nothing else
-    assert set(peers["what"]) == {"pingpong"} and sorted(set(peers["peer"])) == [1, 2, 3, 4, 5]
-    levels = {}
-    for key, extra in (("before", []), ("after", ["--peers", str(tmp_path / "peers1.csv")])):
-        out = tmp_path / f"{key}.yaml"
-        p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pingpong1.csv"),
-                 "--cores-per-node", "2", "--nodes", "3", *extra, "-o", str(out)])
-        levels[key] = yaml.safe_load(out.read_text())["network"]["levels"]
-        said = p.stderr
+    peers = pd.read_csv(tmp_path / "peers1.csv")     # each pair's ping-pongs, nothing else
+    assert set(peers["what"]) == {"pingpong"}
+    pairs = sorted(set(zip(peers["rank"], peers["peer"])))
+    assert pairs == [(a, b) for a in range(6) for b in range(a + 1, 6)]
+    old = peers[peers["rank"] == 0].drop(columns="rank")
+    old.to_csv(tmp_path / "rank0.csv", index=False)
 
-    def intercept(csv, peer):
+    def intercept(csv, a, b):
         d = pd.read_csv(csv)
-        d = d[(d["what"] == "pingpong") & (d["peer"] == peer)]
+        d = d[(d["what"] == "pingpong") & (d["peer"] == b) &
+              ((d["rank"] == a) if "rank" in d.columns else (a == 0))]
         return _line(d.groupby("bytes", as_index=False)["one_way"].min())[0]
-    for lv0, lv1, mine, own in ((*[levels[k][0] for k in ("before", "after")], [1], 1),
-                                (*[levels[k][1] for k in ("before", "after")], [2, 3, 4, 5], 2)):
-        typical = float(pd.Series([intercept(tmp_path / "peers1.csv", q) for q in mine]).median())
-        shift = typical - intercept(tmp_path / "pingpong1.csv", own)
-        assert lv1["latency"] == pytest.approx(max(lv0["latency"] + shift, 0.0), abs=1e-12)
-        assert [t for _, t in lv1["one_way"]] == pytest.approx(
-            [max(t + shift, 0.0) for _, t in lv0["one_way"]], abs=1e-12)
-        assert f"{lv1['name']} {shift * 1e3:+.3f} ms (median of {len(mine)} peers" in said
+    node = [(0, 1), (2, 3), (4, 5)]
+    for csv, by_level in ((tmp_path / "peers1.csv", (node, [q for q in pairs if q not in node])),
+                          (tmp_path / "rank0.csv", ([(0, 1)], [(0, q) for q in range(2, 6)]))):
+        levels = {}
+        for key, extra in (("before", []), ("after", ["--peers", str(csv)])):
+            out = tmp_path / f"{key}.yaml"
+            p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pingpong1.csv"),
+                     "--cores-per-node", "2", "--nodes", "3", *extra, "-o", str(out)])
+            levels[key] = yaml.safe_load(out.read_text())["network"]["levels"]
+            said = p.stderr
+        for i, (mine, own) in enumerate(zip(by_level, (1, 2))):
+            lv0, lv1 = levels["before"][i], levels["after"][i]
+            typical = float(pd.Series([intercept(csv, a, b) for a, b in mine]).median())
+            shift = typical - intercept(tmp_path / "pingpong1.csv", 0, own)
+            assert lv1["latency"] == pytest.approx(max(lv0["latency"] + shift, 0.0), abs=1e-12)
+            assert [t for _, t in lv1["one_way"]] == pytest.approx(
+                [max(t + shift, 0.0) for _, t in lv0["one_way"]], abs=1e-12)
+            assert f"{lv1['name']} {shift * 1e3:+.3f} ms (median of {len(mine)} pairs" in said
     pd.read_csv(tmp_path / "pingpong1.csv").query("what != 'pingpong'").to_csv(
         tmp_path / "none.csv", index=False)
     p = run([sys.executable, "-m", "calibrate", "fit", str(tmp_path / "pingpong1.csv"),
              "--cores-per-node", "2", "--nodes", "3", "--peers", str(tmp_path / "none.csv"),
              "-o", str(tmp_path / "x.yaml")], check=False)
-    assert p.returncode == 2 and "no ping-pongs of rank 0 with a peer" in p.stderr
+    assert p.returncode == 2 and "no ping-pongs of a pair" in p.stderr
     assert "Traceback" not in p.stderr and not (tmp_path / "x.yaml").exists()

@@ -78,8 +78,8 @@ def test_default_workflow_end_to_end(default_run):
 
 
 def test_calibrate_rule_prices_each_level_at_its_median_pair(tmp_path):
-    """calibrate.peers: the rule measures rank 0's small ping-pongs with
-    that many ranks beside its usual measurement and fits with --peers:
+    """calibrate.peers: the rule measures every pair's small ping-pongs
+    among that many ranks beside its usual measurement and fits with --peers:
     the platform is calibrate fit's with them (here 3 nodes of 1 core: the
     measured pair and both peers cross the fabric), not the one without."""
     import yaml
@@ -95,7 +95,7 @@ def test_calibrate_rule_prices_each_level_at_its_median_pair(tmp_path):
     cal = res / "calibrate"
     peers = pd.read_csv(cal / "peers.csv")            # ping-pongs alone
     assert set(peers["what"]) == {"pingpong"} and peers["bytes"].max() <= 128
-    assert sorted(peers["peer"].unique()) == [1, 2]
+    assert sorted(set(zip(peers["rank"], peers["peer"]))) == [(0, 1), (0, 2), (1, 2)]
     fabric = {}
     for key, extra in (("with", ["--peers", str(cal / "peers.csv")]), ("without", [])):
         run([sys.executable, "-m", "calibrate", "fit", str(cal / "pingpong.csv"),
@@ -103,11 +103,12 @@ def test_calibrate_rule_prices_each_level_at_its_median_pair(tmp_path):
         fabric[key] = yaml.safe_load((tmp_path / f"{key}.yaml").read_text())
     assert yaml.safe_load((cal / "calibrated.yaml").read_text()) == fabric["with"]
 
-    def intercept(csv, peer):      # over the peers' sizes, as the fit takes it
-        d = pd.read_csv(csv).query(f"what == 'pingpong' and peer == {peer} and bytes <= 128")
+    def intercept(d, peer):        # over the peers' sizes, as the fit takes it
+        d = d.query(f"what == 'pingpong' and peer == {peer} and bytes <= 128")
         return _line(d.groupby("bytes", as_index=False)["one_way"].min())[0]
-    shift = float(pd.Series([intercept(cal / "peers.csv", q) for q in (1, 2)]).median()) \
-        - intercept(cal / "pingpong.csv", 1)
+    shift = float(pd.Series([intercept(peers[peers["rank"] == a], b)
+                             for a, b in ((0, 1), (0, 2), (1, 2))]).median()) \
+        - intercept(pd.read_csv(cal / "pingpong.csv"), 1)
     lat = [fabric[k]["network"]["levels"][-1]["latency"] for k in ("without", "with")]
     assert shift != 0 and lat[1] == pytest.approx(max(lat[0] + shift, 0.0), abs=1e-12)
     # one rank has no peer: refused before anything runs
