@@ -372,20 +372,29 @@ def message_buffer(n: int):
 
 def _typical_block(w, peer, on_zero, on_peer, n: int, repeats: int) -> float:
     """Seconds per call of the median block of back-to-back calls (rank 0
-    runs ``on_zero``, ``peer`` runs ``on_peer``; others wait): applications
-    repeat their exchanges, and the first block, which warms up, is not
-    counted.  The median, not the fastest block: an application pays the
-    typical call, and the fastest of 30 blocks was 2-26 % below it here,
-    3-15 % at most sizes (a 1 MiB Sendrecv: 109 us fastest, 118 us
-    median, 115 us per call over 30 calls in a row).  ``n``: the bytes one
-    call moves (from 1 MiB on, fewer and shorter blocks).  Returned on rank 0."""
+    runs ``on_zero``, ``peer`` runs ``on_peer``; others wait), every block
+    after a barrier (_median_block).  Returned on rank 0."""
+    fn = on_zero if w.rank == 0 else on_peer if w.rank == peer else None
+    return _median_block(fn, n, repeats, before=w.Barrier)
+
+
+def _median_block(fn, n: int, repeats: int, before=None) -> float:
+    """Seconds per call of the median block of back-to-back calls of
+    ``fn`` (None: this rank only takes part in ``before``, run ahead of
+    every block): applications repeat their exchanges, and the first
+    block, which warms up, is not counted.  The median, not the fastest
+    block: an application pays the typical call, and the fastest of 30
+    blocks was 2-26 % below it here, 3-15 % at most sizes (a 1 MiB
+    Sendrecv: 109 us fastest, 118 us median, 115 us per call over 30
+    calls in a row).  ``n``: the bytes one call moves (from 1 MiB on,
+    fewer and shorter blocks)."""
     from mpi4py import MPI
     calls = 20 if n < (1 << 20) else 3
     reps = repeats if n < (1 << 20) else max(9, repeats // 3)
     spans = []
     for rep in range(reps + 1):
-        w.Barrier()
-        fn = on_zero if w.rank == 0 else on_peer if w.rank == peer else None
+        if before is not None:
+            before()
         if fn is None:
             continue
         t0 = MPI.Wtime()
@@ -565,12 +574,11 @@ def _every_pair(w, sizes, repeats: int) -> list:
     """Rows (peer, bytes, one_way, what, rank) of every pair's ping-pongs,
     on rank 0: in each round of a round-robin tournament all its pairs at
     once (after a barrier), the lower rank of each timing the median block
-    of back-to-back trips (as _typical_block), ``rank`` that rank.  Pairs
+    of back-to-back trips (_median_block), ``rank`` that rank.  Pairs
     of a level can differ (on virtual cores each pair's latency is set by
     its two cores' quota phases), and rank 0's pairs all share its own:
     a sample of pairs that share no rank is the typical pair of the
     machine, not of rank 0."""
-    from mpi4py import MPI
     rows = []
     for k in range(rounds(w.size)):
         other = partner(w.rank, w.size, k)
@@ -579,21 +587,17 @@ def _every_pair(w, sizes, repeats: int) -> list:
             continue
         for n in sizes:
             sbuf, rbuf = message_buffer(n), message_buffer(n)
-            calls = 20 if n < (1 << 20) else 3
-            spans = []
-            for rep in range(repeats + 1):
-                t0 = MPI.Wtime()
-                for _ in range(calls):
-                    if w.rank < other:
-                        w.Send(sbuf, other, 7)
-                        w.Recv(rbuf, other, 7)
-                    else:
-                        w.Recv(rbuf, other, 7)
-                        w.Send(sbuf, other, 7)
-                if rep:                    # the first block warms up
-                    spans.append((MPI.Wtime() - t0) / calls)
+
+            def ping():
+                w.Send(sbuf, other, 7)
+                w.Recv(rbuf, other, 7)
+
+            def pong():
+                w.Recv(rbuf, other, 7)
+                w.Send(sbuf, other, 7)
+            t = _median_block(ping if w.rank < other else pong, n, repeats)
             if w.rank < other:
-                rows.append((other, n, statistics.median(spans) / 2, "pingpong", w.rank))
+                rows.append((other, n, t / 2, "pingpong", w.rank))
     every = w.gather(rows, 0)
     return [row for mine in every for row in mine] if w.rank == 0 else []
 
