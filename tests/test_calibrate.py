@@ -393,3 +393,16 @@ def test_calibrate_fit_moves_each_level_to_its_median_pair(tmp_path):
              "-o", str(tmp_path / "x.yaml")], check=False)
     assert p.returncode == 2 and "no ping-pongs of a pair" in p.stderr
     assert "Traceback" not in p.stderr and not (tmp_path / "x.yaml").exists()
+
+
+def test_a_pairs_file_whose_rank_column_is_wrong_is_refused(tmp_path):
+    """calibrate fit --peers refuses a pairs file whose rank is its peer
+    (or negative) in one line naming the file, and writes nothing."""
+    good = tmp_path / "pingpong.csv"
+    good.write_text("peer,bytes,one_way,what\n1,0,1e-6,pingpong\n1,8,2e-6,pingpong\n")
+    bad = tmp_path / "pairs.csv"
+    bad.write_text("peer,bytes,one_way,what,rank\n1,0,1e-6,pingpong,1\n")
+    p = run([sys.executable, "-m", "calibrate", "fit", str(good), "--cores-per-node", "2",
+             "--peers", str(bad), "-o", str(tmp_path / "x.yaml")], check=False)
+    assert p.returncode == 2 and f"{bad}: column rank must hold the timing rank" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "x.yaml").exists()
