@@ -383,3 +383,14 @@ def test_study_and_components_inputs_fail_with_one_message(tmp_path):
     p = run([sys.executable, "-m", "scaling", "fit", str(tmp_path / "c.csv"), "--components",
              "comp,comm", "--predict", "16"], check=False)
     assert p.returncode == 2 and "no column(s) ['comm'] for --components" in p.stderr
+
+
+def test_the_benchmark_coverage_bounds_are_exact_binomial_ones():
+    # all held: the lower bound solves p**n = tail; none held: the upper,
+    # (1 - p)**n = tail; a partial count lies strictly inside, around its share
+    sys.path.insert(0, str(ROOT / "bench"))
+    from scaling_models import coverage_bounds
+    low, high = coverage_bounds([25, 0, 9], [25, 10, 10])
+    assert low[0] == pytest.approx(0.025 ** (1 / 25)) and high[0] == 1.0
+    assert low[1] == 0.0 and high[1] == pytest.approx(1 - 0.025 ** (1 / 10))
+    assert 0 < low[2] < 0.9 < high[2] < 1
