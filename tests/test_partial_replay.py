@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import EXAMPLES, mpirun, run, trace
+from conftest import EXAMPLES, ROOT, mpirun, run, trace
 
 from replay.loops import Loop, fill, find_loop, plan
 
@@ -177,3 +177,25 @@ def test_a_damaged_plan_or_side_file_is_refused_in_one_line(jacobi_partial, tmp_
              str(tmp_path / "rp"), "-o", str(tmp_path / "c.csv")], check=False)
     assert p.returncode == 2 and "not finalize: the file was cut" in p.stderr
     assert not (tmp_path / "c.csv").exists()
+
+
+def test_a_whole_replay_cut_where_the_partial_one_stopped_expands_like_it(jacobi_partial,
+                                                                        tmp_path):
+    """The partial-replay benchmark's paired figure: the whole replay cut at
+    the partial replay's stop, expanded as a partial replay is."""
+    d = jacobi_partial
+    sys.path.insert(0, str(ROOT / "bench"))
+    from partial_replay import cut_like
+    cut_like(d / "rp_whole", d / "rp_cut", tmp_path / "rp")
+    for part in (d / "rp_cut").rglob("rank*.csv"):
+        mine = tmp_path / "rp" / part.relative_to(d / "rp_cut")
+        assert len(pd.read_csv(mine)) == len(pd.read_csv(part)), mine
+        assert mine.with_suffix(".partial.json").read_text() == \
+            part.with_suffix(".partial.json").read_text()
+    assert (tmp_path / "rp" / "variability_rank0.csv").exists()
+    run([sys.executable, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
+         str(tmp_path / "rp"), "-o", str(tmp_path / "c.csv")])
+    full, cut = pd.read_csv(d / "compute_whole.csv"), pd.read_csv(tmp_path / "c.csv")
+    assert (full[["rank", "seq"]] == cut[["rank", "seq"]]).all().all()
+    # the same spans, the later iterations filled with the replayed ones' mean
+    assert 0.5 < cut["comp"].sum() / full["comp"].sum() < 2.0
