@@ -101,13 +101,16 @@ def cut_like(whole: Path, partial: Path, out: Path) -> None:
     predicts from the very spans of the whole replay: the difference is the
     method's own (the later iterations against the mean of the replayed
     ones), free of the noise between one replay and another."""
+    from contracts.replayed import partial_path, read_partial_replay
     from replay.run import measure_variability
     from replay.variability import copies_in, round_dirs
     shutil.rmtree(out, ignore_errors=True)
+    # each representative's stop, read (and checked) as expand reads it
     stops = {}
-    for side in partial.glob("rank*.partial.json"):
-        stop = json.loads(side.read_text())
-        stops[int(stop["rank"])] = (side.read_text(), int(stop["rows"]))
+    for kept in partial.glob("rank*.csv"):
+        stop = read_partial_replay(str(kept))
+        if stop:
+            stops[stop["rank"]] = (partial_path(str(kept)), stop["rows"])
     for src in whole.rglob("rank*.*"):
         own = re.fullmatch(r"rank(\d+)\.(csv|out)", src.name)
         if not own:
@@ -116,14 +119,15 @@ def cut_like(whole: Path, partial: Path, out: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         rank = int(own.group(1))
         if own.group(2) == "csv" and rank in stops:
-            text, rows = stops[rank]
+            side, rows = stops[rank]
             lines = src.read_text().splitlines(keepends=True)
             dst.write_text("".join(lines[:rows + 1]))       # the header and its rows
-            dst.with_suffix(".partial.json").write_text(text)
+            shutil.copyfile(side, partial_path(str(dst)))
         else:
             shutil.copyfile(src, dst)
+    rounds = round_dirs(str(out))
     for v in whole.glob("variability_rank*.csv"):
-        rank, rounds = int(v.stem[len("variability_rank"):]), round_dirs(str(out))
+        rank = int(v.stem[len("variability_rank"):])
         cores = pd.read_csv(v)["core"].tolist()        # as the whole replay's copies ran
         measure_variability([rank], str(out), rounds, copies_in(rounds[0], rank), cores)
 
