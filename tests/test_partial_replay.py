@@ -2,6 +2,7 @@
 that stops at its cut, and expand filling in the iterations not replayed."""
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -186,12 +187,14 @@ def test_a_whole_replay_cut_where_the_partial_one_stopped_expands_like_it(jacobi
     d = jacobi_partial
     sys.path.insert(0, str(ROOT / "bench"))
     from partial_replay import cut_like
+
+    from contracts.replayed import partial_path
     cut_like(d / "rp_whole", d / "rp_cut", tmp_path / "rp")
     for part in (d / "rp_cut").rglob("rank*.csv"):
         mine = tmp_path / "rp" / part.relative_to(d / "rp_cut")
         assert len(pd.read_csv(mine)) == len(pd.read_csv(part)), mine
-        assert mine.with_suffix(".partial.json").read_text() == \
-            part.with_suffix(".partial.json").read_text()
+        assert Path(partial_path(str(mine))).read_text() == \
+            Path(partial_path(str(part))).read_text()
     assert (tmp_path / "rp" / "variability_rank0.csv").exists()
     run([sys.executable, "-m", "replay.expand", str(d / "trace"), str(d / "reps.csv"),
          str(tmp_path / "rp"), "-o", str(tmp_path / "c.csv")])
