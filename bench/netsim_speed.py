@@ -1,6 +1,7 @@
 """Simulator speed and memory on generated workloads.
 
     python bench/netsim_speed.py [--ranks 1024,16384,262144] [--ops 4000000] [--million]
+        [--workloads halo+allreduce,...] [--topology [--flows [--exact]]]
 
 Workloads (every rank the same pattern, generated straight into schedule
 arrays; ``iters`` chosen so that each run has about ``--ops`` operations):
@@ -20,7 +21,10 @@ ranks fit in memory.  ``--topology`` runs the same on a 4:1 tapered fat
 tree of 16 nodes per leaf (its links contended) and on the same platform
 without it (NIC contention only), side by side: the lowering's and the
 links' cost, as a ratio of whole-run seconds; ``--flows`` adds the same
-tree with ``sharing: rtt_flows`` (max-min flows, netsim/flows.py).  The
+tree with ``sharing: rtt_flows`` (max-min flows, netsim/flows.py, at
+its default reach), and ``--exact`` that with ``reach: 0`` (every flow a
+change can move solved again) beside it, with the two predictions'
+difference.  The
 first call compiles the engine (numba, cached on disk afterwards); a
 warm-up run keeps that out of the figures.
 Goal: >= 1M events/s on one core; 1M ranks within 24 GB.
@@ -176,8 +180,13 @@ def main():
     ap.add_argument("--ranks", default="1024,16384,262144")
     ap.add_argument("--ops", type=int, default=4_000_000, help="about this many ops per run")
     ap.add_argument("--million", action="store_true", help="also 1,048,576 ranks (memory)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="comma-separated, of " + ", ".join(WORKLOADS))
     ap.add_argument("--flows", action="store_true",
                     help="with --topology: the fat tree with sharing: rtt_flows too")
+    ap.add_argument("--exact", action="store_true",
+                    help="with --flows: the exact solve (reach 0) too, and its prediction "
+                         "against the default reach's")
     ap.add_argument("--topology", action="store_true",
                     help="each case also on a tapered fat tree, against NIC contention alone")
     a = ap.parse_args()
@@ -197,7 +206,12 @@ def main():
 def cases(a):
     """(workload, ranks, iterations, schedule) per case asked for, each
     schedule generated only when its turn comes."""
-    asked = [(name, int(p)) for p in a.ranks.split(",") for name in WORKLOADS]
+    unknown = set(a.workloads.split(",")) - set(WORKLOADS)
+    if unknown:
+        raise SystemExit(f"netsim_speed: no workload {sorted(unknown)}; "
+                         f"there are {', '.join(WORKLOADS)}")
+    asked = [(name, int(p)) for p in a.ranks.split(",") for name in WORKLOADS
+             if name in a.workloads.split(",")]
     if a.million:
         asked.append(("halo+allreduce", 1 << 20))
     for name, p in asked:
@@ -216,23 +230,33 @@ def topology_ratio(a) -> None:
     tree = from_dict(dict(PLATFORM, network=dict(net, topology=fat_tree)), "fat-tree")
     flows = from_dict(dict(PLATFORM, network=dict(net, topology=dict(
         fat_tree, sharing="rtt_flows"))), "fat-tree-flows")
-    platforms = (("plain", plain), ("tree", tree)) + ((("flows", flows),) if a.flows else ())
+    exact = from_dict(dict(PLATFORM, network=dict(net, topology=dict(
+        fat_tree, sharing="rtt_flows", reach=0))), "fat-tree-exact")
+    platforms = (("plain", plain), ("tree", tree)) + ((("flows", flows),) if a.flows else ()) \
+        + ((("exact", exact),) if a.flows and a.exact else ())
     for _, plat in platforms:
         run(halo_allreduce(64, 2), plat)
     print(f"{'workload':<20}{'ranks':>9}{'ops':>12}{'NIC only s':>12}{'fat tree s':>12}"
           f"{'ratio':>7}" + (f"{'flows s':>10}{'ratio':>7}" if a.flows else "")
+          + (f"{'exact s':>10}{'ratio':>7}{'pred':>9}" if a.flows and a.exact else "")
           + f"{'peak GB':>9}")
     for name, p, _, s in cases(a):
         best = {key: float("inf") for key, _ in platforms}
-        for _ in range(1 if p >= (1 << 20) else 3):
+        predicted = {}
+        # the exact solve takes minutes a run from 8,192 ranks: once there
+        for k in range(1 if p >= (1 << 20) else 3):
             for key, plat in platforms:
-                if key == "flows" and p >= (1 << 20):
+                if key in ("flows", "exact") and p >= (1 << 20) or \
+                        key == "exact" and p >= 8192 and k:
                     continue
                 t0 = time.perf_counter()
-                run(s, plat)
+                predicted[key] = run(s, plat).predicted_time
                 best[key] = min(best[key], time.perf_counter() - t0)
         flowing = (f"{best['flows']:>10.2f}{best['flows'] / best['plain']:>7.2f}"
                    if a.flows else "")
+        if a.flows and a.exact:
+            flowing += (f"{best['exact']:>10.2f}{best['exact'] / best['plain']:>7.2f}"
+                        f"{predicted['flows'] / predicted['exact'] - 1:>+9.4%}")
         print(f"{name:<20}{p:>9}{len(s):>12}{best['plain']:>12.2f}{best['tree']:>12.2f}"
               f"{best['tree'] / best['plain']:>7.2f}{flowing}{peak_gb():>9.2f}", flush=True)
         del s

@@ -195,7 +195,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
              ndeps, succ_ptr, succ_idx, isucc_ptr, isucc_idx,
              core, cores_per_node, span, lat, wire, occupy,
              o_s, o_r, O_s, O_r, gap, eager, reply, ack, contention, nranks, room,
-             route, route_ptr, route_links, link_lat, link_bt, level_bt, flows, rtt):
+             route, route_ptr, route_links, link_lat, link_bt, level_bt, flows, rtt,
+             reach=0):
     """Run the schedule.  Returns (start, end, matched, coll_last,
     link_busy, events); events is OUT_OF_ROOM if the heap needed more than
     ``room`` entries; link_busy the seconds each topology link carried a
@@ -205,7 +206,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     message between nodes is a flow instead, sharing its NICs and links
     max-min fairly with the others in flight (netsim/flows.py); with
     ``rtt`` too (``sharing: rtt_flows``), in inverse proportion to its
-    route's latency, as TCP shares a bottleneck.
+    route's latency, as TCP shares a bottleneck; ``reach`` > 0 bounds
+    how far one flow's start or end moves the others' rates, in links
+    (netsim/flows.py, ``affected``; 0: as far as they are linked).
 
     ``ndeps`` (each op's number of dependencies) is counted down in place;
     the graph's arrays give op indices in one integer type, which the
@@ -515,7 +518,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 resolve(t, fl_new, nnew, ngone, above, act, na, fl_left, fl_since, fl_end,
                         fl_rate, fl_level, fl_unit, fl_phi, route, route_ptr, route_links,
                         link_bt, contention, fl_out, fl_in, cap, weight, count, first, used,
-                        load, held, per, on_head, on_next, seen_link, seen_op)
+                        load, held, per, on_head, on_next, seen_link, seen_op, reach)
                 nnew = 0
                 due = np.inf
                 for a in range(na):

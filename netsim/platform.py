@@ -514,7 +514,7 @@ _TOPOLOGY_KEYS = {"fat_tree": (("leaf_nodes", "up_links"),
                                 ("local_links", "global_links", "routing", "seed",
                                  "global_byte_time", "global_latency"))}
 # what every kind takes
-_TOPOLOGY_ANY = ["hop_latency", "link_byte_time", "sharing"]
+_TOPOLOGY_ANY = ["hop_latency", "link_byte_time", "sharing", "reach"]
 
 
 def _check_topology(t: dict, nodes: int, source: str) -> None:

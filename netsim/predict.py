@@ -94,7 +94,8 @@ def run(s: Schedule, platform) -> Result:
             platform.O_send, platform.O_recv, platform.gap, eager, s.reply, ack,
             platform.contention,
             s.nranks, room, route, route_ptr, route_links, link_lat, link_bt, bt,
-            sharing in ("flows", "rtt_flows"), sharing == "rtt_flows"))
+            sharing in ("flows", "rtt_flows"), sharing == "rtt_flows",
+            platform.topology.reach if platform.topology is not None else 0))
     if np.isnan(end).any():
         raise ScheduleError(deadlock_report(s, start, end, matched))
     _finite(end)

@@ -57,12 +57,19 @@ NIC, and is that much later through a slower one.
 each link serves them in the order they reach it), ``flows`` (max-min
 fair rates of every flow in flight, netsim/flows.py) or ``rtt_flows``
 (those rates in inverse proportion to each route's latency, as TCP's).
+With flows, ``reach`` says how far, in links, a flow that starts or ends
+moves the others' rates (default 2: the flows on its links, and those on
+theirs); 0 solves again every flow linked to it however far (exact
+max-min, slow at thousands of ranks; netsim/flows.py says why).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+
+# flows solved again around a start or end, in links (netsim/flows.py)
+REACH = 2
 
 
 @dataclass
@@ -88,6 +95,7 @@ class Topology:
     global_latency: float | None = None   # dragonfly's global links (None: hop_latency)
     global_byte_time: float = 0.0     # dragonfly's global links (0: link_byte_time)
     sharing: str = "queues"           # or "flows": max-min sharing (netsim/flows.py)
+    reach: int = REACH                # flows: how far, in links, one change moves rates
 
     @classmethod
     def from_dict(cls, d: dict) -> Topology:
@@ -110,6 +118,7 @@ class Topology:
         return {"kind": self.kind, **{k: getattr(self, k) for k in own},
                 "hop_latency": self.hop_latency, "link_byte_time": self.link_byte_time,
                 "sharing": self.sharing,
+                **({"reach": self.reach} if self.sharing != "queues" else {}),
                 **({"global_byte_time": self.global_byte_time} if self.kind == "dragonfly"
                    else {}),
                 **({"global_latency": self.global_latency}

@@ -477,6 +477,35 @@ def test_flows_alone_on_their_links_are_timed_as_queues(sharing):
         pytest.approx(flows(shift, tree).predicted_time, rel=1e-12)
 
 
+def test_reach_bounds_how_far_one_flow_moves_the_others():
+    """A topology's ``reach``: 300 messages of 1 to 100 kB started at
+    random times among 16 ranks on a 2:1 tapered tree.  A reach longer
+    than any chain of linked flows (100 links) is the exact solve (0) to
+    the last bit; 1 (only the flows on a changed flow's links solved
+    again) moves the prediction, by little; a negative reach is refused,
+    the key named."""
+    def staggered(reach):
+        rng = np.random.default_rng(3)
+        B = Builder(16)
+        for k in range(300):
+            src, dst = (int(x) for x in rng.choice(16, 2, replace=False))
+            size = int(rng.integers(1000, 100000))
+            c = B.op(CALC, src, [], dur=float(rng.uniform(0, 50 * US)))
+            B.op(SEND, src, [(c, False)], peer=dst, size=size, tag=k)
+            B.op(RECV, dst, [], peer=src, size=size, tag=k)
+        tree = {"kind": "fat_tree", "leaf_nodes": 2, "up_links": 1, "sharing": "rtt_flows",
+                "reach": reach}
+        net = {"eager_limit": 1000000, "topology": tree}
+        return simulate(B.done(), platform(network=net)).predicted_time
+    exact = staggered(0)
+    assert staggered(100) == exact
+    near = staggered(1)
+    assert near != exact
+    assert near == pytest.approx(exact, rel=0.01)
+    with pytest.raises(PlatformError, match="reach"):
+        staggered(-1)
+
+
 def test_links_of_their_own_latency():
     """A link's own latency in place of hop_latency: a fat tree's per level
     of links, a dragonfly's global links; the others keep hop_latency."""
@@ -1144,6 +1173,75 @@ def test_simulator_start_up_skips_only_numbas_blas_check():
     assert r.returncode == 0, r.stderr
 
 
+def _random_flows(rng, trial):
+    """Random flows over random links of random speeds for netsim.flows'
+    tests: weighted on odd trials, NICs on two trials of three.  Returns
+    the flow count, the links' count with the NICs, the arguments every
+    function of netsim.flows takes about the flows (``fixed``) and those
+    that say where they are (``where``)."""
+    nlinks, nnodes, nf = rng.integers(3, 12), rng.integers(2, 6), rng.integers(4, 40)
+    routes = [rng.choice(nlinks, size=rng.integers(0, 4), replace=False) for _ in range(nf)]
+    ptr = np.concatenate([[0], np.cumsum([len(r) for r in routes])]).astype(np.int64)
+    links = np.concatenate(routes + [np.zeros(0)]).astype(np.int64)
+    route = np.arange(nf, dtype=np.int64)
+    link_bt = np.where(rng.random(nlinks) < 0.5, 0.0, rng.uniform(0.5, 2, nlinks))
+    unit = rng.uniform(0.5, 2, nf)
+    phi = rng.uniform(0.2, 3, nf) if trial % 2 else np.ones(nf)
+    out_nic = nlinks + rng.integers(0, nnodes, nf)
+    in_nic = nlinks + nnodes + rng.integers(0, nnodes, nf)
+    nic = bool(trial % 3)
+    return (nf, nlinks + 2 * nnodes, (unit, phi, route, ptr, links, link_bt, nic, out_nic, in_nic),
+            (route, ptr, links, nic, out_nic, in_nic))
+
+
+def _holds(op, where):
+    """The links flow ``op`` holds (``where`` as ``_random_flows``')."""
+    _, ptr, links, nic, out_nic, in_nic = where
+    return list(links[ptr[op]:ptr[op + 1]]) + ([out_nic[op], in_nic[op]] if nic else [])
+
+
+def _churn(rng, nf, fixed, where, ntotal, reach):
+    """Flows of ``_random_flows`` starting and ending a few at a time, each
+    change solved again with ``affected`` (``reach``) and ``reshare``.
+    Yields after each change: the flows in flight, every flow's rate, the
+    flows solved again, what they take of each link (``load``) and their
+    weight on it (``held``), the links' lists (per, head, next), and
+    ``before``: the flows that started or ended, the change's level, the
+    rates and levels before it, and the flows the exact walk (reach 0)
+    would solve again."""
+    import netsim.flows as fl
+    cap, weight, count, first, used, load, held = fl.workspace(ntotal)
+    per, head, nxt, prv, seen_link, seen_op = fl.lists(ntotal, nf, where[1], where[3])
+    waiting = list(rng.permutation(nf))
+    act, na = np.empty(nf, np.int64), 0
+    rate, level = np.zeros(nf), np.zeros(nf)
+    while waiting or na > 1:
+        above = np.inf
+        gone = rng.choice(na, size=rng.integers(0, min(3, na) + 1), replace=False) if na else []
+        for g in gone:
+            above = min(above, level[act[g]])
+            fl.release(act[g], level, *fixed, load, held, per, head, nxt, prv)
+        seeds = [act[g] for g in gone]
+        keep = [act[a] for a in range(na) if a not in gone]
+        new = np.array([waiting.pop() for _ in range(min(len(waiting), rng.integers(0, 4)))],
+                       np.int64)
+        for op in new:
+            fl.enter(op, level, *fixed, held, per, head, nxt, prv)
+        na = len(keep) + len(new)
+        act[:na] = keep + list(new)
+        if len(new):
+            above = min(above, fl.quiet_below(new, len(new), *fixed, weight, load, held))
+        walk = (np.array(list(new) + seeds, np.int64), len(new) + len(seeds), len(new), above,
+                na, level, *where, per, head, nxt, seen_link, seen_op)
+        exact, nexact = fl.affected(*walk, 0)
+        before = (list(new) + seeds, above * (1 - 1e-9), rate.copy(), level.copy(),
+                  set(exact[:nexact].tolist()))
+        sub, ns = fl.affected(*walk, reach)
+        fl.reshare(sub, ns, rate, level, *fixed, cap, weight, count, first, used, load)
+        assert not seen_link.any() and not seen_op.any()
+        yield act[:na], rate, sub[:ns], before, load, held, (per, head, nxt)
+
+
 def test_flows_solved_again_only_where_starts_and_ends_can_change_them():
     """netsim.flows: after flows end (``release``d) and start (``enter``ed),
     solving again only the flows ``affected`` finds (linked to them
@@ -1153,71 +1251,60 @@ def test_flows_solved_again_only_where_starts_and_ends_can_change_them():
     and not, with and without NICs, a few ending and starting at a time;
     what they take of each link agrees, and so do the links' lists."""
     import netsim.flows as fl
-    affected, enter, lists, quiet_below = fl.affected, fl.enter, fl.lists, fl.quiet_below
-    release, reshare, share, workspace = fl.release, fl.reshare, fl.share, fl.workspace
     rng = np.random.default_rng(7)
     solved_again = solved_whole = 0
     for trial in range(400):
-        nlinks, nnodes, nf = rng.integers(3, 12), rng.integers(2, 6), rng.integers(4, 40)
-        routes = [rng.choice(nlinks, size=rng.integers(0, 4), replace=False) for _ in range(nf)]
-        ptr = np.concatenate([[0], np.cumsum([len(r) for r in routes])]).astype(np.int64)
-        links = np.concatenate(routes + [np.zeros(0)]).astype(np.int64)
-        route = np.arange(nf, dtype=np.int64)
-        link_bt = np.where(rng.random(nlinks) < 0.5, 0.0, rng.uniform(0.5, 2, nlinks))
-        unit = rng.uniform(0.5, 2, nf)
-        phi = rng.uniform(0.2, 3, nf) if trial % 2 else np.ones(nf)
-        out_nic = nlinks + rng.integers(0, nnodes, nf)
-        in_nic = nlinks + nnodes + rng.integers(0, nnodes, nf)
-        nic = bool(trial % 3)
-        fixed = (unit, phi, route, ptr, links, link_bt, nic, out_nic, in_nic)
-        where = (route, ptr, links, nic, out_nic, in_nic)
-        cap, weight, count, first, used, load, held = workspace(nlinks + 2 * nnodes)
-        per, head, nxt, prv, seen_link, seen_op = lists(len(cap), nf, ptr, nic)
-        waiting = list(rng.permutation(nf))
-        act, na = np.empty(nf, np.int64), 0
-        rate, level = np.zeros(nf), np.zeros(nf)
-        while waiting or na > 1:
-            above = np.inf
-            gone = rng.choice(na, size=rng.integers(0, min(3, na) + 1), replace=False) \
-                if na else []
-            for g in gone:
-                above = min(above, level[act[g]])
-                release(act[g], level, *fixed, load, held, per, head, nxt, prv)
-            seeds = [act[g] for g in gone]
-            keep = [act[a] for a in range(na) if a not in gone]
-            new = np.array([waiting.pop() for _ in range(min(len(waiting),
-                                                             rng.integers(0, 4)))], np.int64)
-            for op in new:
-                enter(op, level, *fixed, held, per, head, nxt, prv)
-            na = len(keep) + len(new)
-            act[:na] = keep + list(new)
-            if len(new):
-                above = min(above, quiet_below(new, len(new), *fixed, weight, load, held))
-            sub, ns = affected(np.array(list(new) + seeds, np.int64), len(new) + len(seeds),
-                               len(new), above, na, level, *where, per, head, nxt, seen_link,
-                               seen_op)
-            reshare(sub, ns, rate, level, *fixed, cap, weight, count, first, used, load)
-            solved_again += ns
-            solved_whole += na
-            whole, whole_level, fresh = np.zeros(nf), np.zeros(nf), workspace(nlinks + 2 * nnodes)
-            share(act, na, whole, whole_level, *fixed, *fresh)
-            assert rate[act[:na]] == pytest.approx(whole[act[:na]], abs=1e-12), trial
+        nf, ntotal, fixed, where = _random_flows(rng, trial)
+        for act, rate, sub, _, load, held, (per, head, nxt) in _churn(rng, nf, fixed, where,
+                                                                      ntotal, 0):
+            solved_again += len(sub)
+            solved_whole += len(act)
+            whole, whole_level, fresh = np.zeros(nf), np.zeros(nf), fl.workspace(ntotal)
+            fl.share(act, len(act), whole, whole_level, *fixed, *fresh)
+            assert rate[act] == pytest.approx(whole[act], abs=1e-12), trial
             assert load == pytest.approx(fresh[5], abs=1e-12), trial
             assert held == pytest.approx(fresh[6], abs=1e-12), trial
-            on = {int(i): [] for i in range(len(cap))}      # the lists hold the flows
-            for i in on:
-                s = head[i]
+            for i in range(ntotal):                     # the lists hold the flows
+                on, s = [], head[i]
                 while s >= 0:
-                    on[i].append(s // per)
+                    on.append(s // per)
                     s = nxt[s]
-            for i in on:
-                holders = [op for op in act[:na] for q in range(
-                    ptr[op], ptr[op + 1] + (2 if nic else 0))
-                    if (links[q] if q < ptr[op + 1] else out_nic[op] if q == ptr[op + 1]
-                        else in_nic[op]) == i]
-                assert sorted(on[i]) == sorted(holders), trial
-            assert not seen_link.any() and not seen_op.any()
+                assert sorted(on) == sorted(op for op in act if i in _holds(op, where)), trial
     assert solved_again < 0.8 * solved_whole       # fewer than all, on these random flows
+
+
+def test_flows_within_reach_solved_again_and_no_link_overfull():
+    """netsim.flows with a reach of 1 or 2 links: every flow on the
+    changed flows' links (frozen at or above the change's level) is solved
+    again, the flows beyond the reach keep their rates, no link carries
+    more than its capacity, and every flow in flight moves (rate > 0),
+    over the same random flows and changes as the exact solve's test; and
+    the reach leaves out flows that the exact walk takes in."""
+    from netsim.flows import FULL
+    rng = np.random.default_rng(11)
+    fewer = 0
+    for trial in range(300):
+        nf, ntotal, fixed, where = _random_flows(rng, trial)
+        unit, link_bt = fixed[0], fixed[5]
+        for act, rate, sub, before, *_ in _churn(rng, nf, fixed, where, ntotal,
+                                                 1 + trial % 2):
+            solved = set(sub.tolist())
+            changed, above, was, was_level, exact = before
+            assert solved <= exact, trial
+            fewer += len(solved) < len(exact)
+            near = {i for op in changed for i in _holds(op, where)}
+            used = np.zeros(ntotal)
+            for op in act:
+                assert 0.0 < rate[op] <= FULL, trial
+                if was_level[op] >= above and near & set(_holds(op, where)):
+                    assert op in solved, trial
+                if op not in solved:
+                    assert rate[op] == was[op], trial
+                for i in _holds(op, where):
+                    bt = link_bt[i] if i < len(link_bt) else 0.0
+                    used[i] += rate[op] * (bt / unit[op] if bt > 0 else 1.0)
+            assert (used <= 1.0 + 1e-9).all(), trial
+    assert fewer > 0
 
 
 def test_flows_share_many_links_as_a_plain_progressive_filling_does():
