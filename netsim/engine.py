@@ -50,8 +50,9 @@ messages of a NIC:
   between nodes is instead a flow from its start (above) to its last
   byte, holding both NICs and its route's links at a rate that the
   FLOWS event solves again whenever flows start or end (netsim/flows.py:
-  only the flows the change can move); it arrives its route's latency
-  after its last byte left.
+  only the flows the change can move, within the topology's ``reach``;
+  their ends wait in a heap); it arrives its route's latency after its
+  last byte left.
 
 These are LogGOPSim's rules (Hoefler, Schneider, Lumsdaine, HPDC 2010),
 plus network levels (after Klinov's multi-level model) and NIC contention.
