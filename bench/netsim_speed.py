@@ -206,12 +206,13 @@ def main():
 def cases(a):
     """(workload, ranks, iterations, schedule) per case asked for, each
     schedule generated only when its turn comes."""
-    unknown = set(a.workloads.split(",")) - set(WORKLOADS)
+    wanted = a.workloads.split(",")
+    unknown = set(wanted) - set(WORKLOADS)
     if unknown:
         raise SystemExit(f"netsim_speed: no workload {sorted(unknown)}; "
                          f"there are {', '.join(WORKLOADS)}")
     asked = [(name, int(p)) for p in a.ranks.split(",") for name in WORKLOADS
-             if name in a.workloads.split(",")]
+             if name in wanted]
     if a.million:
         asked.append(("halo+allreduce", 1 << 20))
     for name, p in asked:
