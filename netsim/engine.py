@@ -148,6 +148,74 @@ def _pop(ht, hp, n):
     return t, payload
 
 
+# ---- the flows' ends: a heap of (end time, flow) entries (ties: the lower
+# flow first, as the event heap breaks them) with each flow's place in it,
+# so that a flow solved again moves within it rather than leaving a stale
+# entry behind.  The times live in the heap itself: comparisons read two
+# small arrays, not the per-op arrays of millions of entries.
+@njit(cache=True, inline="always")
+def _ends_place(ht, hq, at, i, t, op):
+    """Put (t, op) at place i."""
+    ht[i] = t
+    hq[i] = op
+    at[op] = i
+
+
+@njit(cache=True, inline="always")
+def _ends_up(ht, hq, at, i, t, op):
+    """Place (t, op) at i or above, as far toward the root as it ends
+    sooner than the parents there; returns its place."""
+    while i > 0:
+        parent = (i - 1) >> 1
+        if ht[parent] < t or (ht[parent] == t and hq[parent] < op):
+            break
+        _ends_place(ht, hq, at, i, ht[parent], hq[parent])
+        i = parent
+    _ends_place(ht, hq, at, i, t, op)
+    return i
+
+
+@njit(cache=True, inline="always")
+def _ends_down(ht, hq, at, n, i, t, op):
+    """Place (t, op) at i or below, as far from the root as a child there
+    ends sooner."""
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hq[c + 1] < hq[c])):
+            c += 1
+        if t < ht[c] or (t == ht[c] and op < hq[c]):
+            break
+        _ends_place(ht, hq, at, i, ht[c], hq[c])
+        i = c
+    _ends_place(ht, hq, at, i, t, op)
+
+
+@njit(cache=True, inline="always")
+def _ends_set(ht, hq, at, n, t, op):
+    """Flow ``op`` now ends at t (a new entry if it has none); returns the
+    heap's size."""
+    i = at[op]
+    if i < 0:
+        _ends_up(ht, hq, at, n, t, op)
+        return n + 1
+    _ends_down(ht, hq, at, n, _ends_up(ht, hq, at, i, t, op), t, op)
+    return n
+
+
+@njit(cache=True, inline="always")
+def _ends_remove(ht, hq, at, n, op):
+    """Take flow ``op`` out of the heap of n; returns the new size."""
+    i = at[op]
+    at[op] = -1
+    n -= 1
+    if i < n:
+        t, last = ht[n], hq[n]
+        _ends_down(ht, hq, at, n, _ends_up(ht, hq, at, i, t, last), t, last)
+    return n
+
+
 @njit(cache=True)
 def _level(a, b, span):
     """Index of the innermost network level joining cores a and b."""
@@ -251,11 +319,13 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     act = np.empty(nf, np.int64)
     na = 0
     fl_pos = np.full(nf, -1, np.int64)     # each flow's place in act (-1: not in flight)
-    # the flows' ends, soonest first: a heap in which an entry whose flow
-    # was solved again since, or is done, is passed over (a scan of every
-    # flow in flight after each solve cost more than the solves at 16k ranks)
-    fe_t = np.empty(64 if flows else 0)
-    fe_op = np.empty(64 if flows else 0, np.int64)
+    # the flows' ends, soonest first (``_ends_set``): a heap of at most
+    # the flows in flight, and each flow's place in it (-1: none).  A heap
+    # that passed over stale entries instead grew to 600 k entries for
+    # 2.5 k flows in flight at 16k ranks.
+    fe_t = np.empty(nf)
+    fe_op = np.empty(nf, np.int64)
+    fe_at = np.full(nf, -1, np.int64)
     fe_n = 0
     fl_due = -1.0                          # when the pending FLOWS event is
     solve_at = -1.0                        # when this event wants the rates solved
@@ -495,10 +565,8 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 above = np.inf                    # the lowest level among them
                 ngone = 0
                 while fe_n > 0 and fe_t[0] <= t:
-                    te, m = _pop(fe_t, fe_op, fe_n)
-                    fe_n -= 1
-                    if fl_pos[m] < 0 or fl_end[m] != te:
-                        continue                  # solved again since, or done
+                    m = fe_op[0]
+                    fe_n = _ends_remove(fe_t, fe_op, fe_at, fe_n, m)
                     last = act[na - 1]
                     act[fl_pos[m]] = last
                     fl_pos[last] = fl_pos[m]
@@ -535,14 +603,9 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 for k in range(ns):                # their new ends
                     m = sub[k]
                     if fl_end[m] < np.inf:
-                        if fe_n == len(fe_t):
-                            fe_t = np.concatenate((fe_t, np.empty(fe_n)))
-                            fe_op = np.concatenate((fe_op, np.empty(fe_n, np.int64)))
-                        _push(fe_t, fe_op, fe_n, fl_end[m], m)
-                        fe_n += 1
-                while fe_n > 0 and (fl_pos[fe_op[0]] < 0 or fl_end[fe_op[0]] != fe_t[0]):
-                    _pop(fe_t, fe_op, fe_n)
-                    fe_n -= 1
+                        fe_n = _ends_set(fe_t, fe_op, fe_at, fe_n, fl_end[m], m)
+                    elif fe_at[m] >= 0:
+                        fe_n = _ends_remove(fe_t, fe_op, fe_at, fe_n, m)
                 if fe_n > 0:
                     solve_at = fe_t[0]
         elif ev == HOP:
