@@ -148,71 +148,72 @@ def _pop(ht, hp, n):
     return t, payload
 
 
-# ---- the flows' ends: a heap of (end time, flow) entries (ties: the lower
-# flow first, as the event heap breaks them) with each flow's place in it,
-# so that a flow solved again moves within it rather than leaving a stale
-# entry behind.  The times live in the heap itself: comparisons read two
-# small arrays, not the per-op arrays of millions of entries.
+# ---- the flows' ends: a heap of (end time, flow) entries with each flow's
+# place in it, so that a flow solved again moves within it rather than
+# leaving a stale entry behind; ties go to the lower op (``tie``: each
+# flow's), as the event heap breaks them.  The times live in the heap
+# itself: comparisons read small arrays, not per-op arrays.
 @njit(cache=True, inline="always")
-def _ends_place(ht, hq, at, i, t, op):
-    """Put (t, op) at place i."""
+def _ends_place(ht, hq, at, i, t, f):
+    """Put (t, f) at place i."""
     ht[i] = t
-    hq[i] = op
-    at[op] = i
+    hq[i] = f
+    at[f] = i
 
 
 @njit(cache=True, inline="always")
-def _ends_up(ht, hq, at, i, t, op):
-    """Place (t, op) at i or above, as far toward the root as it ends
+def _ends_up(ht, hq, at, tie, i, t, f):
+    """Place (t, f) at i or above, as far toward the root as it ends
     sooner than the parents there; returns its place."""
     while i > 0:
         parent = (i - 1) >> 1
-        if ht[parent] < t or (ht[parent] == t and hq[parent] < op):
+        if ht[parent] < t or (ht[parent] == t and tie[hq[parent]] < tie[f]):
             break
         _ends_place(ht, hq, at, i, ht[parent], hq[parent])
         i = parent
-    _ends_place(ht, hq, at, i, t, op)
+    _ends_place(ht, hq, at, i, t, f)
     return i
 
 
 @njit(cache=True, inline="always")
-def _ends_down(ht, hq, at, n, i, t, op):
-    """Place (t, op) at i or below, as far from the root as a child there
+def _ends_down(ht, hq, at, tie, n, i, t, f):
+    """Place (t, f) at i or below, as far from the root as a child there
     ends sooner."""
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hq[c + 1] < hq[c])):
+        if c + 1 < n and (ht[c + 1] < ht[c]
+                          or (ht[c + 1] == ht[c] and tie[hq[c + 1]] < tie[hq[c]])):
             c += 1
-        if t < ht[c] or (t == ht[c] and op < hq[c]):
+        if t < ht[c] or (t == ht[c] and tie[f] < tie[hq[c]]):
             break
         _ends_place(ht, hq, at, i, ht[c], hq[c])
         i = c
-    _ends_place(ht, hq, at, i, t, op)
+    _ends_place(ht, hq, at, i, t, f)
 
 
 @njit(cache=True, inline="always")
-def _ends_set(ht, hq, at, n, t, op):
-    """Flow ``op`` now ends at t (a new entry if it has none); returns the
+def _ends_set(ht, hq, at, tie, n, t, f):
+    """Flow f now ends at t (a new entry if it has none); returns the
     heap's size."""
-    i = at[op]
+    i = at[f]
     if i < 0:
-        _ends_up(ht, hq, at, n, t, op)
+        _ends_up(ht, hq, at, tie, n, t, f)
         return n + 1
-    _ends_down(ht, hq, at, n, _ends_up(ht, hq, at, i, t, op), t, op)
+    _ends_down(ht, hq, at, tie, n, _ends_up(ht, hq, at, tie, i, t, f), t, f)
     return n
 
 
 @njit(cache=True, inline="always")
-def _ends_remove(ht, hq, at, n, op):
-    """Take flow ``op`` out of the heap of n; returns the new size."""
-    i = at[op]
-    at[op] = -1
+def _ends_remove(ht, hq, at, tie, n, f):
+    """Take flow f out of the heap of n; returns the new size."""
+    i = at[f]
+    at[f] = -1
     n -= 1
     if i < n:
         t, last = ht[n], hq[n]
-        _ends_down(ht, hq, at, n, _ends_up(ht, hq, at, i, t, last), t, last)
+        _ends_down(ht, hq, at, tie, n, _ends_up(ht, hq, at, tie, i, t, last), t, last)
     return n
 
 
@@ -301,12 +302,21 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     routed = len(route) == n
     link_free = np.zeros(len(link_bt))
     link_busy = np.zeros(len(link_bt))
-    # flows in flight (sharing: flows): work left (seconds at the NIC's
-    # speed) when it was last counted (fl_since), rate, when each ends at
-    # that rate; the links' numbers for the NICs come after the topology's
+    # flows in flight (sharing: flows), each under a number of its own while
+    # it flows (reused once it ends): its op and route, work left (seconds
+    # at the NIC's speed) when it was last counted (fl_since), rate, when it
+    # ends at that rate; the links' numbers for the NICs come after the
+    # topology's.  Numbered so, not by op, the few thousand flows in flight
+    # share cache lines (by op, each took a line of every array: the run
+    # at 16,384 ranks took 1.5 times as long); a run that needs more
+    # numbers than ``room`` stops as a full heap does.
     flows = flows and routed
     rtt = rtt and flows
-    nf = n if flows else 0
+    nf = min(room, n) if flows else 0
+    fl_op = np.empty(nf, np.int64)
+    fl_route = np.empty(nf, route.dtype)
+    free = np.arange(nf - 1, -1, -1)       # the numbers free, the next one last
+    nfree = nf
     fl_left = np.zeros(nf)
     fl_since = np.zeros(nf)
     fl_rate = np.zeros(nf)
@@ -318,7 +328,7 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
     fl_in = np.zeros(nf, np.int64)
     act = np.empty(nf, np.int64)
     na = 0
-    fl_pos = np.full(nf, -1, np.int64)     # each flow's place in act (-1: not in flight)
+    fl_pos = np.full(nf, -1, np.int64)     # each flow's place in act (-1: none)
     # the flows' ends, soonest first (``_ends_set``): a heap of at most
     # the flows in flight, and each flow's place in it (-1: none).  A heap
     # that passed over stale entries instead grew to 600 k entries for
@@ -539,23 +549,29 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                       op * 8 + (ARRIVE if eager[op] else DATA))
                 hn += 1
             else:
-                fl_left[op] = occupy[op]
-                fl_since[op] = t
-                fl_rate[op] = 0.0
-                fl_end[op] = np.inf
-                fl_unit[op] = (level_bt[lv] if level_bt[lv] > 0.0
-                               else occupy[op] / size[op] if size[op] > 0 else 1.0)
+                if nfree == 0:
+                    return start, end, link, coll_last, link_busy, OUT_OF_ROOM
+                nfree -= 1
+                f = free[nfree]
+                fl_op[f] = op
+                fl_route[f] = r
+                fl_left[f] = occupy[op]
+                fl_since[f] = t
+                fl_rate[f] = 0.0
+                fl_end[f] = np.inf
+                fl_unit[f] = (level_bt[lv] if level_bt[lv] > 0.0
+                              else occupy[op] / size[op] if size[op] > 0 else 1.0)
                 if rtt:                            # TCP-like: rate ~ 1 / round trip
-                    fl_phi[op] = 1.0 / max(_route_latency(r, lv, lat, route_ptr, route_links,
-                                                          link_lat), 1e-12)
-                fl_out[op] = len(link_bt) + core[rank[op]] // cores_per_node
-                fl_in[op] = len(link_bt) + nnodes + core[peer[op]] // cores_per_node
-                fl_pos[op] = na
-                act[na] = op
+                    fl_phi[f] = 1.0 / max(_route_latency(r, lv, lat, route_ptr, route_links,
+                                                         link_lat), 1e-12)
+                fl_out[f] = len(link_bt) + core[rank[op]] // cores_per_node
+                fl_in[f] = len(link_bt) + nnodes + core[peer[op]] // cores_per_node
+                fl_pos[f] = na
+                act[na] = f
                 na += 1
-                enter(op, fl_level, fl_unit, fl_phi, route, route_ptr, route_links, link_bt,
+                enter(f, fl_level, fl_unit, fl_phi, fl_route, route_ptr, route_links, link_bt,
                       contention, fl_out, fl_in, held, per, on_head, on_next, on_prev)
-                fl_new[nnew] = op
+                fl_new[nnew] = f
                 nnew += 1
                 solve_at = t
         elif ev == FLOWS:
@@ -565,20 +581,21 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                 above = np.inf                    # the lowest level among them
                 ngone = 0
                 while fe_n > 0 and fe_t[0] <= t:
-                    m = fe_op[0]
-                    fe_n = _ends_remove(fe_t, fe_op, fe_at, fe_n, m)
+                    f = fe_op[0]
+                    fe_n = _ends_remove(fe_t, fe_op, fe_at, fl_op, fe_n, f)
                     last = act[na - 1]
-                    act[fl_pos[m]] = last
-                    fl_pos[last] = fl_pos[m]
-                    fl_pos[m] = -1
+                    act[fl_pos[f]] = last
+                    fl_pos[last] = fl_pos[f]
+                    fl_pos[f] = -1
                     na -= 1
-                    above = min(above, fl_level[m])
-                    release(m, fl_level, fl_unit, fl_phi, route, route_ptr, route_links, link_bt,
-                            contention, fl_out, fl_in, load, held, per, on_head, on_next,
-                            on_prev)
-                    fl_new[nnew] = m              # a seed of the change, as a start is
+                    above = min(above, fl_level[f])
+                    release(f, fl_level, fl_unit, fl_phi, fl_route, route_ptr, route_links,
+                            link_bt, contention, fl_out, fl_in, load, held, per, on_head,
+                            on_next, on_prev)
+                    fl_new[nnew] = f              # a seed of the change, as a start is
                     nnew += 1
                     ngone += 1
+                    m = fl_op[f]
                     lv = _level(core[rank[m]], core[peer[m]], span)
                     _push(ht, hp, hn, t + _flow_latency(m, route[m], lv, lat, route_ptr,
                                                         route_links, link_lat, wire, occupy),
@@ -595,17 +612,20 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                         note_isstart[nn] = False
                         nn += 1
                 sub, ns = resolve(t, fl_new, nnew, ngone, above, act, na, fl_left, fl_since,
-                                  fl_end, fl_rate, fl_level, fl_unit, fl_phi, route, route_ptr,
-                                  route_links, link_bt, contention, fl_out, fl_in, cap, weight,
-                                  count, first, used, load, held, per, on_head, on_next,
+                                  fl_end, fl_rate, fl_level, fl_unit, fl_phi, fl_route,
+                                  route_ptr, route_links, link_bt, contention, fl_out, fl_in, cap,
+                                  weight, count, first, used, load, held, per, on_head, on_next,
                                   seen_link, seen_op, reach)
+                for k in range(nnew - ngone, nnew):  # the ended flows' numbers are free
+                    free[nfree] = fl_new[k]
+                    nfree += 1
                 nnew = 0
                 for k in range(ns):                # their new ends
-                    m = sub[k]
-                    if fl_end[m] < np.inf:
-                        fe_n = _ends_set(fe_t, fe_op, fe_at, fe_n, fl_end[m], m)
-                    elif fe_at[m] >= 0:
-                        fe_n = _ends_remove(fe_t, fe_op, fe_at, fe_n, m)
+                    f = sub[k]
+                    if fl_end[f] < np.inf:
+                        fe_n = _ends_set(fe_t, fe_op, fe_at, fl_op, fe_n, fl_end[f], f)
+                    elif fe_at[f] >= 0:
+                        fe_n = _ends_remove(fe_t, fe_op, fe_at, fl_op, fe_n, f)
                 if fe_n > 0:
                     solve_at = fe_t[0]
         elif ev == HOP:

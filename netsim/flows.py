@@ -15,6 +15,10 @@ weight, the inverse of its route's latency, and rises in proportion to
 it: TCP's sharing of a bottleneck (a longer round trip grows its window
 more slowly), and SimGrid's flow model.
 
+Flows are numbered by the caller (the engine numbers the flows in flight
+from 0, reusing a number once its flow ends): below, ``op`` is such a
+number, and ``route[op]``, ``unit[op]``, ... are that flow's.
+
 Units: a flow's work is its message's NIC occupancy (seconds at its NIC's
 speed), its rate a fraction of that speed.  A link of its own speed
 (``link_bt``, seconds per byte; 0: as the message's network level) takes
@@ -138,7 +142,7 @@ def _settle(used, nused, cap, weight, count, load):
 
 
 @njit(cache=True)
-def lists(nlinks, nops, route_ptr, nic):
+def lists(nlinks, nflows, route_ptr, nic):
     """Each link's flows in flight, as doubly linked lists through the
     flows' memberships (flow ``op``'s ``k``-th link is slot ``op * per +
     k``, ``per`` a power of two: a slot's flow is a shift away, where a
@@ -152,9 +156,9 @@ def lists(nlinks, nops, route_ptr, nic):
     while per < longest + (2 if nic else 0):
         per *= 2
     # 32-bit slots: half the memory, and enough for 2**31 memberships
-    return (per, np.full(nlinks, -1, np.int64), np.empty(nops * per, np.int32),
-            np.empty(nops * per, np.int32), np.zeros(nlinks, np.bool_),
-            np.zeros(nops, np.bool_))
+    return (per, np.full(nlinks, -1, np.int64), np.empty(nflows * per, np.int32),
+            np.empty(nflows * per, np.int32), np.zeros(nlinks, np.bool_),
+            np.zeros(nflows, np.bool_))
 
 
 @njit(cache=True)

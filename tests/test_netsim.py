@@ -477,6 +477,32 @@ def test_flows_alone_on_their_links_are_timed_as_queues(sharing):
         pytest.approx(flows(shift, tree).predicted_time, rel=1e-12)
 
 
+@pytest.mark.parametrize("sharing", ["flows", "rtt_flows"])
+def test_more_flows_at_once_than_the_first_room_share_the_nic_whole(sharing):
+    """3,000 messages from one node to another, each sent as the previous
+    one started: they all flow at once, more than the engine first numbers
+    flows for (its heap's room), so it runs again with more.  The NIC is
+    shared, never idle, so the last byte leaves after the messages' NIC
+    times summed, as queued messages would (receives cost nothing here)."""
+    from netsim.engine import heap_room
+    k, size = 3000, 50000
+    B = Builder(4)
+    prev = (B.op(CALC, 0, [], dur=1 * US), False)
+    for _ in range(k):
+        prev = (B.op(SEND, 0, [prev], peer=2, size=size, tag=0), True)
+    after = []
+    for _ in range(k):
+        after = [(B.op(RECV, 2, after, peer=0, size=size, tag=0), False)]
+    s = B.done()
+    assert heap_room(s.graph(), s.nranks, 10 ** 9) < k
+    tree = {"kind": "fat_tree", "leaf_nodes": 2, "up_links": 2, "sharing": sharing}
+    net = {"eager_limit": 100000, "overhead": {"send": 0.5 * US, "recv": 0.0},
+           "topology": tree}
+    o, L, G = 0.5 * US, 7 * US, 4e-9
+    assert simulate(s, platform(network=net)).predicted_time == \
+        pytest.approx(1 * US + o + k * (size - 1) * G + L, rel=1e-9)
+
+
 def test_reach_bounds_how_far_one_flow_moves_the_others():
     """A topology's ``reach``: 300 messages of 1 to 100 kB started at
     random times among 16 ranks on a 2:1 tapered tree.  A reach longer
