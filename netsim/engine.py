@@ -367,10 +367,15 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
             hn += 1
     events = 0
     # completions and starts notify dependants; done through a small stack
-    # so that both paths share one piece of code
-    note_op = np.empty(16, np.int64)
-    note_t = np.empty(16)
-    note_isstart = np.empty(16, np.bool_)
+    # so that both paths share one piece of code; room for the most one
+    # event can notify (a collective's members, the flows ending at once,
+    # plus three), so that the arrays are never replaced: arrays the loop
+    # could replace had their references counted at every event (a tenth
+    # of the run with flows)
+    most = 3 + max(np.max(coll_need) if ncoll > 0 else 0, nf)
+    note_op = np.empty(most, np.int64)
+    note_t = np.empty(most)
+    note_isstart = np.empty(most, np.bool_)
     while hn > 0:
         t, payload = _pop(ht, hp, hn)
         hn -= 1
@@ -479,10 +484,6 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     while m >= 0:
                         end[m] = done
                         cpu_free[rank[m]] = max(cpu_free[rank[m]], done)
-                        if nn == len(note_op):
-                            note_op = np.concatenate((note_op, np.empty(nn, np.int64)))
-                            note_t = np.concatenate((note_t, np.empty(nn)))
-                            note_isstart = np.concatenate((note_isstart, np.empty(nn, np.bool_)))
                         note_op[nn] = m
                         note_t[nn] = done
                         note_isstart[nn] = False
@@ -603,10 +604,6 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
                     hn += 1
                     if not eager[m]:               # rendezvous data: the send is done
                         end[m] = t + wire[m] - occupy[m]
-                        if nn == len(note_op):
-                            note_op = np.concatenate((note_op, np.empty(nn, np.int64)))
-                            note_t = np.concatenate((note_t, np.empty(nn)))
-                            note_isstart = np.concatenate((note_isstart, np.empty(nn, np.bool_)))
                         note_op[nn] = m
                         note_t[nn] = end[m]
                         note_isstart[nn] = False
@@ -720,14 +717,13 @@ def simulate(kind, rank, peer, size, tag, ctx, dur, coll, coll_need,
         # deliver notifications: dependants become ready when nothing is left
         for j in range(nn):
             o_, tt = note_op[j], note_t[j]
-            if note_isstart[j]:
-                lo, hi = isucc_ptr[o_], isucc_ptr[o_ + 1]
-                lst = isucc_idx
-            else:
-                lo, hi = succ_ptr[o_], succ_ptr[o_ + 1]
-                lst = succ_idx
+            began = note_isstart[j]
+            lo, hi = (isucc_ptr[o_], isucc_ptr[o_ + 1]) if began else (succ_ptr[o_],
+                                                                       succ_ptr[o_ + 1])
             for q in range(lo, hi):
-                w = lst[q]
+                # (not one name for either array: a name bound to one array
+                # or the other had its references counted per notification)
+                w = isucc_idx[q] if began else succ_idx[q]
                 if tt > ready_at[w]:
                     ready_at[w] = tt
                 left[w] -= 1
