@@ -57,10 +57,12 @@ beyond the reach may run slower or faster than max-min would let it for
 a while.  Measured against the exact solve (reach 0), halo + allreduce
 on a 4:1 tree (bench/netsim_speed.py): predictions +0.04 % at 2,048
 ranks and +0.02 % at 16,384, and the same to the last digit on all 55
-cases of the SimGrid comparison, while the run at 16,384 ranks takes
+cases of the SimGrid comparison, while the run at 16,384 ranks took
 26 s rather than 976 s (NIC contention alone: 7.9 s).  With so few
-flows solved a time, the engine keeps the flows' ends in a heap rather
-than scanning every flow in flight for the next.
+flows solved a time, the engine keeps each flow's end in a heap (one
+entry a flow, moved as it is solved again) rather than scanning every
+flow in flight for the next, and numbers the flows in flight rather
+than indexing them by op: 9 s against 4 s for NIC contention alone.
 """
 from __future__ import annotations
 
