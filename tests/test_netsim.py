@@ -486,14 +486,7 @@ def test_more_flows_at_once_than_the_first_room_share_the_nic_whole(sharing):
     times summed, as queued messages would (receives cost nothing here)."""
     from netsim.engine import heap_room
     k, size = 3000, 50000
-    B = Builder(4)
-    prev = (B.op(CALC, 0, [], dur=1 * US), False)
-    for _ in range(k):
-        prev = (B.op(SEND, 0, [prev], peer=2, size=size, tag=0), True)
-    after = []
-    for _ in range(k):
-        after = [(B.op(RECV, 2, after, peer=0, size=size, tag=0), False)]
-    s = B.done()
+    s = burst(k, chained=True, to=2, size=size)          # rank 2: the next node
     assert heap_room(s.graph(), s.nranks, 10 ** 9) < k
     tree = {"kind": "fat_tree", "leaf_nodes": 2, "up_links": 2, "sharing": sharing}
     net = {"eager_limit": 100000, "overhead": {"send": 0.5 * US, "recv": 0.0},
@@ -997,19 +990,20 @@ def test_successor_rows_keep_the_dependency_order():
         assert list(np.diff(ptr)) == list(np.bincount(src[mask], minlength=n))
 
 
-def burst(k: int, chained: bool):
-    """Rank 0 computes, then sends k messages to rank 1, which receives
-    them one after the other: all k sends at once (chained=False), or each
-    once the previous one started (the CPU serialises them either way)."""
-    B = Builder(2)
+def burst(k: int, chained: bool, to: int = 1, size: int = 8):
+    """Rank 0 computes, then sends k messages of ``size`` bytes to rank
+    ``to``, which receives them one after the other: all k sends at once
+    (chained=False), or each once the previous one started (the CPU
+    serialises them either way)."""
+    B = Builder(to + 1)
     c = B.op(CALC, 0, [], dur=1e-6)
     prev = (c, False)
     for _ in range(k):
-        x = B.op(SEND, 0, [prev if chained else (c, False)], peer=1, size=8, tag=0)
+        x = B.op(SEND, 0, [prev if chained else (c, False)], peer=to, size=size, tag=0)
         prev = (x, True)
     after = []
     for _ in range(k):
-        after = [(B.op(RECV, 1, after, peer=0, size=8, tag=0), False)]
+        after = [(B.op(RECV, to, after, peer=0, size=size, tag=0), False)]
     return B.done()
 
 

@@ -75,19 +75,27 @@ def write_map(found: dict[int, str], path: str) -> None:
             out.write(f"{a:x} {size:x} {found[a]}\n")
 
 
-def main() -> None:
-    name, p, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    sharing = sys.argv[4] if len(sys.argv) > 4 else "rtt_flows"
+def tree_workload(argv: list[str]):
+    """The case ``argv`` names (WORKLOAD RANKS OPS [SHARING], sharing
+    rtt_flows by default) on the 4:1 fat tree: (label, schedule,
+    platform), the engine compiled for it."""
+    name, p, ops = argv[0], int(argv[1]), int(argv[2])
+    sharing = argv[3] if len(argv) > 3 else "rtt_flows"
     net = dict(ns.PLATFORM["network"], contention=True)
     tree = {"kind": "fat_tree", "leaf_nodes": 16, "up_links": 4, "sharing": sharing}
     plat = from_dict(dict(ns.PLATFORM, network=dict(net, topology=tree)), "probe")
     gen, per_iter = ns.WORKLOADS[name]
     s = gen(p, max(1, ops // (p * per_iter(p))))
     run(s, plat)                             # compiled for these types, not timed
+    return f"{name} p={p} {sharing}", s, plat
+
+
+def main() -> None:
+    label, s, plat = tree_workload(sys.argv[1:])
     Path("/tmp/perf_ready").write_text(str(os.getpid()))
     t0 = time.perf_counter()
     res = run(s, plat)
-    print(f"{name} p={p} {sharing}: events {res.events}, engine {res.seconds:.2f} s, whole "
+    print(f"{label}: events {res.events}, engine {res.seconds:.2f} s, whole "
           f"{time.perf_counter() - t0:.2f} s", flush=True)
     found = compiled_functions((netsim.engine, netsim.flows))
     path = f"/tmp/perf-{os.getpid()}.map"

@@ -43,28 +43,20 @@ os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="refcount_numba
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent), str(HERE)]
 
-import netsim_speed as ns  # noqa: E402
-from perf_numba_map import compiled_functions, write_map  # noqa: E402
+from perf_numba_map import compiled_functions, tree_workload, write_map  # noqa: E402
 
 import netsim.engine  # noqa: E402
 import netsim.flows  # noqa: E402
-from netsim import from_dict, run  # noqa: E402
+from netsim import run  # noqa: E402
 
 
 def main() -> None:
-    name, p, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    sharing = sys.argv[4] if len(sys.argv) > 4 else "rtt_flows"
-    net = dict(ns.PLATFORM["network"], contention=True)
-    tree = {"kind": "fat_tree", "leaf_nodes": 16, "up_links": 4, "sharing": sharing}
-    plat = from_dict(dict(ns.PLATFORM, network=dict(net, topology=tree)), "probe")
-    gen, per_iter = ns.WORKLOADS[name]
-    s = gen(p, max(1, ops // (p * per_iter(p))))
-    run(s, plat)                             # compiled for these types
+    label, s, plat = tree_workload(sys.argv[1:])
     write_map(compiled_functions((netsim.engine, netsim.flows)), "/tmp/refcount_funcs.txt")
     Path("/tmp/refcount_ready").write_text(str(os.getpid()))
     time.sleep(8)                            # for gdb to attach
     res = run(s, plat)
-    print(f"{name} p={p} {sharing}: events {res.events}, engine {res.seconds:.2f} s "
+    print(f"{label}: events {res.events}, engine {res.seconds:.2f} s "
           "(slowed by gdb while it counts)", flush=True)
 
 
